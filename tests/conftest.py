@@ -1,0 +1,34 @@
+"""Test configuration: strict rank promotion, a persistent compilation cache, shared compiled programs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jax
+import pytest
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+_cache = Path(os.environ.get("VACO_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache"))
+jax.config.update("jax_compilation_cache_dir", str(_cache))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+from vaco_jax import Config, Driver, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram  # noqa: E402
+
+
+def tiny_config(**overrides) -> Config:
+    """A CartPole config small enough that compilation dominates (shared by many tests)."""
+    config = Config(
+        num_iterations=6,
+        env=EnvConfig(num_envs=8, num_steps=16),
+        network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
+        ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3),
+        lag=LagConfig(max_lag=4, num_actors=2, k=0),
+    )
+    return config.replace(**overrides)
+
+
+@pytest.fixture(scope="session")
+def tiny_driver() -> Driver:
+    """One compiled driver for the tiny config, shared by every test that can use it."""
+    return Driver(TrainProgram(tiny_config()))

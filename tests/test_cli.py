@@ -1,0 +1,84 @@
+"""The command line writes every output, refuses to overwrite results, and reports bad input clearly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vaco_jax.cli import main
+
+TINY = [
+    "--num-iterations",
+    "6",
+    "--env.num-envs",
+    "8",
+    "--env.num-steps",
+    "16",
+    "--network.actor-hidden",
+    "16",
+    "16",
+    "--network.critic-hidden",
+    "16",
+    "16",
+    "--ppo.num-epochs",
+    "2",
+    "--ppo.num-minibatches",
+    "2",
+    "--ppo.learning-rate",
+    "3e-3",
+    "--lag.max-lag",
+    "4",
+    "--lag.num-actors",
+    "2",
+    "--num-seeds",
+    "2",
+    "--chunk-size",
+    "3",
+]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), *TINY]) == 0
+    return out
+
+
+def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
+    for name in (
+        "config.json",
+        "metrics.json",
+        "metrics.csv",
+        "summary.json",
+        "learning_curves.png",
+        "final_vs_lag.k.png",
+    ):
+        assert (sweep_dir / name).stat().st_size > 0, name
+    payload = json.loads((sweep_dir / "metrics.json").read_text())
+    assert payload["axes"] == ["lag.k", "seed", "iteration"]
+    assert np.asarray(payload["metrics"]["tv/backward"], dtype=float).shape == (2, 2, 6)
+    assert payload["config"]["lag"]["max_lag"] == 4
+    rows = (sweep_dir / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2 * 6 and rows[0].startswith("lag.k,seed,iteration,env_steps,")
+
+
+def test_refuses_to_overwrite_results(sweep_dir, capsys):
+    code = main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(sweep_dir), *TINY])
+    assert code == 2
+    assert "already holds results" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["sweep", "--grid", "env.num_envs=8,16"], "env.num_envs is static"),
+        (["sweep", "--grid", "lag.k"], "must look like FIELD=V1,V2"),
+        (["sweep", "--grid", "lag.k=0,9"], "lag.k=9 exceeds lag.max_lag=4"),
+        (["train", "--env.name", "Cartpole"], "env.name='Cartpole' is unknown"),
+    ],
+)
+def test_bad_input_exits_with_a_clear_message(tmp_path, capsys, argv, fragment):
+    assert main([*argv, "--out-dir", str(tmp_path / "x"), *TINY]) == 2
+    assert fragment in capsys.readouterr().err

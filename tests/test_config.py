@@ -1,0 +1,80 @@
+"""Bad input fails before anything compiles, with an error that names the field and the fix."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.conftest import tiny_config
+from vaco_jax import ConfigError, make_train, run_sweep
+from vaco_jax.config import get_field, set_field, traced_fields
+
+
+@pytest.mark.parametrize(
+    "path,value,fragment",
+    [
+        ("env.name", "CartPole-v9", "env.name='CartPole-v9' is unknown"),
+        ("algorithm", "ppo2", "algorithm='ppo2' is unknown"),
+        ("env.num_envs", 9, "not divisible by lag.num_actors=2"),
+        ("ppo.num_minibatches", 3, "not divisible by ppo.num_minibatches=3"),
+        ("lag.k", 5, "lag.k=5 exceeds lag.max_lag=4: raise lag.max_lag or lower lag.k"),
+        ("lag.k", -1, "lag.k=-1 must be >= 0"),
+        ("lag.kind", "poisson", "lag.kind='poisson' is unknown"),
+        ("lag.p", 0.0, "lag.p=0.0 must be > 0"),
+        ("ppo.learning_rate", -1e-3, "ppo.learning_rate=-0.001 must be > 0"),
+        ("ppo.gamma", math.nan, "ppo.gamma=nan is not finite"),
+        ("ppo.gamma", 1.5, "ppo.gamma=1.5 must be <= 1"),
+        ("ppo.ent_coef", math.inf, "ppo.ent_coef=inf is not finite"),
+        ("env.num_steps", 0, "env.num_steps=0 must be a positive integer"),
+        ("network.actor_hidden", (16, 0), "network.actor_hidden=(16, 0) must be a tuple of positive"),
+    ],
+)
+def test_bad_values_raise_before_compiling(path, value, fragment):
+    config = set_field(tiny_config(), path, value)
+    with pytest.raises(ConfigError, match=None) as info:
+        make_train(config)
+    assert fragment in str(info.value)
+
+
+def test_static_fields_cannot_be_swept_and_grid_values_are_validated():
+    with pytest.raises(ConfigError, match="env.num_envs is static"):
+        run_sweep(tiny_config(), {"env.num_envs": [8, 16]})
+    with pytest.raises(ConfigError, match="lag.k=7 exceeds lag.max_lag=4"):
+        run_sweep(tiny_config(), {"lag.k": [0, 7]})
+    with pytest.raises(ConfigError, match="unknown config field 'lag.q'"):
+        run_sweep(tiny_config(), {"lag.q": [0.1]})
+
+
+def test_traced_and_static_fields_follow_the_spec():
+    traced = set(traced_fields(tiny_config()))
+    assert {
+        "lag.k",
+        "lag.p",
+        "ppo.learning_rate",
+        "ppo.clip_eps",
+        "ppo.ent_coef",
+        "ppo.gamma",
+        "ppo.gae_lambda",
+        "env.reward_scale",
+    } <= traced
+    assert (
+        not {
+            "lag.max_lag",
+            "lag.num_actors",
+            "ppo.num_epochs",
+            "ppo.num_minibatches",
+            "env.num_envs",
+            "env.num_steps",
+            "num_iterations",
+            "algorithm",
+            "env.name",
+        }
+        & traced
+    )
+
+
+def test_set_field_returns_a_copy():
+    config = tiny_config()
+    changed = set_field(config, "lag.k", 3)
+    assert get_field(changed, "lag.k") == 3 and get_field(config, "lag.k") == 0

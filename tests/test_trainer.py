@@ -1,0 +1,124 @@
+"""End-to-end properties of the training program on a tiny config (one shared compilation)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from tests.conftest import tiny_config
+from vaco_jax import run_sweep, seed_keys, stack_hparams
+from vaco_jax.config import set_field
+
+
+def _run(driver, ks, seeds, chunk_size=None):
+    config = driver.program.config
+    hparams = stack_hparams([set_field(config, "lag.k", k) for k in ks])
+    keys = seed_keys(0, max(seeds) + 1)[np.asarray(seeds)]
+    return driver.run(keys, hparams, chunk_size=chunk_size)
+
+
+@pytest.fixture(scope="module")
+def lag_runs(tiny_driver):
+    """Runs at lag 0 and lag 4 (seed 0) and lag 0 again with seed 1, in one program."""
+    return _run(tiny_driver, ks=[0, 4, 0], seeds=[0, 0, 1])
+
+
+def test_metrics_are_per_iteration(lag_runs):
+    config = tiny_config()
+    for name, value in lag_runs.metrics.items():
+        assert value.shape == (3, config.num_iterations), name
+    expected = {
+        "lag/mean",
+        "tv/backward",
+        "tv/forward",
+        "tv/total",
+        "tv/backward_exact",
+        "ppo/clip_frac",
+        "kl/approx",
+        "loss/policy",
+        "loss/value",
+        "loss/total",
+        "entropy",
+        "explained_variance",
+        "grad_norm",
+        "episode/return",
+        "episode/length",
+        "episode/count",
+    }
+    assert expected <= set(lag_runs.metrics)
+
+
+def test_zero_lag_gives_exactly_zero_backward_tv(lag_runs):
+    for name in ("tv/backward", "tv/backward_exact"):
+        assert np.all(lag_runs.metrics[name][0] == 0.0), name
+        assert np.all(lag_runs.metrics["lag/mean"][0] == 0.0)
+
+
+def test_lag_four_gives_positive_backward_tv(lag_runs):
+    lag_mean = lag_runs.metrics["lag/mean"][1]
+    np.testing.assert_array_equal(lag_mean, np.minimum(np.arange(6), 4))  # clamped early, then k
+    tv = lag_runs.metrics["tv/backward"][1]
+    assert tv[0] == 0.0  # iteration 0: the only snapshot is the learner's own
+    assert np.all(tv[1:] > 0)
+    assert np.all(lag_runs.metrics["tv/backward_exact"][1][1:] > 0)
+    # total TV of the update is at least as large as the forward part on average
+    assert lag_runs.metrics["tv/total"][1][1:].mean() > lag_runs.metrics["tv/forward"][1][1:].mean()
+
+
+def test_same_seed_is_deterministic_and_seeds_differ(tiny_driver, lag_runs):
+    again = _run(tiny_driver, ks=[0, 4, 0], seeds=[0, 0, 1])
+    for name in lag_runs.metrics:
+        np.testing.assert_array_equal(lag_runs.metrics[name], again.metrics[name], err_msg=name)
+    assert not np.allclose(lag_runs.metrics["loss/total"][0], lag_runs.metrics["loss/total"][2])
+
+
+def test_vmapped_grid_equals_separate_runs(tiny_driver, lag_runs):
+    for index, (k, seed) in enumerate([(0, 0), (4, 0), (0, 1)]):
+        alone = _run(tiny_driver, ks=[k], seeds=[seed])
+        for name in ("loss/total", "tv/backward", "episode/return", "grad_norm"):
+            np.testing.assert_allclose(
+                alone.metrics[name][0],
+                lag_runs.metrics[name][index],
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"{name} k={k} seed={seed}",
+            )
+
+
+def test_chunked_driver_equals_one_program_run(tiny_driver, lag_runs):
+    chunked = _run(tiny_driver, ks=[0, 4, 0], seeds=[0, 0, 1], chunk_size=3)  # 2 chunks, 1 compile
+    assert len(chunked.timings) == 2
+    for name in lag_runs.metrics:
+        np.testing.assert_array_equal(chunked.metrics[name], lag_runs.metrics[name], err_msg=name)
+    jax.tree.map(np.testing.assert_array_equal, chunked.states.params, lag_runs.states.params)
+
+
+def test_unbatched_jit_train_matches_driver(tiny_driver, lag_runs):
+    program = tiny_driver.program
+    state, metrics = jax.jit(program)(seed_keys(0, 1)[0])
+    np.testing.assert_allclose(metrics["loss/total"], lag_runs.metrics["loss/total"][0], rtol=1e-5, atol=1e-6)
+    assert int(state.iteration) == program.config.num_iterations
+
+
+def test_sweep_result_has_named_axes():
+    config = tiny_config(num_iterations=3)
+    result = run_sweep(config, {"lag.k": [0, 2], "ppo.clip_eps": [0.1, 0.2, 0.3]}, num_seeds=2)
+    assert result.axes == ("lag.k", "ppo.clip_eps", "seed", "iteration")
+    assert result.metrics["tv/backward"].shape == (2, 3, 2, 3)
+    point = result.sel(lag_k=2, ppo_clip_eps=0.3)
+    np.testing.assert_array_equal(point["tv/backward"], result.metrics["tv/backward"][1, 2])
+    assert np.all(result.sel(lag_k=0, ppo_clip_eps=0.1)["tv/backward"] == 0)
+    assert result.env_steps.dtype == np.int64 and result.env_steps[-1] == 3 * config.steps_per_iteration
+    assert len(result.summary()) == 6
+
+
+def test_make_train_does_not_modify_config():
+    config = tiny_config()
+    before = dataclasses.asdict(config)
+    from vaco_jax import make_train
+
+    make_train(config)
+    assert dataclasses.asdict(config) == before

@@ -1,0 +1,97 @@
+"""Advantage estimators (spec section 3): pure functions on time-major arrays.
+
+Every estimator scans over axis 0 (time, T) and broadcasts over any trailing
+batch axes, so ``[T]``, ``[T, E]`` and ``vmap`` all work. Row t of every input is
+the transition (s_t, a_t, r_t, s'_t), where s'_t is the observation *before* any
+auto-reset; callers pass ``next_values = V(s'_t)`` explicitly, which is what makes
+bootstrapping on truncation (and not on termination) possible.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+
+def td_errors(
+    rewards: jax.Array, values: jax.Array, next_values: jax.Array, terminations: jax.Array, *, gamma: float | jax.Array
+) -> jax.Array:
+    """One-step TD errors with time-limit-aware bootstrapping.
+
+        delta_t = r_t + gamma * (1 - term_t) * V(s'_t) - V(s_t)
+
+    Args:
+      rewards: [T, ...] reward r_t of transition t.
+      values: [T, ...] V(s_t).
+      next_values: [T, ...] V(s'_t) of the pre-reset next observation.
+      terminations: [T, ...] bool, true termination at t (no bootstrap).
+      gamma: discount factor.
+
+    Returns:
+      [T, ...] delta_t.
+    """
+    chex.assert_equal_shape([rewards, values, next_values, terminations])
+    not_terminal = 1.0 - terminations.astype(values.dtype)
+    return rewards + gamma * not_terminal * next_values - values
+
+
+def gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminations: jax.Array,
+    truncations: jax.Array,
+    *,
+    gamma: float | jax.Array,
+    lambda_: float | jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation, GAE(lambda), with correct truncation handling.
+
+        delta_t = r_t + gamma * (1 - term_t) * V(s'_t) - V(s_t)
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},    A_N = 0
+        v_t     = A_t + V(s_t)                                  (value target)
+
+    where ``done_t = term_t or trunc_t``: the recursion stops at every episode
+    end, and a truncated step still bootstraps from V(s'_t) through delta_t.
+
+    Args:
+      rewards: [T, ...] reward r_t of transition t.
+      values: [T, ...] V(s_t).
+      next_values: [T, ...] V(s'_t) of the pre-reset next observation s'_t.
+      terminations: [T, ...] bool, true termination at t.
+      truncations: [T, ...] bool, time-limit truncation at t.
+      gamma: discount factor (may be traced).
+      lambda_: GAE lambda (may be traced).
+
+    Returns:
+      ``(advantages, value_targets)``, each [T, ...], dtype of ``values``.
+
+    Reference:
+      Schulman, Moritz, Levine, Jordan, Abbeel. High-Dimensional Continuous
+      Control Using Generalized Advantage Estimation. arXiv:1506.02438.
+
+    Note:
+      Truncation bootstraps from V(s'_t) of the pre-reset observation, unlike
+      implementations that use a single ``done`` flag for both cases.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> adv, target = gae(jnp.ones(3), jnp.zeros(3), jnp.zeros(3),
+      ...                   jnp.array([False, False, True]), jnp.zeros(3, bool),
+      ...                   gamma=0.5, lambda_=1.0)
+      >>> adv.tolist()
+      [1.75, 1.5, 1.0]
+    """
+    chex.assert_equal_shape([rewards, values, next_values, terminations, truncations])
+    chex.assert_type([rewards, values, next_values], float)
+    deltas = td_errors(rewards, values, next_values, terminations, gamma=gamma)
+    continues = 1.0 - jnp.logical_or(terminations, truncations).astype(values.dtype)
+
+    def backward(next_advantage: jax.Array, step: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        delta, cont = step
+        advantage = delta + gamma * lambda_ * cont * next_advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, continues), reverse=True)
+    return advantages, advantages + values

@@ -1,0 +1,307 @@
+"""Configuration: frozen dataclasses grouped as in the spec, static and traced fields marked.
+
+Fields created with :func:`static` change an array shape, a loop length or a code
+path; they are pytree *metadata* and changing them recompiles. Every other field
+is a traced pytree leaf: a sweep over it is a ``vmap`` in one compiled program.
+
+Dotted names (``lag.k``, ``ppo.learning_rate``) address fields everywhere: in the
+CLI, in sweep grids and in error messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from flax import struct
+
+LAG_KINDS = ("fixed", "uniform", "geometric", "spread")
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and the fix."""
+
+
+def static(default: Any) -> Any:
+    """A static (shape- or code-path-changing) config field."""
+    return struct.field(pytree_node=False, default=default)
+
+
+def group(factory: type) -> Any:
+    """A nested config group (a pytree node holding its own traced leaves)."""
+    return struct.field(pytree_node=True, default_factory=factory)
+
+
+@struct.dataclass
+class EnvConfig:
+    """Environment and batch shape."""
+
+    name: str = static("CartPole-v1")
+    """gymnax environment id (e.g. CartPole-v1, Pendulum-v1, Acrobot-v1)."""
+    num_envs: int = static(64)
+    """Environments stepped in parallel per run."""
+    num_steps: int = static(128)
+    """Rollout length per iteration (T)."""
+    normalize_observations: bool = static(True)
+    """Running mean/variance observation normalisation (part of the actor snapshot)."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
+
+
+@struct.dataclass
+class NetworkConfig:
+    """Separate actor and critic MLPs."""
+
+    actor_hidden: tuple[int, ...] = static((64, 64))
+    critic_hidden: tuple[int, ...] = static((64, 64))
+    activation: str = static("tanh")
+
+
+@struct.dataclass
+class PPOConfig:
+    """Optimisation and PPO-family hyperparameters (forward-lag knobs included)."""
+
+    num_epochs: int = static(4)
+    """Epochs over each batch (forward lag)."""
+    num_minibatches: int = static(4)
+    """Minibatches per epoch, split along the environment axis (forward lag)."""
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = static(True)
+    """Anneal the learning rate linearly to 0 over training."""
+    max_grad_norm: float = 0.5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    clip_value_loss: bool = static(False)
+    """PPO-style clipping of the value loss around V_T(s)."""
+    vf_clip_eps: float = 0.2
+    normalize_advantages: bool = static(True)
+    """Normalise advantages per minibatch (mean 0, std 1)."""
+
+
+@struct.dataclass
+class LagConfig:
+    """Backward lag: the simulated fleet of stale actors (spec section 2)."""
+
+    kind: str = static("fixed")
+    """One of fixed, uniform, geometric, spread."""
+    max_lag: int = static(0)
+    """Buffer holds max_lag + 1 snapshots (static: it sets the buffer shape)."""
+    num_actors: int = static(1)
+    """Actor groups; num_envs must be divisible by it."""
+    k: int = 0
+    """Lag (fixed, spread) or maximum lag (uniform), in learner updates."""
+    p: float = 0.5
+    """Success probability of the geometric lag distribution, in (0, 1]."""
+
+
+@struct.dataclass
+class Config:
+    """Everything that defines a training run. ``make_train(config)`` never mutates it."""
+
+    algorithm: str = static("ppo")
+    num_iterations: int = static(100)
+    """Learner updates; env steps = num_iterations * num_envs * num_steps."""
+    env: EnvConfig = group(EnvConfig)
+    network: NetworkConfig = group(NetworkConfig)
+    ppo: PPOConfig = group(PPOConfig)
+    lag: LagConfig = group(LagConfig)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.env.num_envs * self.env.num_steps
+
+    @property
+    def total_env_steps(self) -> int:
+        return self.num_iterations * self.steps_per_iteration
+
+
+# ----------------------------------------------------------------------------- dotted access
+
+
+def _is_static(field: dataclasses.Field) -> bool:
+    return not field.metadata.get("pytree_node", True)
+
+
+def get_field(config: Any, path: str) -> Any:
+    """Value of the dotted field ``path`` (e.g. ``"lag.k"``)."""
+    value = config
+    for part in path.split("."):
+        if not dataclasses.is_dataclass(value) or part not in _field_names(value):
+            raise ConfigError(f"unknown config field {path!r}; known fields: {', '.join(all_fields(config))}")
+        value = getattr(value, part)
+    return value
+
+
+def set_field(config: Any, path: str, value: Any) -> Any:
+    """A copy of ``config`` with the dotted field ``path`` replaced by ``value``."""
+    get_field(config, path)  # validates the path
+    head, _, rest = path.partition(".")
+    if not rest:
+        return config.replace(**{head: value})
+    return config.replace(**{head: set_field(getattr(config, head), rest, value)})
+
+
+def _field_names(obj: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(obj)]
+
+
+def _walk(config: Any, prefix: str = "") -> Iterable[tuple[str, dataclasses.Field, Any]]:
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        path = f"{prefix}{field.name}"
+        if dataclasses.is_dataclass(value):
+            yield from _walk(value, path + ".")
+        else:
+            yield path, field, value
+
+
+def all_fields(config: Any) -> list[str]:
+    """Every dotted field name of ``config``."""
+    return [path for path, _, _ in _walk(config)]
+
+
+def traced_fields(config: Any) -> list[str]:
+    """Dotted names of the traced (vmappable) fields."""
+    return [path for path, field, _ in _walk(config) if not _is_static(field)]
+
+
+def is_traced(config: Any, path: str) -> bool:
+    return path in traced_fields(config)
+
+
+def parse_value(config: Any, path: str, text: str) -> Any:
+    """Parse ``text`` as a value for field ``path``, typed like the field's default."""
+    current = get_field(config, path)
+    try:
+        if isinstance(current, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1")
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+        if isinstance(current, tuple):
+            return tuple(int(v) for v in text.replace("x", ",").split(",") if v)
+    except ValueError:
+        raise ConfigError(
+            f"{path}={text!r} is not a valid {type(current).__name__}; give e.g. {path}={current!r}"
+        ) from None
+    return text
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _values(value: Any) -> np.ndarray:
+    return np.asarray(value).reshape(-1)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_number(
+    path: str,
+    value: Any,
+    *,
+    low: float,
+    high: float = math.inf,
+    low_open: bool = False,
+    integer: bool = False,
+    allow_inf: bool = False,
+    hint: str = "",
+) -> None:
+    for v in _values(value):
+        fv = float(v)
+        _check(
+            math.isfinite(fv) or (allow_inf and fv == math.inf), f"{path}={v} is not finite; give a finite number{hint}"
+        )
+        _check(not integer or fv == int(fv), f"{path}={v} must be an integer{hint}")
+        below = fv <= low if low_open else fv < low
+        _check(not below, f"{path}={v} must be {'>' if low_open else '>='} {low}{hint}")
+        _check(fv <= high, f"{path}={v} must be <= {high}{hint}")
+
+
+def validate(
+    config: Config, known_envs: Iterable[str] | None = None, known_algorithms: Iterable[str] | None = None
+) -> Config:
+    """Check every field before anything is traced; raise :class:`ConfigError` naming the field.
+
+    Traced fields may hold arrays (a sweep grid); every element is checked.
+    Returns ``config`` unchanged so calls can be chained.
+    """
+    if known_algorithms is not None and config.algorithm not in (known := sorted(known_algorithms)):
+        raise ConfigError(f"algorithm={config.algorithm!r} is unknown; choose one of {', '.join(known)}")
+    if known_envs is not None:
+        from vaco_jax.envs import describe_env_names
+
+        if config.env.name not in set(known_envs):
+            raise ConfigError(f"env.name={config.env.name!r} is unknown; {describe_env_names()}")
+
+    env, ppo, lag, net = config.env, config.ppo, config.lag, config.network
+    for path, value in (
+        ("num_iterations", config.num_iterations),
+        ("env.num_envs", env.num_envs),
+        ("env.num_steps", env.num_steps),
+        ("ppo.num_epochs", ppo.num_epochs),
+        ("ppo.num_minibatches", ppo.num_minibatches),
+        ("lag.num_actors", lag.num_actors),
+    ):
+        _check(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            f"{path}={value!r} must be a positive integer",
+        )
+    _check(isinstance(lag.max_lag, int) and lag.max_lag >= 0, f"lag.max_lag={lag.max_lag!r} must be an integer >= 0")
+    _check(
+        env.num_envs % lag.num_actors == 0,
+        f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "
+        f"make num_envs a multiple of num_actors",
+    )
+    _check(
+        env.num_envs % ppo.num_minibatches == 0,
+        f"env.num_envs={env.num_envs} is not divisible by ppo.num_minibatches={ppo.num_minibatches}: "
+        f"minibatches split the environment axis, so make num_envs a multiple of num_minibatches",
+    )
+    _check(lag.kind in LAG_KINDS, f"lag.kind={lag.kind!r} is unknown; choose one of {', '.join(LAG_KINDS)}")
+    _check(
+        net.activation in ACTIVATIONS,
+        f"network.activation={net.activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}",
+    )
+    for path, sizes in (("network.actor_hidden", net.actor_hidden), ("network.critic_hidden", net.critic_hidden)):
+        _check(
+            all(isinstance(s, int) and s >= 1 for s in sizes),
+            f"{path}={sizes!r} must be a tuple of positive layer sizes, e.g. (64, 64)",
+        )
+
+    _check_number("lag.k", lag.k, low=0, integer=True)
+    for k in _values(lag.k):
+        _check(
+            int(k) <= lag.max_lag, f"lag.k={int(k)} exceeds lag.max_lag={lag.max_lag}: raise lag.max_lag or lower lag.k"
+        )
+    _check_number("lag.p", lag.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
+    _check_number("env.reward_scale", env.reward_scale, low=0, low_open=True)
+    _check_number("ppo.learning_rate", ppo.learning_rate, low=0, low_open=True)
+    _check_number("ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True)
+    _check_number("ppo.gamma", ppo.gamma, low=0, high=1)
+    _check_number("ppo.gae_lambda", ppo.gae_lambda, low=0, high=1)
+    _check_number("ppo.clip_eps", ppo.clip_eps, low=0, low_open=True)
+    _check_number("ppo.vf_clip_eps", ppo.vf_clip_eps, low=0, low_open=True)
+    _check_number("ppo.ent_coef", ppo.ent_coef, low=0)
+    _check_number("ppo.vf_coef", ppo.vf_coef, low=0)
+    return config
+
+
+def with_overrides(config: Config, overrides: Mapping[str, Any]) -> Config:
+    """A copy of ``config`` with dotted-field overrides applied."""
+    for path, value in overrides.items():
+        config = set_field(config, path, value)
+    return config

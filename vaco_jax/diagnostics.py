@@ -1,0 +1,52 @@
+"""Per-iteration diagnostics of spec section 5 (every value is a scalar per run)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from vaco_jax import tv
+from vaco_jax.types import Rollout
+
+
+def lag_and_tv(lags: jax.Array, rollout: Rollout, next_log_probs: jax.Array) -> dict[str, jax.Array]:
+    """``lag/mean`` and the backward, forward and total TV estimates on the batch.
+
+    Args:
+      lags: [G] realised lag of each actor group.
+      rollout: the batch, with behaviour (beta) and learner (pi_T) log-probs.
+      next_log_probs: [T, E] log pi_{T+1}(a_t|s_t), the snapshot after the update.
+    """
+    metrics = {
+        "lag/mean": jnp.mean(lags.astype(jnp.float32)),
+        "tv/backward": tv.mean_tv(rollout.learner_log_probs, rollout.behaviour_log_probs),
+        "tv/forward": tv.mean_tv(next_log_probs, rollout.learner_log_probs),
+        "tv/total": tv.mean_tv(next_log_probs, rollout.behaviour_log_probs),
+    }
+    if rollout.behaviour_logits is not None:
+        metrics["tv/backward_exact"] = tv.exact_categorical_tv(rollout.learner_logits, rollout.behaviour_logits)
+    return metrics
+
+
+def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
+    """1 - Var(targets - values) / Var(targets) (NaN-free: 0 when targets are constant)."""
+    var_targets = jnp.var(targets)
+    return jnp.where(var_targets > 0, 1.0 - jnp.var(targets - values) / jnp.maximum(var_targets, 1e-12), 0.0)
+
+
+def episode_metrics(rollout: Rollout) -> dict[str, jax.Array]:
+    """Mean return and length of the training episodes that *completed* in this rollout.
+
+    ``episode/count`` is the validity flag: where it is 0 the means are NaN,
+    never a placeholder 0.
+    """
+    done = jnp.logical_or(rollout.terminations, rollout.truncations)
+    count = jnp.sum(done)
+    safe = jnp.maximum(count, 1).astype(jnp.float32)
+    mean_return = jnp.sum(jnp.where(done, rollout.episode_returns, 0.0)) / safe
+    mean_length = jnp.sum(jnp.where(done, rollout.episode_lengths, 0)).astype(jnp.float32) / safe
+    return {
+        "episode/return": jnp.where(count > 0, mean_return, jnp.nan),
+        "episode/length": jnp.where(count > 0, mean_length, jnp.nan),
+        "episode/count": count.astype(jnp.float32),
+    }

@@ -1,0 +1,130 @@
+"""The host driver: runs a batch of S training runs in compiled chunks of iterations.
+
+The compiled/host boundary is one function, ``run_chunk(states, hparams, n)``
+(jitted, states donated). Between chunks the driver hands per-iteration metrics
+to plain callbacks ``on_chunk(iterations_done, chunk_metrics)`` for progress,
+writers and checkpoints. Chunking does not change results: a chunk is the same
+``lax.scan`` of the same update step as the one-program run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from vaco_jax.config import Config
+from vaco_jax.trainer import TrainProgram
+from vaco_jax.types import TrainState
+
+ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
+
+
+@dataclass
+class RunOutput:
+    """Final states [S] and per-iteration metrics ``{name: [S, I]}`` of a batch of runs."""
+
+    states: TrainState
+    metrics: dict[str, np.ndarray]
+    compile_seconds: float  # ahead-of-time compilation of the chunk program(s)
+    run_seconds: float  # wall time of the whole call, init and compilation included
+    timings: list[float] = field(default_factory=list)  # execution seconds per chunk (no compilation)
+
+
+def stack_hparams(hparams: Sequence[Config]) -> Config:
+    """Stack per-run configs (same static fields) into one with leaves [S]."""
+    return jax.tree.map(lambda *xs: np.stack([_leaf_array(x) for x in xs]), *hparams)
+
+
+def _leaf_array(value) -> np.ndarray:
+    """A traced leaf as a 32-bit array (JAX's default precision)."""
+    array = np.asarray(value)
+    if np.issubdtype(array.dtype, np.floating):
+        return array.astype(np.float32)
+    if np.issubdtype(array.dtype, np.integer) or array.dtype == bool:
+        return array.astype(np.int32)
+    return array
+
+
+def run_sharding(num_runs: int) -> NamedSharding | None:
+    """A sharding of the run axis over all devices, or None with one device (or an uneven split)."""
+    devices = jax.devices()
+    if len(devices) < 2 or num_runs % len(devices):
+        return None
+    return NamedSharding(Mesh(np.asarray(devices), ("runs",)), PartitionSpec("runs"))
+
+
+class Driver:
+    """Compiled init and chunk functions for one program, shared across calls (compile once)."""
+
+    def __init__(self, program: TrainProgram):
+        self.program = program
+        self._init = jax.jit(program.init_batched)
+        self._chunk = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None)), static_argnums=2, donate_argnums=0)
+        self._compiled: dict[tuple, object] = {}
+
+    def compiled_chunk(self, states: TrainState, hparams: Config, num_iterations: int):
+        """The ahead-of-time compiled chunk for these shapes; returns (it, compile seconds)."""
+        leaves = jax.tree.leaves((states, hparams))
+        signature = (
+            num_iterations,
+            jax.tree.structure((states, hparams)),
+            tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves),
+        )
+        if signature in self._compiled:
+            return self._compiled[signature], 0.0
+        start = time.perf_counter()
+        compiled = self._chunk.lower(states, hparams, num_iterations).compile()
+        self._compiled[signature] = compiled
+        return compiled, time.perf_counter() - start
+
+    def init(self, keys: jax.Array, hparams: Config) -> TrainState:
+        states = self._init(keys, hparams)
+        sharding = run_sharding(keys.shape[0])
+        return states if sharding is None else jax.device_put(states, sharding)
+
+    def run(
+        self,
+        keys: jax.Array,
+        hparams: Config,
+        *,
+        chunk_size: int | None = None,
+        callbacks: Sequence[ChunkCallback] = (),
+        states: TrainState | None = None,
+        num_iterations: int | None = None,
+    ) -> RunOutput:
+        """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
+
+        ``states`` resumes from earlier states (their ``iteration`` counts on);
+        ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
+        """
+        total = self.program.config.num_iterations if num_iterations is None else num_iterations
+        chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
+        sharding = run_sharding(keys.shape[0])
+        if sharding is not None:
+            hparams = jax.device_put(hparams, sharding)
+        start = time.perf_counter()
+        if states is None:
+            states = self.init(keys, hparams)
+        done, chunks, timings, compile_seconds = 0, [], [], 0.0
+        while done < total:
+            n = min(chunk_size, total - done)
+            compiled, seconds = self.compiled_chunk(states, hparams, n)
+            compile_seconds += seconds
+            t0 = time.perf_counter()
+            states, metrics = compiled(states, hparams)
+            metrics = jax.device_get(metrics)
+            timings.append(time.perf_counter() - t0)
+            chunks.append(metrics)
+            done += n
+            for callback in callbacks:
+                callback(done, metrics)
+        merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]}
+        run_seconds = time.perf_counter() - start
+        return RunOutput(
+            states=states, metrics=merged, compile_seconds=compile_seconds, run_seconds=run_seconds, timings=timings
+        )

@@ -1,0 +1,62 @@
+"""Adapter for gymnax 1.0 environments (six-value step, ``info["final_observation"]``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vaco_jax.envs.base import ActionSpec, TimeStep
+
+
+class GymnaxEnv:
+    """A gymnax environment behind the :class:`vaco_jax.envs.base.Env` protocol.
+
+    Observations are flattened to [D] float32; rewards to a float32 scalar
+    (some gymnax envs return shape (1,)). ``truncated`` is reported only when the
+    step was not also a true termination.
+    """
+
+    def __init__(self, name: str, **env_kwargs: Any):
+        import gymnax
+
+        self.name = name
+        self._env, self._params = gymnax.make(name, **env_kwargs)
+        space = self._env.action_space(self._params)
+        if hasattr(space, "n"):
+            self.action_spec = ActionSpec(discrete=True, size=int(space.n))
+        else:
+            shape = tuple(space.shape) or (1,)
+            low = np.broadcast_to(np.asarray(space.low, np.float32), shape).reshape(-1)
+            high = np.broadcast_to(np.asarray(space.high, np.float32), shape).reshape(-1)
+            self.action_spec = ActionSpec(discrete=False, size=int(np.prod(shape)), low=low, high=high)
+            self._action_shape = tuple(space.shape)
+        obs_shape = self._env.observation_space(self._params).shape
+        self.observation_size = int(np.prod(obs_shape))
+        self.max_episode_steps = int(self._params.max_steps_in_episode)
+
+    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        obs, state = self._env.reset(key, self._params)
+        return state, jnp.asarray(obs, jnp.float32).reshape(-1)
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        if not self.action_spec.discrete:
+            action = action.reshape(self._action_shape)
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, self._params)
+        terminated = jnp.asarray(terminated, bool).reshape(())
+        truncated = jnp.logical_and(jnp.asarray(truncated, bool).reshape(()), ~terminated)
+        return state, TimeStep(
+            observation=jnp.asarray(obs, jnp.float32).reshape(-1),
+            reward=jnp.asarray(reward, jnp.float32).reshape(()),
+            terminated=terminated,
+            truncated=truncated,
+            final_observation=jnp.asarray(info["final_observation"], jnp.float32).reshape(-1),
+        )
+
+
+def gymnax_env_names() -> list[str]:
+    import gymnax
+
+    return list(gymnax.registered_envs)

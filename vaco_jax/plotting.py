@@ -1,0 +1,81 @@
+"""Figures: learning curves per grid point, and final return against lag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from vaco_jax import stats
+from vaco_jax.sweep import SweepResult
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items()) or "all runs"
+
+
+def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "episode/return") -> Path:
+    """IQM over seeds of ``metric`` against env steps, one line per grid point, 95% CI band."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    steps = result.env_steps
+    for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
+        curves = result.metrics[metric][index]  # [seed, I]
+        center = stats.iqm(curves, axis=0)
+        (line,) = ax.plot(steps, center, label=_label(point))
+        if curves.shape[0] > 1:
+            bands = np.array([stats.bootstrap_ci(curves[:, i], num_resamples=300) for i in range(len(steps))])
+            ax.fill_between(steps, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())
+    ax.set_xlabel("environment steps per run")
+    ax.set_ylabel(f"{metric} (IQM over {len(result.seeds)} seeds)")
+    ax.set_title(f"{result.config.algorithm} on {result.config.env.name}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_final_vs_axis(result: SweepResult, path: str | Path, axis: str, metric: str = "episode/return") -> Path:
+    """Final ``metric`` (IQM with 95% CI over seeds) against the grid axis ``axis``.
+
+    Other grid axes become separate lines.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    rows = result.summary(metric)
+    others = [a for a in result.grid if a != axis]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[a] for a in others), []).append(row)
+    for key, group in groups.items():
+        x = [row[axis] for row in group]
+        y = np.array([row["final"]["iqm"] for row in group])
+        err = np.array(
+            [
+                [row["final"]["iqm"] - row["final"]["ci_low"], row["final"]["ci_high"] - row["final"]["iqm"]]
+                for row in group
+            ]
+        ).T
+        ax.errorbar(
+            x, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=_label(dict(zip(others, key, strict=True)))
+        )
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"final {metric} (IQM, 95% CI)")
+    ax.set_title(f"{result.config.algorithm} on {result.config.env.name}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

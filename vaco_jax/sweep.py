@@ -1,0 +1,137 @@
+"""Seeds x hyperparameter grids as one vmapped program, with named axes in the results.
+
+Every grid field must be traced (see :mod:`vaco_jax.config`): the whole grid,
+times the seeds, is flattened into one run axis S, trained by one compiled
+program (sharded over devices when there are several) and reshaped back to
+``[*grid, seed, iteration]``. Grid points share seed keys (common random
+numbers), so differences between points are not seed noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from vaco_jax import stats
+from vaco_jax.config import Config, ConfigError, get_field, is_traced, with_overrides
+from vaco_jax.driver import ChunkCallback, Driver, stack_hparams
+from vaco_jax.trainer import TrainProgram, validate_config
+
+
+@dataclass
+class SweepResult:
+    """Metrics of a grid x seeds sweep, ``{name: [*grid, seed, iteration]}``, with named axes."""
+
+    config: Config
+    grid: dict[str, list[Any]]  # axis name -> values, in axis order
+    seeds: list[int]
+    metrics: dict[str, np.ndarray]
+    compile_seconds: float = 0.0
+    run_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return (*self.grid, "seed", "iteration")
+
+    @property
+    def env_steps(self) -> np.ndarray:
+        """Environment steps per run after each iteration [I] (int64, counted on the host)."""
+        num_iterations = next(iter(self.metrics.values())).shape[-1]
+        return np.arange(1, num_iterations + 1, dtype=np.int64) * self.config.steps_per_iteration
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every grid point as ``{axis: value}``, in row-major order."""
+        return [dict(zip(self.grid, values, strict=True)) for values in itertools.product(*self.grid.values())]
+
+    def sel(self, **point: Any) -> dict[str, np.ndarray]:
+        """Metrics at one grid point, ``{name: [seed, iteration]}``; keys use ``_`` for ``.``."""
+        index = []
+        for axis, values in self.grid.items():
+            key = axis.replace(".", "_")
+            if key not in point:
+                raise KeyError(f"sel() needs a value for {key}; axes are {list(self.grid)}")
+            if point[key] not in values:
+                raise KeyError(f"{axis}={point[key]!r} is not in the grid {values}")
+            index.append(values.index(point[key]))
+        return {name: value[tuple(index)] for name, value in self.metrics.items()}
+
+    def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
+        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC."""
+        rows = []
+        for point, index in zip(self.points(), np.ndindex(*map(len, self.grid.values())), strict=True):
+            curves = self.metrics[metric][index]  # [seed, I]
+            final = stats.summarize(stats.final_return(curves, fraction))
+            auc = stats.summarize(stats.area_under_curve(curves))
+            rows.append({**point, "final": final, "auc": auc})
+        return rows
+
+
+def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Config]:
+    """One validated config per grid point (row-major); every grid field must be traced."""
+    for path, values in grid.items():
+        get_field(config, path)
+        if not is_traced(config, path):
+            raise ConfigError(
+                f"{path} is static (it changes a shape, loop length or code path), so it "
+                f"cannot be swept in one program; run one sweep per value of {path}"
+            )
+        if len(values) == 0:
+            raise ConfigError(f"grid for {path} is empty; give at least one value")
+    points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    return [validate_config(with_overrides(config, point)) for point in points]
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Keys [num_seeds] for seeds ``seed, seed + 1, ...``; seed s gets the same key in every sweep."""
+    return jax.vmap(jax.random.key)(np.arange(seed, seed + num_seeds))
+
+
+def run_sweep(
+    config: Config,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    num_seeds: int = 1,
+    seed: int = 0,
+    chunk_size: int | None = None,
+    callbacks: Sequence[ChunkCallback] = (),
+    driver: Driver | None = None,
+) -> SweepResult:
+    """Train every grid point x ``num_seeds`` seeds in one compiled program.
+
+    Args:
+      config: the base configuration (static fields fixed for the whole sweep).
+      grid: ``{dotted traced field: values}``, e.g. ``{"lag.k": [0, 1, 2, 4, 8]}``; None for seeds only.
+      num_seeds: seeds per grid point.
+      seed: first seed.
+      chunk_size: iterations per compiled chunk (progress granularity); None for one chunk.
+      callbacks: called after each chunk as ``callback(iterations_done, metrics {name: [S, n]})``.
+      driver: a :class:`Driver` to reuse (shares compiled programs between calls).
+
+    Returns:
+      A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
+    """
+    grid = {path: list(values) for path, values in (grid or {}).items()}
+    if num_seeds < 1:
+        raise ConfigError(f"num_seeds={num_seeds} must be >= 1")
+    configs = grid_configs(config, grid)
+    driver = driver or Driver(TrainProgram(config))
+    hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
+    keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
+    out = driver.run(keys, hparams, chunk_size=chunk_size, callbacks=callbacks)
+    shape = (*(len(v) for v in grid.values()), num_seeds)
+    metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
+    return SweepResult(
+        config=config,
+        grid=grid,
+        seeds=list(range(seed, seed + num_seeds)),
+        metrics=metrics,
+        compile_seconds=out.compile_seconds,
+        run_seconds=out.run_seconds,
+        extra={"states": out.states},
+    )

@@ -1,0 +1,219 @@
+"""The training program: ``make_train(config)`` -> a pure ``train(key, hparams) -> (state, metrics)``.
+
+One iteration (:meth:`TrainProgram.update_step`) reads like the paper's pseudocode:
+sample lags, collect a rollout with stale actors, estimate advantages, run the
+epochs, push the new snapshot, compute diagnostics. The whole training is a
+``lax.scan`` of that step; the host driver runs the same step in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from vaco_jax import algorithms, diagnostics, envs, lag, normalization
+from vaco_jax.algorithms import AdvantageInputs
+from vaco_jax.config import Config, ConfigError, validate
+from vaco_jax.distributions import for_actions
+from vaco_jax.envs.base import init_episode_stats
+from vaco_jax.networks import Networks
+from vaco_jax.rollout import collect_rollout
+from vaco_jax.types import ActorSnapshot, Rollout, TrainState
+from vaco_jax.update import Learner, TrainBatch, make_optimizer, run_epochs
+
+Metrics = dict[str, jax.Array]
+
+
+def validate_config(config: Config) -> Config:
+    """Full host-side validation, including environment and algorithm names."""
+    return validate(config, known_envs=envs.known_env_names(), known_algorithms=algorithms.ALGORITHMS)
+
+
+class TrainProgram:
+    """A compiled-program factory bound to one static configuration.
+
+    Calling it, ``program(key, hparams=None)``, runs the whole training as one
+    pure function: ``jax.jit(program)(key)``. ``hparams`` is a :class:`Config`
+    with the same static fields whose traced leaves may differ (a sweep point).
+
+    Warning: do not ``vmap`` a call that initialises (``program`` or
+    :meth:`init`): parameters must be initialised outside the vmapped program
+    (platform trap 1). Batch runs with :meth:`init_batched` and a vmapped
+    :meth:`run`, as :mod:`vaco_jax.driver` and :mod:`vaco_jax.sweep` do.
+    """
+
+    def __init__(self, config: Config):
+        self.config = validate_config(config)
+        self.env = envs.make(config.env.name)
+        self.networks = Networks(
+            self.env.action_spec,
+            self.env.observation_size,
+            config.network.actor_hidden,
+            config.network.critic_hidden,
+            config.network.activation,
+            config.env.normalize_observations,
+        )
+        self.dist = for_actions(self.env.action_spec.discrete)
+        self.algorithm = algorithms.get(config.algorithm)
+
+    # ------------------------------------------------------------------ public entry points
+
+    def __call__(self, key: jax.Array, hparams: Config | None = None) -> tuple[TrainState, Metrics]:
+        """Initialise and train for ``config.num_iterations``; metrics are [I] per name."""
+        hparams = self._check_hparams(hparams)
+        return self.run(self.init(key, hparams), hparams, self.config.num_iterations)
+
+    def init(self, key: jax.Array, hparams: Config | None = None) -> TrainState:
+        """The state before iteration 0: fresh networks, a buffer full of snapshot 0, reset envs."""
+        hparams = self._check_hparams(hparams)
+        param_key, env_key, run_key = jax.random.split(key, 3)
+        params = self.networks.init(param_key)
+        obs_norm = normalization.init(self.env.observation_size)
+        num_envs = self.config.env.num_envs
+        env_state, observations = jax.vmap(self.env.reset)(jax.random.split(env_key, num_envs))
+        return TrainState(
+            params=params,
+            opt_state=make_optimizer(self.config, hparams).init(params),
+            obs_norm=obs_norm,
+            lag_buffer=lag.init_buffer(ActorSnapshot(params.actor, obs_norm), self.config.lag.max_lag),
+            env_state=env_state,
+            observations=observations,
+            episode_stats=init_episode_stats(num_envs),
+            algo_state=(),
+            key=run_key,
+            iteration=jnp.zeros((), jnp.int32),
+        )
+
+    def init_batched(self, keys: jax.Array, hparams: Config) -> TrainState:
+        """One state per run [S] (``hparams`` leaves stacked [S]), initialised one at a time."""
+        return jax.lax.map(lambda args: self.init(*args), (keys, hparams))
+
+    def run(self, state: TrainState, hparams: Config, num_iterations: int) -> tuple[TrainState, Metrics]:
+        """``num_iterations`` update steps as one ``lax.scan``; metrics [I] per name."""
+        return jax.lax.scan(lambda s, _: self.update_step(s, hparams), state, None, length=num_iterations)
+
+    # ------------------------------------------------------------------ one iteration
+
+    def update_step(self, state: TrainState, hparams: Config) -> tuple[TrainState, Metrics]:
+        """One learner update T -> T + 1 (spec sections 2 to 5)."""
+        config, iteration = self.config, state.iteration
+        key, lag_key, rollout_key, epoch_key = jax.random.split(state.key, 4)
+
+        # 1. Which snapshot each actor group acts with (backward lag).
+        lags = lag.sample_lags(
+            lag_key,
+            kind=config.lag.kind,
+            k=hparams.lag.k,
+            p=hparams.lag.p,
+            num_actors=config.lag.num_actors,
+            max_lag=config.lag.max_lag,
+            iteration=iteration,
+        )
+        # Behaviour snapshots [G] followed by G copies of the learner's (slot T): one gather.
+        source_iterations = jnp.concatenate([iteration - lags, jnp.full_like(lags, iteration)])
+        snapshots = lag.gather(state.lag_buffer, source_iterations)
+
+        # 2. Rollout with stale actors; the batch also records pi_T's log-probs.
+        env_state, observations, episode_stats, rollout = collect_rollout(
+            self.env,
+            self.networks,
+            self.dist,
+            snapshots,
+            state.env_state,
+            state.observations,
+            state.episode_stats,
+            rollout_key,
+            num_steps=config.env.num_steps,
+        )
+
+        # 3. Advantages with the critic V_T.
+        batch, values = self.estimate_advantages(state, rollout, hparams)
+
+        # 4. Epochs x minibatches of gradient steps (forward lag).
+        learner = Learner(self.networks, self.dist, self.algorithm, make_optimizer(config, hparams), config)
+        params, opt_state, train_metrics = run_epochs(
+            state.params, state.opt_state, batch, state.obs_norm, epoch_key, learner, hparams
+        )
+
+        # 5. The new actor snapshot (parameters + normaliser statistics) enters the buffer.
+        obs_norm = state.obs_norm
+        if config.env.normalize_observations:
+            obs_norm = normalization.update(obs_norm, rollout.observations)
+        snapshot = ActorSnapshot(params.actor, obs_norm)
+        lag_buffer = lag.push(state.lag_buffer, snapshot, iteration + 1)
+
+        # 6. Diagnostics (spec section 5).
+        next_log_probs = self.dist.log_prob(self.networks.policy(snapshot, rollout.observations), rollout.actions)
+        metrics = {
+            **train_metrics,
+            **diagnostics.lag_and_tv(lags, rollout, next_log_probs),
+            **diagnostics.episode_metrics(rollout),
+            "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
+        }
+        new_state = TrainState(
+            params=params,
+            opt_state=opt_state,
+            obs_norm=obs_norm,
+            lag_buffer=lag_buffer,
+            env_state=env_state,
+            observations=observations,
+            episode_stats=episode_stats,
+            algo_state=state.algo_state,
+            key=key,
+            iteration=iteration + 1,
+        )
+        return new_state, metrics
+
+    def estimate_advantages(self, state: TrainState, rollout: Rollout, hparams: Config) -> tuple[TrainBatch, jax.Array]:
+        """Critic values V_T(s_t), V_T(s'_t), the algorithm's advantages, and the training batch."""
+        critic = lambda obs: self.networks.value(state.params.critic, state.obs_norm, obs)  # noqa: E731
+        values, next_values = critic(rollout.observations), critic(rollout.next_observations)
+        inputs = AdvantageInputs(
+            rewards=rollout.rewards * hparams.env.reward_scale,
+            values=values,
+            next_values=next_values,
+            terminations=rollout.terminations,
+            truncations=rollout.truncations,
+            behaviour_log_probs=rollout.behaviour_log_probs,
+            target_log_probs=rollout.learner_log_probs,
+        )
+        advantages, targets = self.algorithm.advantage_fn(inputs, hparams)
+        ref = rollout.behaviour_log_probs if self.algorithm.ratio_ref == "behaviour" else rollout.learner_log_probs
+        batch = TrainBatch(
+            observations=rollout.observations,
+            actions=rollout.actions,
+            ref_log_probs=ref,
+            advantages=advantages,
+            value_targets=targets,
+            old_values=values,
+        )
+        return batch, values
+
+    # ------------------------------------------------------------------ helpers
+
+    def _check_hparams(self, hparams: Config | None) -> Config:
+        if hparams is None:
+            return self.config
+        if jax.tree.structure(hparams) != jax.tree.structure(self.config):
+            raise ConfigError(
+                "hparams must be a Config with the same static fields (shapes, names, loop "
+                "lengths) as the one given to make_train; only traced fields may differ"
+            )
+        return hparams
+
+
+def make_train(config: Config) -> TrainProgram:
+    """Validate ``config`` and return the pure training function ``train(key, hparams=None)``.
+
+    Example:
+      >>> import jax
+      >>> from vaco_jax import Config, make_train
+      >>> train = make_train(Config(num_iterations=2))
+      >>> state, metrics = jax.jit(train)(jax.random.key(0))  # doctest: +SKIP
+    """
+    return TrainProgram(config)
+
+
+TrainFn = Callable[[jax.Array], tuple[TrainState, Metrics]]

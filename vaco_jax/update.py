@@ -1,0 +1,120 @@
+"""Epochs x minibatches of gradient steps on one batch (the forward-lag knobs).
+
+Minibatches split the *environment* axis (spec section 4): each minibatch holds
+whole rollout segments ``[T, B]``, so estimators that need the time axis intact
+work inside a gradient step. Every algorithm uses the same split.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from vaco_jax import losses
+from vaco_jax.algorithms import Algorithm
+from vaco_jax.config import Config
+from vaco_jax.distributions import Distribution
+from vaco_jax.networks import Networks
+from vaco_jax.types import ActorSnapshot, AgentParams, NormalizerState
+
+
+@struct.dataclass
+class TrainBatch:
+    """Everything a gradient step reads, time-major [T, E, ...] (minibatches: [T, B, ...])."""
+
+    observations: jax.Array  # [T, E, D] raw s_t
+    actions: jax.Array  # [T, E] or [T, E, A]
+    ref_log_probs: jax.Array  # [T, E] log-probs of the ratio reference (beta or pi_T)
+    advantages: jax.Array  # [T, E]
+    value_targets: jax.Array  # [T, E]
+    old_values: jax.Array  # [T, E] V_T(s_t)
+
+
+class Learner(NamedTuple):
+    """The static pieces a gradient step needs."""
+
+    networks: Networks
+    dist: Distribution
+    algorithm: Algorithm
+    optimizer: optax.GradientTransformation
+    config: Config
+
+
+def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
+    """Adam (eps 1e-5) after global-norm clipping; learning rate optionally annealed to 0."""
+    ppo = hparams.ppo
+    if config.ppo.anneal_lr:
+        total = config.num_iterations * config.ppo.num_epochs * config.ppo.num_minibatches
+        learning_rate = optax.linear_schedule(ppo.learning_rate, 0.0, total)
+    else:
+        learning_rate = ppo.learning_rate
+    return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+
+
+def _normalize(x: jax.Array) -> jax.Array:
+    return (x - jnp.mean(x)) / (jnp.std(x) + 1e-8)
+
+
+def minibatch_loss(
+    params: AgentParams, batch: TrainBatch, obs_norm: NormalizerState, learner: Learner, hparams: Config
+) -> tuple[jax.Array, losses.Metrics]:
+    """Total loss L_pi + vf_coef * L_V - ent_coef * H on one minibatch, with metrics."""
+    config, ppo = learner.config, hparams.ppo
+    dist_params = learner.networks.policy(ActorSnapshot(params.actor, obs_norm), batch.observations)
+    log_probs = learner.dist.log_prob(dist_params, batch.actions)
+    entropy = jnp.mean(learner.dist.entropy(dist_params))
+    values = learner.networks.value(params.critic, obs_norm, batch.observations)
+    advantages = _normalize(batch.advantages) if config.ppo.normalize_advantages else batch.advantages
+    policy_loss, metrics = learner.algorithm.policy_loss_fn(log_probs, batch.ref_log_probs, advantages, hparams)
+    v_loss = losses.value_loss(
+        values, batch.value_targets, batch.old_values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
+    )
+    total = policy_loss + ppo.vf_coef * v_loss - ppo.ent_coef * entropy
+    metrics = {
+        **metrics,
+        "loss/policy": policy_loss,
+        "loss/value": v_loss,
+        "loss/total": total,
+        "entropy": entropy,
+        "kl/approx": losses.approx_kl(log_probs, batch.ref_log_probs),
+    }
+    return total, metrics
+
+
+def run_epochs(
+    params: AgentParams,
+    opt_state: optax.OptState,
+    batch: TrainBatch,
+    obs_norm: NormalizerState,
+    key: jax.Array,
+    learner: Learner,
+    hparams: Config,
+) -> tuple[AgentParams, optax.OptState, losses.Metrics]:
+    """``num_epochs`` passes over the batch, each shuffled along E into ``num_minibatches``.
+
+    Returns the new parameters and optimiser state, and every metric averaged over
+    all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm).
+    """
+    num_minibatches = learner.config.ppo.num_minibatches
+    num_envs = batch.observations.shape[1]
+    grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+
+    def gradient_step(carry, minibatch: TrainBatch):
+        params, opt_state = carry
+        (_, metrics), grads = grad_fn(params, minibatch, obs_norm, learner, hparams)
+        updates, opt_state = learner.optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}
+
+    def epoch(carry, epoch_key):
+        order = jax.random.permutation(epoch_key, num_envs).reshape(num_minibatches, -1)  # [M, B]
+        minibatches = jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), batch)  # [M, T, B, ...]
+        return jax.lax.scan(gradient_step, carry, minibatches)
+
+    epoch_keys = jax.random.split(key, learner.config.ppo.num_epochs)
+    (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), epoch_keys)
+    return params, opt_state, jax.tree.map(jnp.mean, metrics)
