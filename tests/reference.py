@@ -23,3 +23,80 @@ def ppo_clip_loss(log_probs, ref_log_probs, advantages, clip_eps):
     r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
     a = np.asarray(advantages, np.float64)
     return -np.mean(np.minimum(r * a, np.clip(r, 1 - clip_eps, 1 + clip_eps) * a))
+
+
+def vtrace(
+    rewards,
+    values,
+    next_values,
+    terminations,
+    truncations,
+    log_probs,
+    behaviour_log_probs,
+    gamma,
+    lambda_,
+    rho_bar,
+    c_bar,
+    advantage,
+):
+    """V-trace(lambda) as spec section 3 writes it, one step at a time; both advantage forms."""
+    rewards, values, next_values = (np.asarray(x, np.float64) for x in (rewards, values, next_values))
+    terminations, truncations = np.asarray(terminations, bool), np.asarray(truncations, bool)
+    w = np.exp(np.asarray(log_probs, np.float64) - np.asarray(behaviour_log_probs, np.float64))
+    horizon = len(rewards)
+    targets = np.zeros_like(values)
+    for t in reversed(range(horizon)):
+        rho = np.minimum(rho_bar, w[t])
+        c = lambda_ * np.minimum(c_bar, w[t])
+        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
+        done = np.logical_or(terminations[t], truncations[t])
+        later = (targets[t + 1] - values[t + 1]) if t + 1 < horizon else np.zeros_like(values[t])
+        targets[t] = values[t] + rho * delta + gamma * (1.0 - done) * c * later
+    if advantage == "lambda":
+        return targets - values, targets
+    advantages = np.zeros_like(values)
+    for t in range(horizon):
+        rho = np.minimum(rho_bar, w[t])
+        done = np.logical_or(terminations[t], truncations[t])
+        if t + 1 < horizon:
+            v_plus = np.where(done, next_values[t], targets[t + 1])
+        else:
+            v_plus = next_values[t]
+        advantages[t] = rho * (rewards[t] + gamma * (1.0 - terminations[t]) * v_plus - values[t])
+    return advantages, targets
+
+
+def ppo_kl_loss(log_probs, ref_log_probs, advantages, kl_coef):
+    log_r = np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64)
+    r = np.exp(log_r)
+    return -np.mean(r * advantages) + kl_coef * np.mean((r - 1) - log_r)
+
+
+def spo_loss(log_probs, ref_log_probs, advantages, clip_eps):
+    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
+    a = np.asarray(advantages, np.float64)
+    return -np.mean(r * a - np.abs(a) / (2 * clip_eps) * (r - 1) ** 2)
+
+
+def vaco_filter_mask(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope):
+    """The filter's keep-mask for a [T, B] batch, sample by sample."""
+    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
+    a = np.asarray(advantages, np.float64)
+    horizon, width = r.shape
+    keep = np.zeros_like(r)
+    for t in range(horizon):
+        for b in range(width):
+            if tv_scope == "sample":
+                tv = 0.5 * abs(r[t, b] - 1)
+            elif tv_scope == "trajectory":
+                tv = 0.5 * np.mean([abs(r[s, b] - 1) for s in range(horizon)])
+            else:
+                tv = 0.5 * np.mean(np.abs(r - 1))
+            keep[t, b] = 1.0 if tv <= tv_threshold else float(a[t, b] * (r[t, b] - 1) <= 0)
+    return keep
+
+
+def vaco_filter_loss(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope):
+    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
+    keep = vaco_filter_mask(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope)
+    return -np.sum(keep * r * np.asarray(advantages, np.float64)) / r.size

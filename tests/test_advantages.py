@@ -81,3 +81,58 @@ def test_gae_jit_vmap_and_dtype_invariance():
 def test_docstring_examples_run():
     failures, tried = doctest.testmod(advantages, verbose=False)
     assert tried > 0 and failures == 0
+
+
+def random_off_policy(seed: int, shape=(41, 6), dtype=np.float32):
+    """A trajectory plus log-probs whose ratios fall on both sides of 1 (and of the truncation levels)."""
+    data = random_trajectory(seed, shape, dtype)
+    rng = np.random.default_rng(seed + 100)
+    behaviour = np.log(rng.uniform(0.05, 1.0, size=shape)).astype(dtype)
+    data["log_probs"] = (behaviour + rng.normal(scale=0.8, size=shape)).astype(dtype)
+    data["behaviour_log_probs"] = behaviour
+    return data
+
+
+@pytest.mark.parametrize("advantage", ["lambda", "q"])
+@pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (2.0, 0.5), (0.7, 1.3)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vtrace_matches_float64_reference(advantage, rho_bar, c_bar, seed):
+    data = random_off_policy(seed)
+    ratios = np.exp(data["log_probs"] - data["behaviour_log_probs"])
+    assert (ratios > max(rho_bar, c_bar)).any() and (ratios < min(rho_bar, c_bar)).any()
+    kwargs = dict(gamma=0.97, lambda_=0.9, rho_bar=rho_bar, c_bar=c_bar, advantage=advantage)
+    adv, target = advantages.vtrace(**{k: jnp.asarray(v) for k, v in data.items()}, **kwargs)
+    ref_adv, ref_target = reference.vtrace(**data, **kwargs)
+    np.testing.assert_allclose(target, ref_target, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(adv, ref_adv, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("advantage", ["lambda", "q"])
+def test_vtrace_float64_matches_reference_tightly(advantage):
+    data = random_off_policy(7, dtype=np.float64)
+    kwargs = dict(gamma=0.99, lambda_=0.95, rho_bar=1.0, c_bar=1.0, advantage=advantage)
+    with jax.enable_x64(True):
+        adv, target = advantages.vtrace(**{k: jnp.asarray(v) for k, v in data.items()}, **kwargs)
+        assert adv.dtype == jnp.float64
+    ref_adv, ref_target = reference.vtrace(**data, **kwargs)
+    np.testing.assert_allclose(target, ref_target, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(adv, ref_adv, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (1.5, 3.0)])
+def test_vtrace_without_lag_equals_gae(rho_bar, c_bar):
+    data = random_trajectory(8)
+    same = jnp.asarray(np.log(np.random.default_rng(0).uniform(0.1, 1, size=data["rewards"].shape)), jnp.float32)
+    inputs = {k: jnp.asarray(v) for k, v in data.items()}
+    gae_adv, gae_target = advantages.gae(**inputs, gamma=0.99, lambda_=0.95)
+    vt_adv, vt_target = advantages.vtrace(
+        **inputs, log_probs=same, behaviour_log_probs=same, gamma=0.99, lambda_=0.95, rho_bar=rho_bar, c_bar=c_bar
+    )
+    np.testing.assert_allclose(vt_adv, gae_adv, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(vt_target, gae_target, rtol=1e-6, atol=1e-6)
+
+
+def test_vtrace_rejects_unknown_advantage_form():
+    data = {k: jnp.asarray(v) for k, v in random_off_policy(0, shape=(3,)).items()}
+    with pytest.raises(ValueError, match="vtrace.advantage='z' is unknown"):
+        advantages.vtrace(**data, gamma=0.9, lambda_=0.9, advantage="z")

@@ -95,3 +95,89 @@ def gae(
 
     _, advantages = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, continues), reverse=True)
     return advantages, advantages + values
+
+
+def vtrace(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminations: jax.Array,
+    truncations: jax.Array,
+    log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    *,
+    gamma: float | jax.Array,
+    lambda_: float | jax.Array,
+    rho_bar: float | jax.Array = 1.0,
+    c_bar: float | jax.Array = 1.0,
+    advantage: str = "lambda",
+) -> tuple[jax.Array, jax.Array]:
+    """V-trace(lambda) targets and advantages for a target policy from behaviour data.
+
+        w_t     = exp(log pi(a_t|s_t) - log beta(a_t|s_t))
+        rho_t   = min(rho_bar, w_t)            c_t = lambda * min(c_bar, w_t)
+        delta_t = r_t + gamma * (1 - term_t) * V(s'_t) - V(s_t)
+        v_t - V(s_t) = rho_t * delta_t + gamma * (1 - done_t) * c_t * (v_{t+1} - V(s_{t+1})),
+        with the term after the last step of the rollout equal to 0.
+
+    Advantage forms (``advantage``):
+      ``"lambda"``: A_t = v_t - V(s_t). With w = 1 and rho_bar, c_bar >= 1 this is GAE(lambda) exactly.
+      ``"q"`` (IMPALA): A_t = rho_t * (r_t + gamma * (1 - term_t) * v+_{t+1} - V(s_t)), where
+        v+_{t+1} = v_{t+1} inside an episode and V(s'_t) at a truncation (or after the last step).
+
+    Args:
+      rewards: [T, ...] reward r_t of transition t.
+      values: [T, ...] V(s_t).
+      next_values: [T, ...] V(s'_t) of the pre-reset next observation s'_t.
+      terminations: [T, ...] bool, true termination at t.
+      truncations: [T, ...] bool, time-limit truncation at t.
+      log_probs: [T, ...] log pi(a_t|s_t) of the policy being evaluated.
+      behaviour_log_probs: [T, ...] log beta(a_t|s_t) of the policy that acted.
+      gamma: discount factor.
+      lambda_: trace-cutting lambda.
+      rho_bar: truncation level of the importance weight in the TD term.
+      c_bar: truncation level of the trace coefficients.
+      advantage: ``"lambda"`` or ``"q"``.
+
+    Returns:
+      ``(advantages, value_targets)``, each [T, ...]; value_targets are v_t.
+
+    Reference:
+      Espeholt et al. IMPALA: Scalable Distributed Deep-RL with Importance Weighted
+      Actor-Learner Architectures. arXiv:1802.01561.
+
+    Note:
+      Truncation bootstraps from V(s'_t) of the pre-reset observation, and the
+      ratios come from log-probabilities (never a division of probabilities).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> adv, v = vtrace(jnp.ones(2), jnp.zeros(2), jnp.zeros(2), jnp.zeros(2, bool), jnp.zeros(2, bool),
+      ...                 jnp.log(jnp.array([0.5, 0.5])), jnp.log(jnp.array([0.25, 1.0])), gamma=1.0, lambda_=1.0)
+      >>> adv.tolist()  # w = (2, 0.5): rho = (1, 0.5), c = (1, 0.5)
+      [1.5, 0.5]
+    """
+    if advantage not in ("lambda", "q"):
+        raise ValueError(f"vtrace.advantage={advantage!r} is unknown; choose 'lambda' or 'q'")
+    chex.assert_equal_shape([rewards, values, next_values, terminations, truncations, log_probs, behaviour_log_probs])
+    chex.assert_type([rewards, values, next_values, log_probs, behaviour_log_probs], float)
+    weights = jnp.exp(log_probs - behaviour_log_probs)
+    rhos = jnp.minimum(rho_bar, weights)
+    traces = lambda_ * jnp.minimum(c_bar, weights)
+    deltas = td_errors(rewards, values, next_values, terminations, gamma=gamma)
+    continues = 1.0 - jnp.logical_or(terminations, truncations).astype(values.dtype)
+
+    def backward(next_diff: jax.Array, step) -> tuple[jax.Array, jax.Array]:
+        rho, delta, cont, trace = step
+        diff = rho * delta + gamma * cont * trace * next_diff
+        return diff, diff
+
+    _, diffs = jax.lax.scan(backward, jnp.zeros_like(values[0]), (rhos, deltas, continues, traces), reverse=True)
+    targets = values + diffs
+    if advantage == "lambda":
+        return diffs, targets
+    # v+_{t+1}: v_{t+1} inside an episode; V(s'_t) at an episode end and after the last step.
+    later_targets = jnp.concatenate([targets[1:], next_values[-1:]])
+    next_targets = jnp.where(continues > 0, later_targets, next_values)
+    not_terminal = 1.0 - terminations.astype(values.dtype)
+    return rhos * (rewards + gamma * not_terminal * next_targets - values), targets

@@ -1,19 +1,35 @@
-"""Algorithms as data: a record of an advantage estimator and a policy loss (spec section 4).
+"""Algorithms as data: records of an advantage estimator and a policy loss (spec section 4).
 
-The training loop is shared; an algorithm only says how advantages are estimated,
-which policy the loss's ratios are taken against, and which policy loss to use.
-Adding one means adding a record to :data:`ALGORITHMS`, never a loop.
+The training loop is shared; an algorithm only says how advantages are estimated
+(and whether at every gradient step), which policy the loss's ratios are taken
+against, and which policy loss to use. Adding one means adding a factory to
+:data:`ALGORITHMS`, never a loop.
+
+| name               | advantages                                  | ratio reference  | policy loss          |
+|--------------------|---------------------------------------------|------------------|----------------------|
+| ppo                | GAE                                         | beta             | ppo_clip_loss        |
+| ppo_kl             | GAE                                         | beta             | ppo_kl_loss          |
+| spo                | GAE                                         | beta             | spo_loss             |
+| impala             | V-trace q form, every gradient step         | (log pi_theta)   | impala_policy_loss   |
+| vaco               | V-trace once per iteration (GAE if no align) | vaco.filter_ref | vaco_filter_loss     |
+| vaco_align_only    | V-trace once per iteration                  | vaco.filter_ref  | filter off (delta=inf) |
+| vaco_filter_only   | GAE                                         | vaco.filter_ref  | vaco_filter_loss     |
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from vaco_jax import advantages, losses
 from vaco_jax.config import Config
+
+AlgoState = Any  # per-run algorithm state, e.g. {"kl_coef": []} for adaptive PPO-KL
 
 
 @struct.dataclass
@@ -21,8 +37,8 @@ class AdvantageInputs:
     """What an advantage estimator may use, time-major [T, ...]."""
 
     rewards: jax.Array  # [T, ...] scaled rewards
-    values: jax.Array  # [T, ...] V_T(s_t)
-    next_values: jax.Array  # [T, ...] V_T(s'_t)
+    values: jax.Array  # [T, ...] V(s_t) (V_T, or V_phi for IMPALA)
+    next_values: jax.Array  # [T, ...] V(s'_t)
     terminations: jax.Array  # [T, ...]
     truncations: jax.Array  # [T, ...]
     behaviour_log_probs: jax.Array  # [T, ...] log beta(a_t|s_t)
@@ -37,10 +53,18 @@ class AdvantageFn(Protocol):
 
 class PolicyLossFn(Protocol):
     def __call__(
-        self, log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, hparams: Config
+        self, log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, hparams: Config, state: AlgoState
     ) -> tuple[jax.Array, losses.Metrics]:
         """Return ``(policy_loss, metrics)``."""
         ...
+
+
+def _no_state(hparams: Config) -> AlgoState:
+    return ()
+
+
+def _keep_state(state: AlgoState, kl: jax.Array, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+    return state, {}
 
 
 class Algorithm(NamedTuple):
@@ -49,12 +73,17 @@ class Algorithm(NamedTuple):
     name: str
     advantage_fn: AdvantageFn
     policy_loss_fn: PolicyLossFn
-    ratio_ref: str  # "behaviour" (beta) or "learner" (pi_T): the policy ratios are taken against
+    ratio_ref: str  # "behaviour" (beta) or "learner" (pi_T): the policy the loss's ratios are taken against
     advantages_every_step: bool = False  # recompute advantages at every gradient step (IMPALA)
+    init_state: Callable[[Config], AlgoState] = _no_state
+    update_state: Callable[[AlgoState, jax.Array, Config], tuple[AlgoState, losses.Metrics]] = _keep_state
+
+
+# ----------------------------------------------------------------------------- advantage estimators
 
 
 def gae_advantages(inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array, jax.Array]:
-    """GAE(lambda) with the critic V_T, computed once per iteration."""
+    """GAE(lambda) with the critic of the inputs."""
     return advantages.gae(
         inputs.rewards,
         inputs.values,
@@ -66,18 +95,112 @@ def gae_advantages(inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array,
     )
 
 
-def ppo_policy_loss(log_probs, ref_log_probs, advantages_, hparams: Config):
-    """PPO-clip with eps = ``ppo.clip_eps``."""
-    return losses.ppo_clip_loss(log_probs, ref_log_probs, advantages_, clip_eps=hparams.ppo.clip_eps)
+def vtrace_advantages(form: str) -> AdvantageFn:
+    """V-trace(lambda) for ``inputs.target_log_probs`` from behaviour data, in advantage form ``form``."""
+
+    def estimate(inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array, jax.Array]:
+        return advantages.vtrace(
+            inputs.rewards,
+            inputs.values,
+            inputs.next_values,
+            inputs.terminations,
+            inputs.truncations,
+            inputs.target_log_probs,
+            inputs.behaviour_log_probs,
+            gamma=hparams.ppo.gamma,
+            lambda_=hparams.ppo.gae_lambda,
+            rho_bar=hparams.vtrace.rho_bar,
+            c_bar=hparams.vtrace.c_bar,
+            advantage=form,
+        )
+
+    return estimate
 
 
-PPO = Algorithm("ppo", gae_advantages, ppo_policy_loss, ratio_ref="behaviour")
-
-ALGORITHMS: dict[str, Algorithm] = {algo.name: algo for algo in (PPO,)}
+# ----------------------------------------------------------------------------- policy losses bound to hparams
 
 
-def get(name: str) -> Algorithm:
-    """The algorithm record called ``name``."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"algorithm={name!r} is unknown; choose one of {', '.join(sorted(ALGORITHMS))}")
-    return ALGORITHMS[name]
+def _ppo_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+    return losses.ppo_clip_loss(log_probs, ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+
+
+def _ppo_kl_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+    loss, metrics = losses.ppo_kl_loss(log_probs, ref_log_probs, adv, kl_coef=state["kl_coef"])
+    return loss, {**metrics, "kl/coef": state["kl_coef"]}
+
+
+def _spo_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+    return losses.spo_loss(log_probs, ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+
+
+def _impala_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+    return losses.impala_policy_loss(log_probs, adv)
+
+
+def _vaco_loss(scope: str, filtered: bool) -> PolicyLossFn:
+    def loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+        threshold = hparams.vaco.tv_threshold if filtered else math.inf
+        return losses.vaco_filter_loss(log_probs, ref_log_probs, adv, tv_threshold=threshold, tv_scope=scope)
+
+    return loss
+
+
+def _kl_state(hparams: Config) -> AlgoState:
+    return {"kl_coef": jnp.asarray(hparams.ppo.kl_coef, jnp.float32)}
+
+
+def adapt_kl_coef(state: AlgoState, kl: jax.Array, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+    """Adaptive beta_kl, once per iteration: x2 when KL > 1.5 x target, /2 when KL < target / 1.5."""
+    target = hparams.ppo.kl_target
+    coef = state["kl_coef"]
+    coef = jnp.where(kl > 1.5 * target, coef * 2.0, jnp.where(kl < target / 1.5, coef / 2.0, coef))
+    return {"kl_coef": coef}, {}
+
+
+# ----------------------------------------------------------------------------- the registry
+
+
+def _ppo(config: Config) -> Algorithm:
+    return Algorithm("ppo", gae_advantages, _ppo_loss, ratio_ref="behaviour")
+
+
+def _ppo_kl(config: Config) -> Algorithm:
+    update = adapt_kl_coef if config.ppo.kl_adaptive else _keep_state
+    return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", init_state=_kl_state, update_state=update)
+
+
+def _spo(config: Config) -> Algorithm:
+    return Algorithm("spo", gae_advantages, _spo_loss, ratio_ref="behaviour")
+
+
+def _impala(config: Config) -> Algorithm:
+    return Algorithm("impala", vtrace_advantages("q"), _impala_loss, "behaviour", advantages_every_step=True)
+
+
+def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Config], Algorithm]:
+    """VACO or one of its ablations; ``align=None`` reads ``vaco.align`` from the config."""
+
+    def build(config: Config) -> Algorithm:
+        use_align = config.vaco.align if align is None else align
+        estimator = vtrace_advantages(config.vtrace.advantage) if use_align else gae_advantages
+        return Algorithm(name, estimator, _vaco_loss(config.vaco.tv_scope, filtered), config.vaco.filter_ref)
+
+    return build
+
+
+ALGORITHMS: dict[str, Callable[[Config], Algorithm]] = {
+    "ppo": _ppo,
+    "ppo_kl": _ppo_kl,
+    "spo": _spo,
+    "impala": _impala,
+    "vaco": _vaco_factory("vaco", align=None, filtered=True),
+    "vaco_align_only": _vaco_factory("vaco_align_only", align=True, filtered=False),
+    "vaco_filter_only": _vaco_factory("vaco_filter_only", align=False, filtered=True),
+}
+
+
+def build(config: Config) -> Algorithm:
+    """The algorithm record named by ``config.algorithm``, specialised to its static options."""
+    if config.algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm={config.algorithm!r} is unknown; choose one of {', '.join(sorted(ALGORITHMS))}")
+    return ALGORITHMS[config.algorithm](config)

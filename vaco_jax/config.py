@@ -19,6 +19,9 @@ import numpy as np
 from flax import struct
 
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread")
+TV_SCOPES = ("minibatch", "trajectory", "sample")
+FILTER_REFS = ("learner", "behaviour")
+VTRACE_ADVANTAGES = ("lambda", "q")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 
 
@@ -83,6 +86,36 @@ class PPOConfig:
     vf_clip_eps: float = 0.2
     normalize_advantages: bool = static(True)
     """Normalise advantages per minibatch (mean 0, std 1)."""
+    kl_coef: float = 1.0
+    """ppo_kl: the KL penalty coefficient beta_kl (its initial value when adaptive)."""
+    kl_adaptive: bool = static(False)
+    """ppo_kl: adapt beta_kl once per iteration (x2 above 1.5 x kl_target, /2 below kl_target / 1.5)."""
+    kl_target: float = 0.01
+    """ppo_kl: the KL target of the adaptive coefficient."""
+
+
+@struct.dataclass
+class VACOConfig:
+    """VACO's align and filter (spec section 4)."""
+
+    tv_threshold: float = 0.2
+    """delta: the filter's trust-region radius in total variation (inf disables the filter)."""
+    tv_scope: str = static("minibatch")
+    """Scope of the TV estimate: minibatch, trajectory (per env rollout segment) or sample."""
+    filter_ref: str = static("learner")
+    """The filter's reference policy: learner (pi_T, bounds forward lag) or behaviour (beta, total lag)."""
+    align: bool = static(True)
+    """Re-estimate advantages with V-trace for pi_T once per iteration (false: GAE, no correction)."""
+
+
+@struct.dataclass
+class VtraceConfig:
+    """V-trace(lambda) truncation levels and advantage form (lambda = ppo.gae_lambda)."""
+
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+    advantage: str = static("lambda")
+    """lambda (A = v_t - V(s_t); equals GAE at zero lag) or q (IMPALA's form)."""
 
 
 @struct.dataclass
@@ -112,6 +145,8 @@ class Config:
     network: NetworkConfig = group(NetworkConfig)
     ppo: PPOConfig = group(PPOConfig)
     lag: LagConfig = group(LagConfig)
+    vaco: VACOConfig = group(VACOConfig)
+    vtrace: VtraceConfig = group(VtraceConfig)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -297,6 +332,25 @@ def validate(
     _check_number("ppo.vf_clip_eps", ppo.vf_clip_eps, low=0, low_open=True)
     _check_number("ppo.ent_coef", ppo.ent_coef, low=0)
     _check_number("ppo.vf_coef", ppo.vf_coef, low=0)
+    _check_number("ppo.kl_coef", ppo.kl_coef, low=0)
+    _check_number("ppo.kl_target", ppo.kl_target, low=0, low_open=True)
+    vaco, vtrace = config.vaco, config.vtrace
+    _check(
+        vaco.tv_scope in TV_SCOPES, f"vaco.tv_scope={vaco.tv_scope!r} is unknown; choose one of {', '.join(TV_SCOPES)}"
+    )
+    _check(
+        vaco.filter_ref in FILTER_REFS,
+        f"vaco.filter_ref={vaco.filter_ref!r} is unknown; choose one of {', '.join(FILTER_REFS)}",
+    )
+    _check(
+        vtrace.advantage in VTRACE_ADVANTAGES,
+        f"vtrace.advantage={vtrace.advantage!r} is unknown; choose one of {', '.join(VTRACE_ADVANTAGES)}",
+    )
+    _check_number(
+        "vaco.tv_threshold", vaco.tv_threshold, low=0, low_open=True, allow_inf=True, hint=" (inf disables the filter)"
+    )
+    _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True)
+    _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True)
     return config
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -46,35 +47,39 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     return Path(path)
 
 
-def plot_final_vs_axis(result: SweepResult, path: str | Path, axis: str, metric: str = "episode/return") -> Path:
+def plot_final_vs_axis(
+    results: SweepResult | Mapping[str, SweepResult], path: str | Path, axis: str, metric: str = "episode/return"
+) -> Path:
     """Final ``metric`` (IQM with 95% CI over seeds) against the grid axis ``axis``.
 
-    Other grid axes become separate lines.
+    ``results`` is one sweep or ``{label: sweep}`` (e.g. one per algorithm, drawn on
+    the same axes); other grid axes become separate lines.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    rows = result.summary(metric)
-    others = [a for a in result.grid if a != axis]
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(tuple(row[a] for a in others), []).append(row)
-    for key, group in groups.items():
-        x = [row[axis] for row in group]
-        y = np.array([row["final"]["iqm"] for row in group])
-        err = np.array(
-            [
-                [row["final"]["iqm"] - row["final"]["ci_low"], row["final"]["ci_high"] - row["final"]["iqm"]]
-                for row in group
-            ]
-        ).T
-        ax.errorbar(
-            x, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=_label(dict(zip(others, key, strict=True)))
-        )
+    named = results if isinstance(results, Mapping) else {"": results}
+    for name, result in named.items():
+        others = [a for a in result.grid if a != axis]
+        groups: dict[tuple, list[dict]] = {}
+        for row in result.summary(metric):
+            groups.setdefault(tuple(row[a] for a in others), []).append(row)
+        for key, group in groups.items():
+            final = [row["final"] for row in group]
+            y = np.array([f["iqm"] for f in final])
+            err = np.array([[f["iqm"] - f["ci_low"], f["ci_high"] - f["iqm"]] for f in final]).T
+            label = " ".join(
+                part for part in (name, _label(dict(zip(others, key, strict=True))) if others else "") if part
+            )
+            ax.errorbar(
+                [row[axis] for row in group], y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=label or None
+            )
+    first = next(iter(named.values()))
     ax.set_xlabel(axis)
-    ax.set_ylabel(f"final {metric} (IQM, 95% CI)")
-    ax.set_title(f"{result.config.algorithm} on {result.config.env.name}")
+    ax.set_ylabel(f"final {metric} (IQM, 95% CI over {len(first.seeds)} seeds)")
+    ax.set_title(f"{' vs '.join(named) if len(named) > 1 else first.config.algorithm} on {first.config.env.name}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from vaco_jax import algorithms, diagnostics, envs, lag, normalization
+from vaco_jax import algorithms, diagnostics, envs, lag, losses, normalization
 from vaco_jax.algorithms import AdvantageInputs
 from vaco_jax.config import Config, ConfigError, validate
 from vaco_jax.distributions import for_actions
@@ -56,7 +56,7 @@ class TrainProgram:
             config.env.normalize_observations,
         )
         self.dist = for_actions(self.env.action_spec.discrete)
-        self.algorithm = algorithms.get(config.algorithm)
+        self.algorithm = algorithms.build(config)
 
     # ------------------------------------------------------------------ public entry points
 
@@ -81,7 +81,7 @@ class TrainProgram:
             env_state=env_state,
             observations=observations,
             episode_stats=init_episode_stats(num_envs),
-            algo_state=(),
+            algo_state=self.algorithm.init_state(hparams),
             key=run_key,
             iteration=jnp.zeros((), jnp.int32),
         )
@@ -134,7 +134,7 @@ class TrainProgram:
         # 4. Epochs x minibatches of gradient steps (forward lag).
         learner = Learner(self.networks, self.dist, self.algorithm, make_optimizer(config, hparams), config)
         params, opt_state, train_metrics = run_epochs(
-            state.params, state.opt_state, batch, state.obs_norm, epoch_key, learner, hparams
+            state.params, state.opt_state, batch, state.obs_norm, state.algo_state, epoch_key, learner, hparams
         )
 
         # 5. The new actor snapshot (parameters + normaliser statistics) enters the buffer.
@@ -146,7 +146,11 @@ class TrainProgram:
 
         # 6. Diagnostics (spec section 5).
         next_log_probs = self.dist.log_prob(self.networks.policy(snapshot, rollout.observations), rollout.actions)
+        update_kl = losses.approx_kl(next_log_probs, rollout.behaviour_log_probs)  # KL(beta || pi_{T+1}), k3
+        algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, update_kl, hparams)
         metrics = {
+            **algo_metrics,
+            "kl/update": update_kl,
             **train_metrics,
             **diagnostics.lag_and_tv(lags, rollout, next_log_probs),
             **diagnostics.episode_metrics(rollout),
@@ -160,7 +164,7 @@ class TrainProgram:
             env_state=env_state,
             observations=observations,
             episode_stats=episode_stats,
-            algo_state=state.algo_state,
+            algo_state=algo_state,
             key=key,
             iteration=iteration + 1,
         )
@@ -188,6 +192,11 @@ class TrainProgram:
             advantages=advantages,
             value_targets=targets,
             old_values=values,
+            rewards=inputs.rewards,
+            terminations=rollout.terminations,
+            truncations=rollout.truncations,
+            next_observations=rollout.next_observations,
+            behaviour_log_probs=rollout.behaviour_log_probs,
         )
         return batch, values
 

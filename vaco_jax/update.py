@@ -15,7 +15,7 @@ import optax
 from flax import struct
 
 from vaco_jax import losses
-from vaco_jax.algorithms import Algorithm
+from vaco_jax.algorithms import AdvantageInputs, Algorithm, AlgoState
 from vaco_jax.config import Config
 from vaco_jax.distributions import Distribution
 from vaco_jax.networks import Networks
@@ -29,9 +29,14 @@ class TrainBatch:
     observations: jax.Array  # [T, E, D] raw s_t
     actions: jax.Array  # [T, E] or [T, E, A]
     ref_log_probs: jax.Array  # [T, E] log-probs of the ratio reference (beta or pi_T)
-    advantages: jax.Array  # [T, E]
+    advantages: jax.Array  # [T, E] (unused when the algorithm recomputes them every step)
     value_targets: jax.Array  # [T, E]
     old_values: jax.Array  # [T, E] V_T(s_t)
+    rewards: jax.Array  # [T, E] scaled rewards (for per-step advantage estimation)
+    terminations: jax.Array  # [T, E]
+    truncations: jax.Array  # [T, E]
+    next_observations: jax.Array  # [T, E, D] raw s'_t (pre-reset)
+    behaviour_log_probs: jax.Array  # [T, E] log beta(a_t|s_t)
 
 
 class Learner(NamedTuple):
@@ -59,8 +64,42 @@ def _normalize(x: jax.Array) -> jax.Array:
     return (x - jnp.mean(x)) / (jnp.std(x) + 1e-8)
 
 
+def step_advantages(
+    params: AgentParams,
+    batch: TrainBatch,
+    log_probs: jax.Array,
+    obs_norm: NormalizerState,
+    learner: Learner,
+    hparams: Config,
+) -> tuple[jax.Array, jax.Array]:
+    """The advantages and value targets one gradient step uses, [T, B] each (constants).
+
+    Most algorithms use those estimated once per iteration; IMPALA re-estimates
+    them with the current policy pi_theta and critic V_phi at every step.
+    """
+    if not learner.algorithm.advantages_every_step:
+        return batch.advantages, batch.value_targets
+    critic = lambda obs: learner.networks.value(params.critic, obs_norm, obs)  # noqa: E731
+    inputs = AdvantageInputs(
+        rewards=batch.rewards,
+        values=critic(batch.observations),
+        next_values=critic(batch.next_observations),
+        terminations=batch.terminations,
+        truncations=batch.truncations,
+        behaviour_log_probs=batch.behaviour_log_probs,
+        target_log_probs=log_probs,
+    )
+    inputs = jax.lax.stop_gradient(inputs)
+    return jax.lax.stop_gradient(learner.algorithm.advantage_fn(inputs, hparams))
+
+
 def minibatch_loss(
-    params: AgentParams, batch: TrainBatch, obs_norm: NormalizerState, learner: Learner, hparams: Config
+    params: AgentParams,
+    batch: TrainBatch,
+    obs_norm: NormalizerState,
+    algo_state: AlgoState,
+    learner: Learner,
+    hparams: Config,
 ) -> tuple[jax.Array, losses.Metrics]:
     """Total loss L_pi + vf_coef * L_V - ent_coef * H on one minibatch, with metrics."""
     config, ppo = learner.config, hparams.ppo
@@ -68,10 +107,14 @@ def minibatch_loss(
     log_probs = learner.dist.log_prob(dist_params, batch.actions)
     entropy = jnp.mean(learner.dist.entropy(dist_params))
     values = learner.networks.value(params.critic, obs_norm, batch.observations)
-    advantages = _normalize(batch.advantages) if config.ppo.normalize_advantages else batch.advantages
-    policy_loss, metrics = learner.algorithm.policy_loss_fn(log_probs, batch.ref_log_probs, advantages, hparams)
+    advantages, value_targets = step_advantages(params, batch, log_probs, obs_norm, learner, hparams)
+    if config.ppo.normalize_advantages:
+        advantages = _normalize(advantages)
+    policy_loss, metrics = learner.algorithm.policy_loss_fn(
+        log_probs, batch.ref_log_probs, advantages, hparams, algo_state
+    )
     v_loss = losses.value_loss(
-        values, batch.value_targets, batch.old_values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
+        values, value_targets, batch.old_values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
     )
     total = policy_loss + ppo.vf_coef * v_loss - ppo.ent_coef * entropy
     metrics = {
@@ -80,7 +123,7 @@ def minibatch_loss(
         "loss/value": v_loss,
         "loss/total": total,
         "entropy": entropy,
-        "kl/approx": losses.approx_kl(log_probs, batch.ref_log_probs),
+        "kl/approx": losses.approx_kl(log_probs, batch.behaviour_log_probs),
     }
     return total, metrics
 
@@ -90,6 +133,7 @@ def run_epochs(
     opt_state: optax.OptState,
     batch: TrainBatch,
     obs_norm: NormalizerState,
+    algo_state: AlgoState,
     key: jax.Array,
     learner: Learner,
     hparams: Config,
@@ -105,7 +149,7 @@ def run_epochs(
 
     def gradient_step(carry, minibatch: TrainBatch):
         params, opt_state = carry
-        (_, metrics), grads = grad_fn(params, minibatch, obs_norm, learner, hparams)
+        (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
         updates, opt_state = learner.optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}

@@ -1,0 +1,101 @@
+"""Algorithm records: when advantages are estimated, and VACO's zero-lag equivalence with PPO."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from tests.conftest import tiny_config
+from vaco_jax import TrainProgram, algorithms, lag
+from vaco_jax.rollout import collect_rollout
+from vaco_jax.types import ActorSnapshot
+from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advantages
+
+
+def first_batch(program: TrainProgram, lags=(0, 0)):
+    """The training batch of iteration 0 (or of a state whose buffer is as given)."""
+    state = program.init(jax.random.key(0))
+    sources = jnp.concatenate([jnp.asarray(lags, jnp.int32), jnp.zeros(len(lags), jnp.int32)])
+    snapshots = lag.gather(state.lag_buffer, sources)
+    *_, rollout = collect_rollout(
+        program.env,
+        program.networks,
+        program.dist,
+        snapshots,
+        state.env_state,
+        state.observations,
+        state.episode_stats,
+        jax.random.key(1),
+        num_steps=program.config.env.num_steps,
+    )
+    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    return state, batch
+
+
+def advantages_before_and_after_one_step(name: str):
+    program = TrainProgram(tiny_config(algorithm=name))
+    state, batch = first_batch(program)
+    learner = Learner(
+        program.networks,
+        program.dist,
+        program.algorithm,
+        make_optimizer(program.config, program.config),
+        program.config,
+    )
+
+    def used(params):
+        snapshot = ActorSnapshot(params.actor, state.obs_norm)
+        log_probs = program.dist.log_prob(program.networks.policy(snapshot, batch.observations), batch.actions)
+        return step_advantages(params, batch, log_probs, state.obs_norm, learner, program.config)[0]
+
+    grads = jax.grad(lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, program.config)[0])(
+        state.params
+    )
+    updates, _ = learner.optimizer.update(grads, state.opt_state, state.params)
+    moved = optax.apply_updates(state.params, updates)
+    return np.asarray(used(state.params)), np.asarray(used(moved))
+
+
+def test_impala_advantages_change_between_gradient_steps():
+    before, after = advantages_before_and_after_one_step("impala")
+    assert np.abs(before - after).max() > 1e-6
+
+
+def test_vaco_advantages_are_fixed_within_an_iteration():
+    before, after = advantages_before_and_after_one_step("vaco")
+    np.testing.assert_array_equal(before, after)
+
+
+def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
+    _, ppo = first_batch(TrainProgram(tiny_config(algorithm="ppo")))
+    _, vaco = first_batch(TrainProgram(tiny_config(algorithm="vaco")))
+    np.testing.assert_allclose(vaco.advantages, ppo.advantages, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vaco.value_targets, ppo.value_targets, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name,advantage,ref,every_step",
+    [
+        ("ppo", "gae", "behaviour", False),
+        ("ppo_kl", "gae", "behaviour", False),
+        ("spo", "gae", "behaviour", False),
+        ("impala", "vtrace", "behaviour", True),
+        ("vaco", "vtrace", "learner", False),
+        ("vaco_align_only", "vtrace", "learner", False),
+        ("vaco_filter_only", "gae", "learner", False),
+    ],
+)
+def test_registry_composes_the_spec_table(name, advantage, ref, every_step):
+    algo = algorithms.build(tiny_config(algorithm=name))
+    assert algo.name == name and algo.ratio_ref == ref and algo.advantages_every_step == every_step
+    assert (algo.advantage_fn is algorithms.gae_advantages) == (advantage == "gae")
+
+
+def test_vaco_options_reach_the_record():
+    config = tiny_config(algorithm="vaco")
+    no_align = config.replace(vaco=config.vaco.replace(align=False, filter_ref="behaviour"))
+    algo = algorithms.build(no_align)
+    assert algo.advantage_fn is algorithms.gae_advantages and algo.ratio_ref == "behaviour"
