@@ -4,7 +4,8 @@
   aggressive: 16 epochs x 8 minibatches, lr 1e-3 (one iteration moves the policy far)
 
 For each algorithm x regime, one compiled program trains lag.k in {0, 4, 16} x ``--seeds``
-seeds (16 envs x 128 steps per iteration). Reports final return and AUC (IQM and 95%
+seeds (16 envs x 128 steps per iteration); VACO runs its default filter threshold (0.2) and a
+tighter one (0.05) in the same program. Reports final return and AUC (IQM and 95%
 bootstrap CI over seeds) beside the per-iteration TV diagnostics and VACO's
 ``filter/kept``, prints a table, writes JSON and a figure.
 
@@ -26,7 +27,8 @@ REGIMES = {
     "standard": dict(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4),
     "aggressive": dict(num_epochs=16, num_minibatches=8, learning_rate=1e-3),
 }
-ALGORITHMS = ("ppo", "vaco")
+# (algorithm, extra grid axes): VACO also runs a tighter filter in the same program (tv_threshold is traced).
+VARIANTS = {"ppo": {}, "vaco": {"vaco.tv_threshold": [0.2, 0.05]}}
 LAGS = (0, 4, 16)
 
 
@@ -47,9 +49,11 @@ def summarize_point(metrics: dict[str, np.ndarray]) -> dict:
         "final": stats.summarize(stats.final_return(returns)),
         "auc": stats.summarize(stats.area_under_curve(returns)),
     }
-    for name in ("tv/backward", "tv/forward", "tv/total", "filter/kept", "ppo/clip_frac"):
+    for name in ("tv/backward", "tv/forward", "tv/total", "filter/kept", "ppo/clip_frac", "entropy"):
         if name in metrics:
-            row[name] = float(np.nanmean(metrics[name]))
+            # median over seeds and iterations: a ratio overflow makes the mean of the TV estimate infinite
+            row[name] = float(np.nanmedian(metrics[name]))
+    row["nonfinite/skipped_steps"] = float(np.sum(metrics["nonfinite/skipped_steps"]) / metrics["entropy"].shape[0])
     return row
 
 
@@ -61,13 +65,13 @@ def plot(results: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, regime in zip(axes, REGIMES, strict=True):
-        for algorithm in ALGORITHMS:
-            rows = [results[regime][algorithm][str(k)] for k in LAGS]
+        for label, by_lag in results[regime].items():
+            rows = [by_lag[str(k)] for k in LAGS]
             y = np.array([r["final"]["iqm"] for r in rows])
             err = np.array(
                 [[r["final"]["iqm"] - r["final"]["ci_low"], r["final"]["ci_high"] - r["final"]["iqm"]] for r in rows]
             ).T
-            ax.errorbar(LAGS, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=algorithm)
+            ax.errorbar(LAGS, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=label)
         ax.set_title(f"{regime}: {REGIMES[regime]}", fontsize=9)
         ax.set_xlabel("backward lag k (learner updates)")
         ax.grid(alpha=0.3)
@@ -89,35 +93,39 @@ def main() -> None:
     curves: dict = {}
     for regime in REGIMES:
         results[regime] = {}
-        for algorithm in ALGORITHMS:
+        for algorithm, extra in VARIANTS.items():
             config = study_config(algorithm, regime, args.iterations)
             start = time.perf_counter()
-            sweep = run_sweep(config, {"lag.k": list(LAGS)}, num_seeds=args.seeds)
+            sweep = run_sweep(config, {"lag.k": list(LAGS), **extra}, num_seeds=args.seeds)
             elapsed = time.perf_counter() - start
-            results[regime][algorithm] = {str(k): summarize_point(sweep.sel(lag_k=k)) for k in LAGS}
-            results[regime][algorithm]["seconds"] = elapsed
-            curves[f"{regime}/{algorithm}"] = {
-                name: np.where(np.isfinite(v), v, np.nan).tolist()
-                for name, v in sweep.metrics.items()
-                if name in ("episode/return", "tv/backward", "tv/forward", "filter/kept")
-            }
+            for point in sweep.points():
+                label = algorithm + "".join(
+                    f" {axis.split('.')[-1]}={value}" for axis, value in point.items() if axis != "lag.k"
+                )
+                selected = sweep.sel(**{axis.replace(".", "_"): value for axis, value in point.items()})
+                results[regime].setdefault(label, {})[str(point["lag.k"])] = summarize_point(selected)
+                curves[f"{regime}/{label}/lag={point['lag.k']}"] = {
+                    name: np.where(np.isfinite(v), v, np.nan).tolist()
+                    for name, v in selected.items()
+                    if name in ("episode/return", "tv/backward", "tv/forward", "filter/kept", "entropy")
+                }
             print(f"{regime:10s} {algorithm:5s} done in {elapsed:6.1f}s", flush=True)
 
     header = (
         f"{'regime':10s} {'algo':5s} {'lag':>3s} {'final IQM [95% CI]':>24s} {'AUC IQM [95% CI]':>24s} "
-        f"{'tv/back':>8s} {'tv/fwd':>8s} {'kept':>6s}"
+        f"{'tv/back':>8s} {'tv/fwd':>8s} {'entropy':>7s} {'kept':>6s} {'skipped':>6s}"
     )
     print("\n" + header + "\n" + "-" * len(header))
     for regime in REGIMES:
-        for algorithm in ALGORITHMS:
+        for label, by_lag in results[regime].items():
             for k in LAGS:
-                r = results[regime][algorithm][str(k)]
+                r = by_lag[str(k)]
                 f, a = r["final"], r["auc"]
                 kept = f"{r['filter/kept']:.3f}" if "filter/kept" in r else "-"
                 print(
-                    f"{regime:10s} {algorithm:5s} {k:3d} {f['iqm']:7.1f} [{f['ci_low']:6.1f}, {f['ci_high']:6.1f}] "
+                    f"{regime:10s} {label:22s} {k:3d} {f['iqm']:7.1f} [{f['ci_low']:6.1f}, {f['ci_high']:6.1f}] "
                     f"{a['iqm']:7.1f} [{a['ci_low']:6.1f}, {a['ci_high']:6.1f}] {r['tv/backward']:8.4f} "
-                    f"{r['tv/forward']:8.4f} {kept:>6s}"
+                    f"{r['tv/forward']:8.4f} {r['entropy']:7.3f} {kept:>6s} {r['nonfinite/skipped_steps']:6.1f}"
                 )
     (args.out_dir / "lag_study.json").write_text(json.dumps(results, indent=2))
     (args.out_dir / "curves.json").write_text(json.dumps(curves))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ import optax
 import pytest
 
 from tests.conftest import tiny_config
-from vaco_jax import TrainProgram, algorithms, lag
+from vaco_jax import TrainProgram, algorithms, lag, run_sweep
 from vaco_jax.rollout import collect_rollout
 from vaco_jax.types import ActorSnapshot
 from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advantages
@@ -99,3 +101,20 @@ def test_vaco_options_reach_the_record():
     no_align = config.replace(vaco=config.vaco.replace(align=False, filter_ref="behaviour"))
     algo = algorithms.build(no_align)
     assert algo.advantage_fn is algorithms.gae_advantages and algo.ratio_ref == "behaviour"
+
+
+def test_vaco_sweep_grids_tv_threshold_and_lag_in_one_program():
+    config = tiny_config(algorithm="vaco", num_iterations=4)
+    result = run_sweep(config, {"vaco.tv_threshold": [0.002, math.inf], "lag.k": [0, 4]}, num_seeds=1)
+    kept = result.metrics["filter/kept"]  # [threshold, lag, seed, iteration]
+    assert kept.shape == (2, 2, 1, 4)
+    assert np.all(kept[1] == 1.0)  # an infinite threshold keeps every sample (align only)
+    assert kept[0].min() < 1.0  # a tight threshold filters
+    assert np.all(result.metrics["tv/backward"][:, 0] == 0) and np.all(result.metrics["tv/backward"][:, 1, :, 1:] > 0)
+
+
+def test_adaptive_ppo_kl_changes_its_coefficient():
+    config = tiny_config(algorithm="ppo_kl", num_iterations=4)
+    config = config.replace(ppo=config.ppo.replace(kl_adaptive=True, kl_target=1e-6))
+    coef = run_sweep(config, num_seeds=1).metrics["kl/coef"][0]
+    np.testing.assert_allclose(coef, [1.0, 2.0, 4.0, 8.0])  # KL far above target: doubled every iteration

@@ -210,6 +210,7 @@ def vaco_filter_loss(
     a = jax.lax.stop_gradient(advantages)
     tv = jax.lax.stop_gradient(tv_estimate(r, tv_scope))
     moves_back = a * (r - 1.0) <= 0.0
-    keep = jax.lax.stop_gradient(jnp.logical_or(tv <= tv_threshold, moves_back).astype(r.dtype))
-    loss = -jnp.sum(keep * r * a) / r.size
-    return loss, {"filter/kept": jnp.mean(keep), "filter/tv": jnp.mean(tv)}
+    keep = jax.lax.stop_gradient(jnp.logical_or(tv <= tv_threshold, moves_back))
+    # where, not keep * r * A: a dropped sample whose ratio overflowed must not turn the loss into 0 * inf = NaN
+    loss = -jnp.sum(jnp.where(keep, r * a, 0.0)) / r.size
+    return loss, {"filter/kept": jnp.mean(keep.astype(r.dtype)), "filter/tv": jnp.mean(tv)}

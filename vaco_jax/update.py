@@ -50,14 +50,16 @@ class Learner(NamedTuple):
 
 
 def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
-    """Adam (eps 1e-5) after global-norm clipping; learning rate optionally annealed to 0."""
+    """Adam (eps 1e-5) after global-norm clipping, learning rate optionally annealed to 0, NaN-guarded."""
     ppo = hparams.ppo
     if config.ppo.anneal_lr:
         total = config.num_iterations * config.ppo.num_epochs * config.ppo.num_minibatches
         learning_rate = optax.linear_schedule(ppo.learning_rate, 0.0, total)
     else:
         learning_rate = ppo.learning_rate
-    return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+    adam = optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+    # NaN guard: a step with non-finite gradients is skipped (and counted), not applied.
+    return optax.apply_if_finite(adam, max_consecutive_errors=1_000_000_000)
 
 
 def _normalize(x: jax.Array) -> jax.Array:
@@ -141,7 +143,8 @@ def run_epochs(
     """``num_epochs`` passes over the batch, each shuffled along E into ``num_minibatches``.
 
     Returns the new parameters and optimiser state, and every metric averaged over
-    all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm).
+    all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm, and
+    ``nonfinite/skipped_steps``, the number of steps the NaN guard skipped).
     """
     num_minibatches = learner.config.ppo.num_minibatches
     num_envs = batch.observations.shape[1]
@@ -152,7 +155,9 @@ def run_epochs(
         (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
         updates, opt_state = learner.optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}
+        grad_norm = optax.tree.norm(grads)
+        skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
+        return (params, opt_state), {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
 
     def epoch(carry, epoch_key):
         order = jax.random.permutation(epoch_key, num_envs).reshape(num_minibatches, -1)  # [M, B]
@@ -161,4 +166,6 @@ def run_epochs(
 
     epoch_keys = jax.random.split(key, learner.config.ppo.num_epochs)
     (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), epoch_keys)
-    return params, opt_state, jax.tree.map(jnp.mean, metrics)
+    summary = {name: jnp.nanmean(value) for name, value in metrics.items()}  # skipped steps are counted below
+    summary["nonfinite/skipped_steps"] = jnp.sum(metrics["nonfinite/skipped_steps"])
+    return params, opt_state, summary
