@@ -72,7 +72,11 @@ def plot(results: dict, path: Path) -> None:
                 [[r["final"]["iqm"] - r["final"]["ci_low"], r["final"]["ci_high"] - r["final"]["iqm"]] for r in rows]
             ).T
             ax.errorbar(LAGS, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=label)
-        ax.set_title(f"{regime}: {REGIMES[regime]}", fontsize=9)
+        r = REGIMES[regime]
+        ax.set_title(
+            f"{regime}: {r['num_epochs']} epochs x {r['num_minibatches']} minibatches, lr {r['learning_rate']:g}",
+            fontsize=9,
+        )
         ax.set_xlabel("backward lag k (learner updates)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("final return (IQM, 95% CI)")
@@ -87,7 +91,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--iterations", type=int, default=120)
     parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/lag_study"))
+    parser.add_argument("--plot-only", action="store_true", help="redraw the figure from an existing lag_study.json")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads((args.out_dir / "lag_study.json").read_text()), args.out_dir / "lag_study.png")
+        return
     args.out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {"seeds": args.seeds, "iterations": args.iterations, "lags": list(LAGS), "regimes": REGIMES}
     curves: dict = {}
