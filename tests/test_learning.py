@@ -48,14 +48,15 @@ def random_policy_return(name: str, num_envs: int = 64, num_steps: int = 1000) -
 
 
 ALGORITHMS = ["ppo", "ppo_kl", "spo", "vaco"]
-# IMPALA (a plain policy gradient on V-trace q-form advantages, no trust region) collapses to a deterministic
-# policy with several epochs per batch at these learning rates, and does not reach 475 on CartPole or learn
-# Pendulum within a CI budget on the shared pipeline (see the issue notes). Its test asserts what it does
-# reliably: one pass per batch (IMPALA's own setting) learns CartPole far above chance.
+# IMPALA is a plain policy gradient on V-trace q-form advantages (no trust region): with several epochs
+# per batch, or with per-minibatch advantage normalisation (which discards the scale that rho weighting
+# carries), it collapses to a deterministic policy at these learning rates. With IMPALA's own practice,
+# one pass per batch and raw advantages, it solves CartPole. It does not learn Pendulum within a CI
+# budget on this pipeline (see the issue notes), so it has no Pendulum test.
 IMPALA_CARTPOLE = CARTPOLE.replace(
     algorithm="impala",
     env=CARTPOLE.env.replace(num_envs=8),
-    ppo=CARTPOLE.ppo.replace(num_epochs=1, learning_rate=5e-4),
+    ppo=CARTPOLE.ppo.replace(num_epochs=1, learning_rate=1e-3, normalize_advantages=False),
 )
 
 
@@ -67,10 +68,10 @@ def test_solves_cartpole(algorithm):
     assert random_policy_return("CartPole-v1") < 50
 
 
-def test_impala_learns_cartpole_far_above_chance():
+def test_impala_solves_cartpole_with_one_pass_and_raw_advantages():
     result = run_sweep(IMPALA_CARTPOLE, num_seeds=4)
     final = stats.final_return(result.metrics["episode/return"])
-    assert stats.iqm(final) >= 200, final  # chance is about 22 (checked in test_solves_cartpole)
+    assert stats.iqm(final) >= 475, final
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
