@@ -42,7 +42,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), *TINY]) == 0
+    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *TINY]) == 0
     return out
 
 
@@ -62,6 +62,9 @@ def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
     assert payload["config"]["lag"]["max_lag"] == 4
     rows = (sweep_dir / "metrics.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2 * 6 and rows[0].startswith("lag.k,seed,iteration,env_steps,")
+    runs = sorted(p.name for p in (sweep_dir / "tb").iterdir())
+    assert runs == ["lag.k=0_seed0", "lag.k=0_seed1", "lag.k=4_seed0", "lag.k=4_seed1"]
+    assert all(any(p.name.startswith("events.out.tfevents") for p in (sweep_dir / "tb" / r).iterdir()) for r in runs)
 
 
 def test_refuses_to_overwrite_results(sweep_dir, capsys):
