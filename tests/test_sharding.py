@@ -1,0 +1,48 @@
+"""Runs are sharded over several devices and give the same numbers as on one device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.test_trainer import _run
+
+SCRIPT = """
+import json, jax
+jax.config.update("jax_compilation_cache_dir", {cache!r})
+from tests.conftest import tiny_config
+from tests.test_trainer import _run
+from vaco_jax import Driver, TrainProgram
+from vaco_jax.driver import run_sharding
+assert jax.device_count() == 2, jax.devices()
+assert run_sharding(4) is not None
+out = _run(Driver(TrainProgram(tiny_config())), ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1])
+assert len(out.states.iteration.sharding.device_set) == 2
+print(json.dumps({{name: value.tolist() for name, value in out.metrics.items()}}))
+"""
+
+
+def test_two_devices_match_one_device(tiny_driver):
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(root)}
+    cache = str(root / ".jax_cache")
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(cache=cache)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    sharded = json.loads(result.stdout.strip().splitlines()[-1])
+    single = _run(tiny_driver, ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1]).metrics
+    for name in ("loss/total", "tv/backward", "episode/return", "grad_norm"):
+        np.testing.assert_allclose(
+            np.asarray(sharded[name], dtype=float), single[name], rtol=1e-5, atol=1e-6, err_msg=name
+        )
