@@ -14,18 +14,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vaco_jax.distributions import Distribution
 from vaco_jax.envs.base import Env, update_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.types import ActorSnapshot, EpisodeStats, Rollout
-
-
-def stack_behaviour_and_learner(behaviour: ActorSnapshot, learner: ActorSnapshot) -> ActorSnapshot:
-    """Concatenate G behaviour snapshots with G copies of the learner's: leaves [2G, ...]."""
-    groups = jax.tree.leaves(behaviour)[0].shape[0]
-    return jax.tree.map(lambda b, l: jnp.concatenate([b, jnp.broadcast_to(l, (groups, *l.shape))]), behaviour, learner)
 
 
 def collect_rollout(
@@ -47,7 +40,7 @@ def collect_rollout(
       networks: actor/critic modules.
       dist: the action distribution record.
       snapshots: [2G] behaviour snapshots followed by G learner copies
-        (see :func:`stack_behaviour_and_learner`); group g drives envs
+        (the trainer gathers both halves from the lag buffer in one gather); group g drives envs
         ``g * Eg ... (g + 1) * Eg - 1``.
       env_state: [E] environment states.
       observations: [E, D] current raw observations.
@@ -102,8 +95,3 @@ def collect_rollout(
         env_step, (env_state, observations, episode_stats), keys
     )
     return env_state, observations, episode_stats, rollout
-
-
-def group_slices(num_envs: int, num_actors: int) -> np.ndarray:
-    """Actor group index [E] of every environment."""
-    return np.repeat(np.arange(num_actors), num_envs // num_actors)

@@ -8,8 +8,6 @@ epochs, push the new snapshot, compute diagnostics. The whole training is a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 
@@ -223,6 +221,3 @@ def make_train(config: Config) -> TrainProgram:
       >>> state, metrics = jax.jit(train)(jax.random.key(0))  # doctest: +SKIP
     """
     return TrainProgram(config)
-
-
-TrainFn = Callable[[jax.Array], tuple[TrainState, Metrics]]
