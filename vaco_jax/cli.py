@@ -113,6 +113,8 @@ def _prepare_out_dir(output: Output) -> Path:
         raise ConfigError(
             f"{out} already holds results ({', '.join(existing)}); pass --overwrite or choose another --out-dir"
         )
+    if existing:
+        print(f"vaco-jax: replacing earlier results in {out} ({', '.join(existing)}): --overwrite is on", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
