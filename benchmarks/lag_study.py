@@ -22,23 +22,32 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep, stats
+from vaco_jax.config import with_overrides
 
 REGIMES = {
     "standard": dict(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4),
     "aggressive": dict(num_epochs=16, num_minibatches=8, learning_rate=1e-3),
 }
-# (algorithm, extra grid axes): VACO also runs a tighter filter in the same program (tv_threshold is traced).
-VARIANTS = {"ppo": {}, "vaco": {"vaco.tv_threshold": [0.2, 0.05]}}
+# name -> (algorithm, extra grid axes, static overrides). VACO also runs a tighter filter in the same program
+# (tv_threshold is traced), and the spec's alternative reference (filter_ref=behaviour) as a separate program.
+VARIANTS = {
+    "ppo": ("ppo", {}, {}),
+    "vaco": ("vaco", {"vaco.tv_threshold": [0.2, 0.05]}, {}),
+    "vaco filter_ref=behaviour": ("vaco", {"vaco.tv_threshold": [0.2, 0.05]}, {"vaco.filter_ref": "behaviour"}),
+}
 LAGS = (0, 4, 16)
 
 
-def study_config(algorithm: str, regime: str, iterations: int) -> Config:
-    return Config(
-        algorithm=algorithm,
-        num_iterations=iterations,
-        env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128),
-        ppo=PPOConfig(**REGIMES[regime]),
-        lag=LagConfig(kind="fixed", max_lag=max(LAGS), num_actors=1),
+def study_config(algorithm: str, regime: str, iterations: int, overrides: dict | None = None) -> Config:
+    return with_overrides(
+        Config(
+            algorithm=algorithm,
+            num_iterations=iterations,
+            env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128),
+            ppo=PPOConfig(**REGIMES[regime]),
+            lag=LagConfig(kind="fixed", max_lag=max(LAGS), num_actors=1),
+        ),
+        overrides or {},
     )
 
 
@@ -92,6 +101,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=120)
     parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/lag_study"))
     parser.add_argument("--plot-only", action="store_true", help="redraw the figure from an existing lag_study.json")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help=f"run only these variants and merge them into an existing lag_study.json (choices: {', '.join(VARIANTS)})",
+    )
     args = parser.parse_args()
     if args.plot_only:
         plot(json.loads((args.out_dir / "lag_study.json").read_text()), args.out_dir / "lag_study.png")
@@ -99,15 +114,22 @@ def main() -> None:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {"seeds": args.seeds, "iterations": args.iterations, "lags": list(LAGS), "regimes": REGIMES}
     curves: dict = {}
+    if args.only:  # merge into the results of an earlier full run (same seeds and budget)
+        results = json.loads((args.out_dir / "lag_study.json").read_text())
+        curves = json.loads((args.out_dir / "curves.json").read_text())
+        if (results["seeds"], results["iterations"]) != (args.seeds, args.iterations):
+            raise SystemExit("--only must use the --seeds and --iterations of the results it merges into")
     for regime in REGIMES:
-        results[regime] = {}
-        for algorithm, extra in VARIANTS.items():
-            config = study_config(algorithm, regime, args.iterations)
+        results.setdefault(regime, {})
+        for variant, (algorithm, extra, overrides) in VARIANTS.items():
+            if args.only and variant not in args.only:
+                continue
+            config = study_config(algorithm, regime, args.iterations, overrides)
             start = time.perf_counter()
             sweep = run_sweep(config, {"lag.k": list(LAGS), **extra}, num_seeds=args.seeds)
             elapsed = time.perf_counter() - start
             for point in sweep.points():
-                label = algorithm + "".join(
+                label = variant + "".join(
                     f" {axis.split('.')[-1]}={value}" for axis, value in point.items() if axis != "lag.k"
                 )
                 selected = sweep.sel(**{axis.replace(".", "_"): value for axis, value in point.items()})
@@ -117,7 +139,7 @@ def main() -> None:
                     for name, v in selected.items()
                     if name in ("episode/return", "tv/backward", "tv/forward", "filter/kept", "entropy")
                 }
-            print(f"{regime:10s} {algorithm:5s} done in {elapsed:6.1f}s", flush=True)
+            print(f"{regime:10s} {variant} done in {elapsed:6.1f}s", flush=True)
 
     header = (
         f"{'regime':10s} {'algo':5s} {'lag':>3s} {'final IQM [95% CI]':>24s} {'AUC IQM [95% CI]':>24s} "
