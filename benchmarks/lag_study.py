@@ -23,6 +23,7 @@ import numpy as np
 
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep, stats
 from vaco_jax.config import with_overrides
+from vaco_jax.plotting import errorbar_iqm
 
 REGIMES = {
     "standard": dict(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4),
@@ -75,12 +76,7 @@ def plot(results: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, regime in zip(axes, REGIMES, strict=True):
         for label, by_lag in results[regime].items():
-            rows = [by_lag[str(k)] for k in LAGS]
-            y = np.array([r["final"]["iqm"] for r in rows])
-            err = np.array(
-                [[r["final"]["iqm"] - r["final"]["ci_low"], r["final"]["ci_high"] - r["final"]["iqm"]] for r in rows]
-            ).T
-            ax.errorbar(LAGS, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=label)
+            errorbar_iqm(ax, list(LAGS), [by_lag[str(k)]["final"] for k in LAGS], label)
         r = REGIMES[regime]
         ax.set_title(
             f"{regime}: {r['num_epochs']} epochs x {r['num_minibatches']} minibatches, lr {r['learning_rate']:g}",

@@ -99,9 +99,9 @@ def ppo_kl_loss(
       Schulman et al. Proximal Policy Optimization Algorithms. arXiv:1707.06347, section 4.
     """
     chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
-    log_r = log_probs - jax.lax.stop_gradient(ref_log_probs)
-    r = jnp.exp(log_r)
-    k3 = jnp.mean(jnp.expm1(log_r) - log_r)
+    ref_log_probs = jax.lax.stop_gradient(ref_log_probs)
+    k3 = approx_kl(log_probs, ref_log_probs)
+    r = ratios(log_probs, ref_log_probs)
     return -jnp.mean(r * jax.lax.stop_gradient(advantages)) + kl_coef * k3, {"kl/penalty": k3}
 
 

@@ -47,6 +47,13 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     return Path(path)
 
 
+def errorbar_iqm(ax, x: list, summaries: list[dict], label: str | None) -> None:
+    """Draw IQMs with their bootstrap intervals (``stats.summarize`` dicts) as one line with error bars."""
+    y = np.array([summary["iqm"] for summary in summaries])
+    err = np.array([[summary["iqm"] - summary["ci_low"], summary["ci_high"] - summary["iqm"]] for summary in summaries])
+    ax.errorbar(x, y, yerr=np.nan_to_num(err.T), marker="o", capsize=3, label=label)
+
+
 def plot_final_vs_axis(
     results: SweepResult | Mapping[str, SweepResult], path: str | Path, axis: str, metric: str = "episode/return"
 ) -> Path:
@@ -64,15 +71,10 @@ def plot_final_vs_axis(
         for row in result.summary(metric):
             groups.setdefault(tuple(row[a] for a in others), []).append(row)
         for key, group in groups.items():
-            final = [row["final"] for row in group]
-            y = np.array([f["iqm"] for f in final])
-            err = np.array([[f["iqm"] - f["ci_low"], f["ci_high"] - f["iqm"]] for f in final]).T
             label = " ".join(
                 part for part in (name, _label(dict(zip(others, key, strict=True))) if others else "") if part
             )
-            ax.errorbar(
-                [row[axis] for row in group], y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=label or None
-            )
+            errorbar_iqm(ax, [row[axis] for row in group], [row["final"] for row in group], label or None)
     first = next(iter(named.values()))
     ax.set_xlabel(axis)
     ax.set_ylabel(f"final {metric} (IQM, 95% CI over {len(first.seeds)} seeds)")
