@@ -78,25 +78,54 @@ def spo_loss(log_probs, ref_log_probs, advantages, clip_eps):
     return -np.mean(r * a - np.abs(a) / (2 * clip_eps) * (r - 1) ** 2)
 
 
-def vaco_filter_mask(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope):
-    """The filter's keep-mask for a [T, B] batch, sample by sample."""
-    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
+def vaco_filter_mask(log_probs, ref_log_probs, behaviour_log_probs, advantages, tv_threshold, tv_scope):
+    """The filter's keep-mask for a [T, B] batch, sample by sample, with the importance-weighted TV estimate.
+
+    Per sample: c = 0.5 * |pi_theta/beta - ref/beta| (from log-probs); D = the mean of c over the scope.
+    """
+    lp, lr, lb = (np.asarray(x, np.float64) for x in (log_probs, ref_log_probs, behaviour_log_probs))
     a = np.asarray(advantages, np.float64)
-    horizon, width = r.shape
-    keep = np.zeros_like(r)
+    horizon, width = lp.shape
+    c = np.zeros_like(lp)
+    for t in range(horizon):
+        for b in range(width):
+            c[t, b] = 0.5 * abs(np.exp(lp[t, b] - lb[t, b]) - np.exp(lr[t, b] - lb[t, b]))
+    keep = np.zeros_like(lp)
     for t in range(horizon):
         for b in range(width):
             if tv_scope == "sample":
-                tv = 0.5 * abs(r[t, b] - 1)
+                tv = c[t, b]
             elif tv_scope == "trajectory":
-                tv = 0.5 * np.mean([abs(r[s, b] - 1) for s in range(horizon)])
+                tv = np.mean([c[s, b] for s in range(horizon)])
             else:
-                tv = 0.5 * np.mean(np.abs(r - 1))
-            keep[t, b] = 1.0 if tv <= tv_threshold else float(a[t, b] * (r[t, b] - 1) <= 0)
+                tv = np.mean(c)
+            r = np.exp(lp[t, b] - lr[t, b])
+            keep[t, b] = 1.0 if tv <= tv_threshold else float(a[t, b] * (r - 1) <= 0)
     return keep
 
 
-def vaco_filter_loss(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope):
-    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
-    keep = vaco_filter_mask(log_probs, ref_log_probs, advantages, tv_threshold, tv_scope)
-    return -np.sum(keep * r * np.asarray(advantages, np.float64)) / r.size
+def vaco_filter_loss(log_probs, ref_log_probs, behaviour_log_probs, advantages, tv_threshold, tv_scope, w_max=None):
+    """-(1/|B|) sum_i m_i w_i r_i A_i; w_i = min(ref/beta, w_max) when w_max is given, else 1."""
+    keep = vaco_filter_mask(log_probs, ref_log_probs, behaviour_log_probs, advantages, tv_threshold, tv_scope)
+    lp, lr, lb = (np.asarray(x, np.float64) for x in (log_probs, ref_log_probs, behaviour_log_probs))
+    total = 0.0
+    for index in np.ndindex(lp.shape):
+        w = 1.0 if w_max is None else min(np.exp(lr[index] - lb[index]), w_max)
+        total += keep[index] * w * np.exp(lp[index] - lr[index]) * advantages[index]
+    return -total / lp.size
+
+
+def ppo_decoupled_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max):
+    """-mean_i w_i * min(r_i A_i, clip(r_i) A_i), r = pi/pi_prox, w = min(pi_prox/beta, w_max), one sample at a time."""
+    total = 0.0
+    for lp, lx, lb, a in zip(
+        *(
+            np.asarray(x, np.float64).reshape(-1)
+            for x in (log_probs, proximal_log_probs, behaviour_log_probs, advantages)
+        ),
+        strict=True,
+    ):
+        r = np.exp(lp - lx)
+        w = min(np.exp(lx - lb), w_max)
+        total += w * min(r * a, min(max(r, 1 - clip_eps), 1 + clip_eps) * a)
+    return -total / np.size(log_probs)

@@ -82,6 +82,7 @@ def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
     "name,advantage,ref,every_step",
     [
         ("ppo", "gae", "behaviour", False),
+        ("ppo_decoupled", "gae", "learner", False),
         ("ppo_kl", "gae", "behaviour", False),
         ("spo", "gae", "behaviour", False),
         ("impala", "vtrace", "behaviour", True),
@@ -101,6 +102,62 @@ def test_vaco_options_reach_the_record():
     no_align = config.replace(vaco=config.vaco.replace(align=False, filter_ref="behaviour"))
     algo = algorithms.build(no_align)
     assert algo.advantage_fn is algorithms.gae_advantages and algo.ratio_ref == "behaviour"
+
+
+def _first_step_gradient(config, lags):
+    program = TrainProgram(config)
+    state, batch = first_batch(program, lags)
+    learner = Learner(
+        program.networks, program.dist, program.algorithm, make_optimizer(program.config, program.config), config
+    )
+    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, config)[0]  # noqa: E731
+    return jax.grad(loss)(state.params)
+
+
+def test_decoupled_weight_changes_nothing_at_zero_lag_and_something_under_lag():
+    """At zero lag pi_T = beta bit for bit: ppo_decoupled's gradient is PPO-clip's, VACO's is unweighted VACO's."""
+    vaco = tiny_config(algorithm="vaco")
+    weighted = vaco.replace(vaco=vaco.vaco.replace(is_weight="truncated"))
+    pairs = [(tiny_config(algorithm="ppo"), tiny_config(algorithm="ppo_decoupled")), (vaco, weighted)]
+    for plain, decoupled in pairs:
+        jax.tree.map(
+            np.testing.assert_array_equal,
+            _first_step_gradient(plain, (0, 0)),
+            _first_step_gradient(decoupled, (0, 0)),
+        )
+    # under lag the learner pi_T differs from beta and the weight (and trust-region centre) matter
+    stale = _stale_state_gradient(vaco), _stale_state_gradient(weighted)
+    differences = jax.tree.leaves(jax.tree.map(lambda a, b: float(np.abs(a - b).max()), *stale))
+    assert max(differences) > 1e-6
+
+
+def _stale_state_gradient(config):
+    """The first gradient of a batch collected by an actor one update behind the learner."""
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+    moved = jax.tree.map(lambda x: x * 1.5, state.params.actor)  # a different learner pi_T
+    state = state.replace(
+        params=state.params.replace(actor=moved),
+        lag_buffer=lag.push(state.lag_buffer, ActorSnapshot(moved, state.obs_norm), 1),
+        iteration=state.iteration + 1,
+    )
+    sources = jnp.array([0, 0, 1, 1], jnp.int32)  # both groups act with snapshot 0; the learner is snapshot 1
+    snapshots = lag.gather(state.lag_buffer, sources)
+    *_, rollout = collect_rollout(
+        program.env,
+        program.networks,
+        program.dist,
+        snapshots,
+        state.env_state,
+        state.observations,
+        state.episode_stats,
+        jax.random.key(1),
+        num_steps=config.env.num_steps,
+    )
+    batch, _ = program.estimate_advantages(state, rollout, config)
+    learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
+    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, config)[0]  # noqa: E731
+    return jax.grad(loss)(state.params)
 
 
 def test_vaco_sweep_grids_tv_threshold_and_lag_in_one_program():

@@ -28,6 +28,12 @@ from vaco_jax.config import get_field, set_field, traced_fields
         ("ppo.ent_coef", math.inf, "ppo.ent_coef=inf is not finite"),
         ("env.num_steps", 0, "env.num_steps=0 must be a positive integer"),
         ("network.actor_hidden", (16, 0), "network.actor_hidden=(16, 0) must be a tuple of positive"),
+        ("vaco.is_weight", "full", "vaco.is_weight='full' is unknown; choose one of none, truncated"),
+        ("vaco.tv_estimator", "kl", "vaco.tv_estimator='kl' is unknown; choose one of sample, exact"),
+        ("vaco.surrogate", "clip", "vaco.surrogate='clip' is unknown; choose one of ratio, logprob"),
+        ("vaco.w_max", 0.0, "vaco.w_max=0.0 must be > 0"),
+        ("ppo.w_max", -1.0, "ppo.w_max=-1.0 must be > 0"),
+        ("vaco.surrogate_cap", math.nan, "vaco.surrogate_cap=nan is not finite"),
     ],
 )
 def test_bad_values_raise_before_compiling(path, value, fragment):
@@ -35,6 +41,13 @@ def test_bad_values_raise_before_compiling(path, value, fragment):
     with pytest.raises(ConfigError, match=None) as info:
         make_train(config)
     assert fragment in str(info.value)
+
+
+def test_exact_tv_estimator_needs_discrete_actions():
+    config = tiny_config(algorithm="vaco")
+    config = config.replace(env=config.env.replace(name="Pendulum-v1"), vaco=config.vaco.replace(tv_estimator="exact"))
+    with pytest.raises(ConfigError, match="vaco.tv_estimator='exact' needs discrete actions"):
+        make_train(config)
 
 
 def test_static_fields_cannot_be_swept_and_grid_values_are_validated():
@@ -57,6 +70,11 @@ def test_traced_and_static_fields_follow_the_spec():
         "ppo.gamma",
         "ppo.gae_lambda",
         "env.reward_scale",
+        "vaco.tv_threshold",
+        "vaco.w_max",
+        "vaco.surrogate_cap",
+        "ppo.w_max",
+        "vtrace.rho_bar",
     } <= traced
     assert (
         not {
@@ -69,6 +87,10 @@ def test_traced_and_static_fields_follow_the_spec():
             "num_iterations",
             "algorithm",
             "env.name",
+            "vaco.is_weight",
+            "vaco.tv_estimator",
+            "vaco.surrogate",
+            "vaco.tv_scope",
         }
         & traced
     )

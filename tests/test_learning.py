@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -23,28 +21,9 @@ PENDULUM = Config(
 )
 
 
-def random_policy_return(name: str, num_envs: int = 64, num_steps: int = 1000) -> float:
+def random_policy_return(name: str) -> float:
     """Mean return of completed episodes under uniformly random actions (the chance level)."""
-    env = envs.make(name)
-    spec = env.action_spec
-    state, obs = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), num_envs))
-
-    def step(carry, key):
-        state, ret = carry
-        act_key, env_key = jax.random.split(key)
-        if spec.discrete:
-            action = jax.random.randint(act_key, (num_envs,), 0, spec.size)
-        else:
-            action = jax.random.uniform(act_key, (num_envs, spec.size), minval=spec.low, maxval=spec.high)
-        state, ts = jax.vmap(env.step)(jax.random.split(env_key, num_envs), state, action)
-        ret = ret + ts.reward
-        done = jnp.logical_or(ts.terminated, ts.truncated)
-        return (state, jnp.where(done, 0.0, ret)), (jnp.where(done, ret, 0.0), done)
-
-    _, (finished, done) = jax.lax.scan(
-        step, (state, jnp.zeros(num_envs)), jax.random.split(jax.random.key(1), num_steps)
-    )
-    return float(jnp.sum(finished) / jnp.sum(done))
+    return envs.random_policy_return(envs.make(name))
 
 
 ALGORITHMS = ["ppo", "ppo_kl", "spo", "vaco"]

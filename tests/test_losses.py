@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,14 +31,25 @@ def test_losses_match_float64_references(seed):
     assert float(got) == pytest.approx(reference.ppo_kl_loss(lp, ref, adv, 0.7), rel=1e-5, abs=1e-6)
     got, _ = losses.spo_loss(jnp.asarray(lp), jnp.asarray(ref), jnp.asarray(adv), clip_eps=0.2)
     assert float(got) == pytest.approx(reference.spo_loss(lp, ref, adv, 0.2), rel=1e-5, abs=1e-6)
+    behaviour = (ref + np.random.default_rng(seed + 10).normal(scale=0.3, size=ref.shape)).astype(np.float32)
     for scope in ("sample", "trajectory", "minibatch"):
-        got, metrics = losses.vaco_filter_loss(
-            jnp.asarray(lp), jnp.asarray(ref), jnp.asarray(adv), tv_threshold=0.15, tv_scope=scope
-        )
-        expected = reference.vaco_filter_loss(lp, ref, adv, 0.15, scope)
-        assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-6), scope
-        mask = reference.vaco_filter_mask(lp, ref, adv, 0.15, scope)
-        assert float(metrics["filter/kept"]) == pytest.approx(mask.mean()), scope
+        for beh in (ref, behaviour):  # ref = beta (no lag), and ref = pi_T != beta
+            for is_weight, w_max in (("none", None), ("truncated", 1.5)):
+                got, metrics = losses.vaco_filter_loss(
+                    *map(jnp.asarray, (lp, ref, beh, adv)),
+                    tv_threshold=0.15,
+                    tv_scope=scope,
+                    is_weight=is_weight,
+                    w_max=w_max or 100.0,
+                )
+                expected = reference.vaco_filter_loss(lp, ref, beh, adv, 0.15, scope, w_max=w_max)
+                assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-6), (scope, is_weight)
+                mask = reference.vaco_filter_mask(lp, ref, beh, adv, 0.15, scope)
+                assert float(metrics["filter/kept"]) == pytest.approx(mask.mean()), scope
+    for beh in (ref, behaviour):
+        got, metrics = losses.ppo_decoupled_loss(*map(jnp.asarray, (lp, ref, beh, adv)), clip_eps=0.2, w_max=1.5)
+        expected = reference.ppo_decoupled_loss(lp, ref, beh, adv, 0.2, 1.5)
+        assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-6)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -48,7 +61,8 @@ def test_vaco_sample_behaviour_gradient_equals_ppo_clip_with_twice_delta(seed, d
     assert (np.abs(ratios - 1) > 2 * delta).any() and (np.abs(ratios - 1) < 2 * delta).any()
 
     def vaco(x):
-        return losses.vaco_filter_loss(x, jnp.asarray(ref), jnp.asarray(adv), tv_threshold=delta, tv_scope="sample")[0]
+        ref_ = jnp.asarray(ref)
+        return losses.vaco_filter_loss(x, ref_, ref_, jnp.asarray(adv), tv_threshold=delta, tv_scope="sample")[0]
 
     def ppo(x):
         return losses.ppo_clip_loss(x, jnp.asarray(ref), jnp.asarray(adv), clip_eps=2 * delta)[0]
@@ -60,7 +74,7 @@ def test_vaco_sample_behaviour_gradient_equals_ppo_clip_with_twice_delta(seed, d
 
 def test_filter_keeps_everything_inside_the_threshold():
     lp, ref, adv = random_batch(5, spread=0.01)
-    _, metrics = losses.vaco_filter_loss(jnp.asarray(lp), jnp.asarray(ref), jnp.asarray(adv), tv_threshold=0.2)
+    _, metrics = losses.vaco_filter_loss(*map(jnp.asarray, (lp, ref, ref, adv)), tv_threshold=0.2)
     assert float(metrics["filter/kept"]) == 1.0
 
 
@@ -71,7 +85,7 @@ def test_filter_outside_threshold_drops_exactly_the_samples_moving_away():
     ref = np.zeros_like(lp)
 
     def loss(x):
-        return losses.vaco_filter_loss(x, jnp.asarray(ref), jnp.asarray(adv), tv_threshold=0.1)
+        return losses.vaco_filter_loss(x, jnp.asarray(ref), jnp.asarray(ref), jnp.asarray(adv), tv_threshold=0.1)
 
     (value, metrics), grad = jax.value_and_grad(loss, has_aux=True)(jnp.asarray(lp))
     # A * (r - 1) > 0 for samples 0 (A>0, r>1) and 3 (A<0, r<1): dropped. Samples 1, 2, 4 kept.
@@ -82,12 +96,12 @@ def test_filter_outside_threshold_drops_exactly_the_samples_moving_away():
 
 
 def test_tv_scopes_average_over_the_right_groups():
-    r = jnp.array([[1.0, 2.0], [1.0, 1.0], [1.0, 1.0], [1.4, 1.0]])  # [T=4, B=2]
-    np.testing.assert_allclose(losses.tv_estimate(r, "sample"), 0.5 * np.abs(np.asarray(r) - 1))
-    np.testing.assert_allclose(losses.tv_estimate(r, "trajectory"), [[0.05, 0.125]] * 4, rtol=1e-6)
-    np.testing.assert_allclose(losses.tv_estimate(r, "minibatch"), np.full((4, 2), 0.0875), rtol=1e-6)
+    c = jnp.array([[0.0, 0.5], [0.0, 0.0], [0.0, 0.0], [0.2, 0.0]])  # per-sample contributions [T=4, B=2]
+    np.testing.assert_allclose(losses.scope_mean(c, "sample"), c)
+    np.testing.assert_allclose(losses.scope_mean(c, "trajectory"), [[0.05, 0.125]] * 4, rtol=1e-6)
+    np.testing.assert_allclose(losses.scope_mean(c, "minibatch"), np.full((4, 2), 0.0875), rtol=1e-6)
     with pytest.raises(ValueError, match="vaco.tv_scope='episode' is unknown"):
-        losses.tv_estimate(r, "episode")
+        losses.scope_mean(c, "episode")
 
 
 def test_adaptive_kl_coefficient_rule():
@@ -104,3 +118,105 @@ def test_value_loss_clipping():
     # clipped prediction 0.5 is closer to the target, but PPO takes the max (pessimistic) of the two
     assert float(losses.value_loss(values, targets, old, clip_eps=0.5)) == 2.0
     assert float(losses.value_loss(jnp.array([-1.0]), jnp.array([1.0]), old, clip_eps=0.5)) == 2.0
+
+
+# ----------------------------------------------------------------------------- decoupled correction and surrogates
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ppo_decoupled_gradient_equals_ppo_clip_at_zero_lag(seed):
+    """At zero lag pi_T = beta: the weight is 1 and decoupled PPO is PPO-clip, gradient for gradient."""
+    lp, ref, adv = random_batch(seed)
+
+    def decoupled(x):
+        return losses.ppo_decoupled_loss(x, *map(jnp.asarray, (ref, ref, adv)), clip_eps=0.2, w_max=100.0)[0]
+
+    def ppo(x):
+        return losses.ppo_clip_loss(x, jnp.asarray(ref), jnp.asarray(adv), clip_eps=0.2)[0]
+
+    g_decoupled, g_ppo = jax.grad(decoupled)(jnp.asarray(lp)), jax.grad(ppo)(jnp.asarray(lp))
+    np.testing.assert_array_equal(g_decoupled, g_ppo)
+    assert np.count_nonzero(g_ppo) < g_ppo.size
+
+
+def test_truncated_weight_scales_each_kept_sample_by_min_of_ref_over_beta_and_w_max():
+    lp = np.zeros((1, 3), np.float32)  # pi_theta = ref: inside any trust region, every sample kept
+    ref = np.zeros((1, 3), np.float32)
+    beh = np.log(np.array([[1.0, 0.5, 0.01]], np.float32))  # ref/beta = 1, 2, 100
+    adv = np.ones((1, 3), np.float32)
+
+    def loss(x, is_weight):
+        return losses.vaco_filter_loss(
+            x, *map(jnp.asarray, (ref, beh, adv)), tv_threshold=math.inf, is_weight=is_weight, w_max=10.0
+        )[0]
+
+    grad = np.asarray(jax.grad(loss)(jnp.asarray(lp), "truncated"))
+    np.testing.assert_allclose(grad, -np.array([[1.0, 2.0, 10.0]]) / 3, rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(loss)(jnp.asarray(lp), "none"), -np.ones((1, 3)) / 3, rtol=1e-6)
+
+
+def test_logprob_surrogate_has_the_ratio_surrogates_gradient_and_its_cap_truncates():
+    lp, ref, adv = random_batch(3)
+    beh = ref - 0.1
+
+    def loss(x, surrogate, cap=math.inf):
+        return losses.vaco_filter_loss(
+            x,
+            *map(jnp.asarray, (ref, beh, adv)),
+            tv_threshold=0.1,
+            tv_scope="sample",
+            is_weight="truncated",
+            surrogate=surrogate,
+            surrogate_cap=cap,
+        )[0]
+
+    x = jnp.asarray(lp)
+    np.testing.assert_allclose(jax.grad(loss)(x, "logprob"), jax.grad(loss)(x, "ratio"), rtol=1e-5, atol=1e-8)
+    # with a cap C, each kept sample's gradient is w * min(r, C) * A / |B| (d log pi / d log pi = 1)
+    r = np.exp(lp.astype(np.float64) - ref)
+    w = np.minimum(np.exp(ref.astype(np.float64) - beh), 100.0)
+    keep = reference.vaco_filter_mask(lp, ref, beh, adv, 0.1, "sample")
+    expected = -keep * w * np.minimum(r, 1.1) * adv / lp.size
+    np.testing.assert_allclose(jax.grad(loss)(x, "logprob", 1.1), expected, rtol=1e-4, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- overflow
+
+
+@pytest.mark.parametrize("scope", ["sample", "trajectory"])
+def test_a_dropped_sample_with_a_huge_ratio_leaves_a_finite_gradient_equal_to_the_gradient_without_it(scope):
+    lp, ref, adv = random_batch(4, shape=(8, 4), spread=0.05)
+    beh = ref.copy()
+    lp[0, 0], adv[0, 0] = ref[0, 0] + 100.0, 1.0  # r = e^100 moving away: outside the region, dropped
+
+    def loss(x, lp_, ref_, beh_, adv_):
+        return losses.vaco_filter_loss(x, *map(jnp.asarray, (ref_, beh_, adv_)), tv_threshold=0.1, tv_scope=scope)
+
+    (value, metrics), grad = jax.value_and_grad(loss, has_aux=True)(jnp.asarray(lp), lp, ref, beh, adv)
+    assert np.isfinite(float(value)) and np.all(np.isfinite(grad))
+    assert grad[0, 0] == 0.0
+    if scope == "sample":  # the other samples' masks do not depend on the dropped one
+        rest = (slice(None), slice(1, None))  # drop column 0 entirely and compare the remaining columns
+        _, grad_without = jax.value_and_grad(loss, has_aux=True)(
+            jnp.asarray(lp[rest]), lp[rest], ref[rest], beh[rest], adv[rest]
+        )
+        # |B| differs (32 vs 24 samples): the loss divides by the full minibatch size
+        np.testing.assert_allclose(np.asarray(grad)[rest] * 32 / 24, grad_without, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["ppo_clip", "ppo_decoupled", "ppo_kl", "spo", "vaco_kept"])
+def test_every_ratio_loss_stays_finite_at_log_ratio_100(name):
+    lp, ref, adv = random_batch(6, shape=(4, 4))
+    lp[1, 1] = ref[1, 1] + 100.0
+    adv[1, 1] = -1.0  # PPO-clip keeps r * A unclipped here (min picks the pessimistic term)
+    x = jnp.asarray(lp)
+    fns = {
+        "ppo_clip": lambda x: losses.ppo_clip_loss(x, ref, adv, clip_eps=0.2)[0],
+        "ppo_decoupled": lambda x: losses.ppo_decoupled_loss(x, ref, ref, adv, clip_eps=0.2, w_max=100.0)[0],
+        "ppo_kl": lambda x: losses.ppo_kl_loss(x, ref, adv, kl_coef=1.0)[0],
+        "spo": lambda x: losses.spo_loss(x, ref, adv, clip_eps=0.2)[0],
+        # A < 0 and r > 1: moves back toward ref, so the filter keeps it
+        "vaco_kept": lambda x: losses.vaco_filter_loss(x, ref, ref, adv, tv_threshold=0.1, tv_scope="sample")[0],
+    }
+    value, grad = jax.value_and_grad(fns[name])(x)
+    assert np.isfinite(float(value)) and np.all(np.isfinite(grad)), name

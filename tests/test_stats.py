@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import stats as scipy_stats
 
 from vaco_jax import stats
@@ -32,3 +33,64 @@ def test_final_return_and_auc_skip_iterations_without_episodes():
     assert stats.final_return(curves, fraction=0.2)[0] == 8.0
     assert stats.area_under_curve(curves)[0] == 4.5
     assert np.isnan(stats.final_return(np.full((1, 5), np.nan))[0])
+
+
+# ----------------------------------------------------------------------------- against rliable, the field's reference
+
+
+def _scores(seed: int, runs: int = 16, tasks: int = 3, shift: float = 0.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(loc=np.arange(tasks) * 10.0 + shift, scale=3.0, size=(runs, tasks)).round(0)  # with ties
+
+
+def test_probability_of_improvement_matches_rliable():
+    from rliable import metrics as rly
+
+    for seed in range(4):
+        x, y = _scores(seed, shift=1.0), _scores(seed + 100, runs=12)
+        assert stats.probability_of_improvement(x, y) == pytest.approx(rly.probability_of_improvement(x, y))
+    same = _scores(7)
+    assert stats.probability_of_improvement(same, same) == 0.5
+    assert stats.probability_of_improvement(np.array([2.0, 3.0]), np.array([1.0, 0.0])) == 1.0
+
+
+def test_probability_of_improvement_by_hand():
+    # pairs (x, y): (1,0) win, (1,1) tie, (1,2) loss, (3,0) win, (3,1) win, (3,2) win: (4 + 0.5) / 6
+    assert stats.probability_of_improvement(np.array([1.0, 3.0]), np.array([0.0, 1.0, 2.0])) == pytest.approx(4.5 / 6)
+
+
+def test_stratified_bootstrap_intervals_agree_with_rliable():
+    from rliable import library as rly_library
+    from rliable import metrics as rly
+
+    x, y = _scores(1, shift=2.0), _scores(2)
+    _, rly_iqm = rly_library.get_interval_estimates(
+        {"x": x}, lambda s: np.array([rly.aggregate_iqm(s)]), reps=4000, random_state=np.random.RandomState(0)
+    )
+    low, high = stats.stratified_bootstrap_ci(x, num_resamples=4000)
+    assert low == pytest.approx(rly_iqm["x"][0, 0], abs=0.4) and high == pytest.approx(rly_iqm["x"][1, 0], abs=0.4)
+    assert low < stats.iqm(x.reshape(-1)) < high
+
+    _, rly_pi = rly_library.get_interval_estimates(
+        {"x,y": [x, y]},
+        lambda a, b: np.array([rly.probability_of_improvement(a, b)]),
+        reps=2000,
+        random_state=np.random.RandomState(0),
+    )
+    low, high = stats.probability_of_improvement_ci(x, y, num_resamples=2000)
+    assert low == pytest.approx(rly_pi["x,y"][0, 0], abs=0.03) and high == pytest.approx(rly_pi["x,y"][1, 0], abs=0.03)
+
+
+def test_stratified_resampling_keeps_each_task_apart():
+    # task 0 always scores 0, task 1 always 100: any stratified resample has exactly half of each
+    scores = np.stack([np.zeros(8), np.full(8, 100.0)], axis=1)
+    low, high = stats.stratified_bootstrap_ci(scores, statistic=lambda m: float(m.mean()), num_resamples=200)
+    assert low == high == 50.0
+
+
+def test_normalized_score():
+    np.testing.assert_allclose(
+        stats.normalized_score(np.array([-1200.0, -200.0, -700.0]), -1200.0, -200.0), [0, 1, 0.5]
+    )
+    with pytest.raises(ValueError, match="must differ from the random return"):
+        stats.normalized_score(np.array([1.0]), 5.0, 5.0)

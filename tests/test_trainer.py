@@ -36,6 +36,8 @@ def test_metrics_are_per_iteration(lag_runs):
         "tv/forward",
         "tv/total",
         "tv/backward_exact",
+        "tv/forward_exact",
+        "tv/total_exact",
         "ppo/clip_frac",
         "kl/approx",
         "loss/policy",
@@ -55,6 +57,30 @@ def test_zero_lag_gives_exactly_zero_backward_tv(lag_runs):
     for name in ("tv/backward", "tv/backward_exact"):
         assert np.all(lag_runs.metrics[name][0] == 0.0), name
         assert np.all(lag_runs.metrics["lag/mean"][0] == 0.0)
+
+
+def test_forward_tv_is_the_total_tv_at_zero_lag_and_not_under_lag(lag_runs):
+    """tv/forward estimates TV(pi_{T+1}, pi_T); at zero lag pi_T = beta, so it equals tv/total bit for bit."""
+    m = lag_runs.metrics
+    for suffix in ("", "_exact"):
+        np.testing.assert_array_equal(m["tv/forward" + suffix][0], m["tv/total" + suffix][0])
+        assert np.all(m["tv/forward" + suffix][0] > 0)
+        assert np.all(m["tv/forward" + suffix][1][1:] != m["tv/total" + suffix][1][1:])
+
+
+def test_stale_actor_groups_act_with_their_own_snapshots_normaliser():
+    """Spec section 7: an actor k updates old acts with the normaliser statistics of its own snapshot.
+
+    With a learning rate so small that no parameter moves, the only difference between the lagged
+    actor and the learner is the normaliser: the backward TV must be clearly positive. (Were the stale
+    groups given the learner's statistics, it would be ~1e-10: float noise of the unmoved parameters.)
+    """
+    config = tiny_config(num_iterations=4)
+    config = config.replace(ppo=config.ppo.replace(learning_rate=1e-12), lag=config.lag.replace(k=2))
+    assert config.env.normalize_observations
+    tv = run_sweep(config, num_seeds=1).metrics["tv/backward_exact"][0]
+    assert tv[0] == 0.0
+    assert np.all(tv[1:] > 1e-5), tv
 
 
 def test_lag_four_gives_positive_backward_tv(lag_runs):

@@ -8,6 +8,7 @@ against, and which policy loss to use. Adding one means adding a factory to
 | name               | advantages                                  | ratio reference  | policy loss          |
 |--------------------|---------------------------------------------|------------------|----------------------|
 | ppo                | GAE                                         | beta             | ppo_clip_loss        |
+| ppo_decoupled      | GAE                                         | pi_T (weight pi_T/beta) | ppo_decoupled_loss |
 | ppo_kl             | GAE                                         | beta             | ppo_kl_loss          |
 | spo                | GAE                                         | beta             | spo_loss             |
 | impala             | V-trace q form, every gradient step         | (log pi_theta)   | impala_policy_loss   |
@@ -28,6 +29,9 @@ from flax import struct
 
 from vaco_jax import advantages, losses
 from vaco_jax.config import Config
+from vaco_jax.distributions import DistParams
+from vaco_jax.tv import state_tv
+from vaco_jax.types import TrainBatch
 
 AlgoState = Any  # per-run algorithm state, e.g. {"kl_coef": []} for adaptive PPO-KL
 
@@ -53,9 +57,19 @@ class AdvantageFn(Protocol):
 
 class PolicyLossFn(Protocol):
     def __call__(
-        self, log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, hparams: Config, state: AlgoState
+        self,
+        log_probs: jax.Array,
+        dist_params: DistParams,
+        batch: TrainBatch,
+        advantages: jax.Array,
+        hparams: Config,
+        state: AlgoState,
     ) -> tuple[jax.Array, losses.Metrics]:
-        """Return ``(policy_loss, metrics)``."""
+        """Return ``(policy_loss, metrics)``.
+
+        ``log_probs`` [T, B] and ``dist_params`` (logits [T, B, A] for discrete actions) are
+        pi_theta's on the minibatch ``batch``; ``advantages`` [T, B] are the ones this step uses.
+        """
         ...
 
 
@@ -120,27 +134,55 @@ def vtrace_advantages(form: str) -> AdvantageFn:
 # ----------------------------------------------------------------------------- policy losses bound to hparams
 
 
-def _ppo_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
-    return losses.ppo_clip_loss(log_probs, ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+def _ppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
 
 
-def _ppo_kl_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
-    loss, metrics = losses.ppo_kl_loss(log_probs, ref_log_probs, adv, kl_coef=state["kl_coef"])
+def _ppo_decoupled_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    return losses.ppo_decoupled_loss(
+        log_probs,
+        batch.ref_log_probs,
+        batch.behaviour_log_probs,
+        adv,
+        clip_eps=hparams.ppo.clip_eps,
+        w_max=hparams.ppo.w_max,
+    )
+
+
+def _ppo_kl_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    loss, metrics = losses.ppo_kl_loss(log_probs, batch.ref_log_probs, adv, kl_coef=state["kl_coef"])
     return loss, {**metrics, "kl/coef": state["kl_coef"]}
 
 
-def _spo_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
-    return losses.spo_loss(log_probs, ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+def _spo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    return losses.spo_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
 
 
-def _impala_loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
+def _impala_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
     return losses.impala_policy_loss(log_probs, adv)
 
 
-def _vaco_loss(scope: str, filtered: bool) -> PolicyLossFn:
-    def loss(log_probs, ref_log_probs, adv, hparams: Config, state: AlgoState):
-        threshold = hparams.vaco.tv_threshold if filtered else math.inf
-        return losses.vaco_filter_loss(log_probs, ref_log_probs, adv, tv_threshold=threshold, tv_scope=scope)
+def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
+    """VACO's filter loss with the static options of ``config.vaco`` bound."""
+    options = config.vaco
+
+    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+        exact = None
+        if options.tv_estimator == "exact":
+            exact = jax.lax.stop_gradient(state_tv(dist_params, batch.ref_logits))
+        return losses.vaco_filter_loss(
+            log_probs,
+            batch.ref_log_probs,
+            batch.behaviour_log_probs,
+            adv,
+            tv_threshold=hparams.vaco.tv_threshold if filtered else math.inf,
+            tv_scope=options.tv_scope,
+            is_weight=options.is_weight,
+            w_max=hparams.vaco.w_max,
+            surrogate=options.surrogate,
+            surrogate_cap=hparams.vaco.surrogate_cap,
+            state_tv=exact,
+        )
 
     return loss
 
@@ -164,6 +206,10 @@ def _ppo(config: Config) -> Algorithm:
     return Algorithm("ppo", gae_advantages, _ppo_loss, ratio_ref="behaviour")
 
 
+def _ppo_decoupled(config: Config) -> Algorithm:
+    return Algorithm("ppo_decoupled", gae_advantages, _ppo_decoupled_loss, ratio_ref="learner")
+
+
 def _ppo_kl(config: Config) -> Algorithm:
     update = adapt_kl_coef if config.ppo.kl_adaptive else _keep_state
     return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", init_state=_kl_state, update_state=update)
@@ -183,13 +229,14 @@ def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Co
     def build(config: Config) -> Algorithm:
         use_align = config.vaco.align if align is None else align
         estimator = vtrace_advantages(config.vtrace.advantage) if use_align else gae_advantages
-        return Algorithm(name, estimator, _vaco_loss(config.vaco.tv_scope, filtered), config.vaco.filter_ref)
+        return Algorithm(name, estimator, _vaco_loss(config, filtered), config.vaco.filter_ref)
 
     return build
 
 
 ALGORITHMS: dict[str, Callable[[Config], Algorithm]] = {
     "ppo": _ppo,
+    "ppo_decoupled": _ppo_decoupled,
     "ppo_kl": _ppo_kl,
     "spo": _spo,
     "impala": _impala,

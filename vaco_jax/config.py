@@ -22,6 +22,9 @@ LAG_KINDS = ("fixed", "uniform", "geometric", "spread")
 TV_SCOPES = ("minibatch", "trajectory", "sample")
 FILTER_REFS = ("learner", "behaviour")
 VTRACE_ADVANTAGES = ("lambda", "q")
+IS_WEIGHTS = ("none", "truncated")
+TV_ESTIMATORS = ("sample", "exact")
+SURROGATES = ("ratio", "logprob")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 
 
@@ -92,6 +95,8 @@ class PPOConfig:
     """ppo_kl: adapt beta_kl once per iteration (x2 above 1.5 x kl_target, /2 below kl_target / 1.5)."""
     kl_target: float = 0.01
     """ppo_kl: the KL target of the adaptive coefficient."""
+    w_max: float = 100.0
+    """ppo_decoupled: truncation w_max of the off-policy weight min(pi_T/beta, w_max)."""
 
 
 @struct.dataclass
@@ -106,6 +111,16 @@ class VACOConfig:
     """The filter's reference policy: learner (pi_T, bounds forward lag) or behaviour (beta, total lag)."""
     align: bool = static(True)
     """Re-estimate advantages with V-trace for pi_T once per iteration (false: GAE, no correction)."""
+    is_weight: str = static("none")
+    """Off-policy weight of the surrogate: none (w = 1) or truncated (w = min(ref/beta, w_max))."""
+    w_max: float = 100.0
+    """Truncation of the off-policy weight when is_weight=truncated."""
+    tv_estimator: str = static("sample")
+    """Filter's TV estimate: sample (importance-weighted, unbiased) or exact (per-state, discrete actions)."""
+    surrogate: str = static("ratio")
+    """ratio (r * A) or logprob (stopgrad(min(r, surrogate_cap)) * A * log pi_theta; same gradient at cap=inf)."""
+    surrogate_cap: float = math.inf
+    """C: upper truncation of the stop-gradient ratio of the logprob surrogate (inf: none)."""
 
 
 @struct.dataclass
@@ -334,23 +349,26 @@ def validate(
     _check_number("ppo.vf_coef", ppo.vf_coef, low=0)
     _check_number("ppo.kl_coef", ppo.kl_coef, low=0)
     _check_number("ppo.kl_target", ppo.kl_target, low=0, low_open=True)
+    _check_number("ppo.w_max", ppo.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     vaco, vtrace = config.vaco, config.vtrace
-    _check(
-        vaco.tv_scope in TV_SCOPES, f"vaco.tv_scope={vaco.tv_scope!r} is unknown; choose one of {', '.join(TV_SCOPES)}"
-    )
-    _check(
-        vaco.filter_ref in FILTER_REFS,
-        f"vaco.filter_ref={vaco.filter_ref!r} is unknown; choose one of {', '.join(FILTER_REFS)}",
-    )
-    _check(
-        vtrace.advantage in VTRACE_ADVANTAGES,
-        f"vtrace.advantage={vtrace.advantage!r} is unknown; choose one of {', '.join(VTRACE_ADVANTAGES)}",
-    )
     _check_number(
         "vaco.tv_threshold", vaco.tv_threshold, low=0, low_open=True, allow_inf=True, hint=" (inf disables the filter)"
     )
-    _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True)
-    _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True)
+    for path, value, choices in (
+        ("vaco.tv_scope", vaco.tv_scope, TV_SCOPES),
+        ("vaco.filter_ref", vaco.filter_ref, FILTER_REFS),
+        ("vtrace.advantage", vtrace.advantage, VTRACE_ADVANTAGES),
+        ("vaco.is_weight", vaco.is_weight, IS_WEIGHTS),
+        ("vaco.tv_estimator", vaco.tv_estimator, TV_ESTIMATORS),
+        ("vaco.surrogate", vaco.surrogate, SURROGATES),
+    ):
+        _check(value in choices, f"{path}={value!r} is unknown; choose one of {', '.join(choices)}")
+    _check_number("vaco.w_max", vaco.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number(
+        "vaco.surrogate_cap", vaco.surrogate_cap, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)"
+    )
+    _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     return config
 
 

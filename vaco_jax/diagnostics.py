@@ -6,25 +6,42 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax import tv
+from vaco_jax.distributions import DistParams
 from vaco_jax.types import Rollout
 
 
-def lag_and_tv(lags: jax.Array, rollout: Rollout, next_log_probs: jax.Array) -> dict[str, jax.Array]:
-    """``lag/mean`` and the backward, forward and total TV estimates on the batch.
+def lag_and_tv(
+    lags: jax.Array, rollout: Rollout, next_log_probs: jax.Array, next_dist_params: DistParams
+) -> dict[str, jax.Array]:
+    """``lag/mean`` and the backward, forward and total TV estimates on the batch (spec section 5).
+
+    Every sample estimate is unbiased although the actions came from beta (see :mod:`vaco_jax.tv`):
+
+        tv/backward = 0.5 * mean |pi_T/beta - 1|
+        tv/forward  = 0.5 * mean |exp(lp_{T+1} - lp_beta) - exp(lp_T - lp_beta)|   = TV(pi_{T+1}, pi_T)
+        tv/total    = 0.5 * mean |pi_{T+1}/beta - 1|
+
+    For discrete actions ``tv/*_exact`` are the exact per-state TVs averaged over the batch's states.
+    pi_{T+1} is the new actor snapshot: its parameters *and* its updated normaliser statistics, so
+    the forward TV includes the normaliser's drift over the iteration.
 
     Args:
       lags: [G] realised lag of each actor group.
-      rollout: the batch, with behaviour (beta) and learner (pi_T) log-probs.
+      rollout: the batch, with behaviour (beta) and learner (pi_T) log-probs (and logits if discrete).
       next_log_probs: [T, E] log pi_{T+1}(a_t|s_t), the snapshot after the update.
+      next_dist_params: pi_{T+1}'s distribution parameters on the batch (logits [T, E, A] if discrete).
     """
+    behaviour, learner = rollout.behaviour_log_probs, rollout.learner_log_probs
     metrics = {
         "lag/mean": jnp.mean(lags.astype(jnp.float32)),
-        "tv/backward": tv.mean_tv(rollout.learner_log_probs, rollout.behaviour_log_probs),
-        "tv/forward": tv.mean_tv(next_log_probs, rollout.learner_log_probs),
-        "tv/total": tv.mean_tv(next_log_probs, rollout.behaviour_log_probs),
+        "tv/backward": tv.mean_tv(learner, behaviour),
+        "tv/forward": tv.mean_tv(next_log_probs, learner, behaviour),
+        "tv/total": tv.mean_tv(next_log_probs, behaviour),
     }
     if rollout.behaviour_logits is not None:
         metrics["tv/backward_exact"] = tv.exact_categorical_tv(rollout.learner_logits, rollout.behaviour_logits)
+        metrics["tv/forward_exact"] = tv.exact_categorical_tv(next_dist_params, rollout.learner_logits)
+        metrics["tv/total_exact"] = tv.exact_categorical_tv(next_dist_params, rollout.behaviour_logits)
     return metrics
 
 

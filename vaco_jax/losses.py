@@ -6,14 +6,25 @@ Every loss averages over all elements of its inputs (typically a minibatch
 
 from __future__ import annotations
 
+import math
+
 import chex
 import jax
 import jax.numpy as jnp
 
-from vaco_jax.config import TV_SCOPES
-from vaco_jax.tv import ratios
+from vaco_jax.config import IS_WEIGHTS, SURROGATES, TV_SCOPES
+from vaco_jax.tv import LOG_RATIO_BOUND, ratios, sample_tv
 
 Metrics = dict[str, jax.Array]
+
+
+def _clipped_surrogate(r: jax.Array, advantages: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
+    """min(r * A, clip(r, 1 - eps, 1 + eps) * A), elementwise."""
+    return jnp.minimum(r * advantages, jnp.clip(r, 1.0 - clip_eps, 1.0 + clip_eps) * advantages)
+
+
+def _clip_fraction(r: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
+    return jnp.mean((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32))
 
 
 def ppo_clip_loss(
@@ -39,10 +50,53 @@ def ppo_clip_loss(
     """
     chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
-    advantages = jax.lax.stop_gradient(advantages)
-    surrogate = jnp.minimum(r * advantages, jnp.clip(r, 1.0 - clip_eps, 1.0 + clip_eps) * advantages)
-    clip_frac = jnp.mean((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32))
-    return -jnp.mean(surrogate), {"ppo/clip_frac": clip_frac}
+    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps)}
+
+
+def truncated_is_weights(
+    ref_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, w_max: float | jax.Array
+) -> jax.Array:
+    """The decoupled off-policy correction w = stopgrad(min(ref(a|s) / beta(a|s), w_max)), elementwise."""
+    return jax.lax.stop_gradient(jnp.minimum(ratios(ref_log_probs, behaviour_log_probs), w_max))
+
+
+def ppo_decoupled_loss(
+    log_probs: jax.Array,
+    proximal_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    w_max: float | jax.Array,
+) -> tuple[jax.Array, Metrics]:
+    """Decoupled PPO: the trust region is centred on a recent policy, the off-policy correction is a weight.
+
+        r    = exp(log pi_theta(a|s) - log pi_prox(a|s))       (pi_prox = pi_T, the learner at the iteration's start)
+        w    = stopgrad( min(pi_prox(a|s) / beta(a|s), w_max) )
+        L_pi = -mean( w * min(r * A, clip(r, 1 - eps, 1 + eps) * A) )
+
+    At zero lag (pi_prox = beta) w = 1 and this is PPO-clip.
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      proximal_log_probs: [...] log pi_T(a_i|s_i), the trust region's centre.
+      behaviour_log_probs: [...] log beta(a_i|s_i) of the actor that drew a_i.
+      advantages: [...] A_i (constants).
+      clip_eps: eps.
+      w_max: truncation of the weight (bounds the variance of stale samples).
+
+    Returns:
+      ``(loss, {"ppo/clip_frac": ..., "is/weight_mean": mean(w)})``.
+
+    Reference:
+      Hilton, Cobbe, Schulman. Batch size-invariance for policy optimization. arXiv:2110.00641.
+    """
+    chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
+    r = ratios(log_probs, jax.lax.stop_gradient(proximal_log_probs))
+    w = truncated_is_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max)
+    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    return -jnp.mean(w * surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps), "is/weight_mean": jnp.mean(w)}
 
 
 def value_loss(
@@ -73,7 +127,7 @@ def value_loss(
 
 def approx_kl(log_probs: jax.Array, ref_log_probs: jax.Array) -> jax.Array:
     """k3 estimate of KL(ref || pi_theta): mean((r - 1) - log r), r = exp(log pi - log ref)."""
-    log_r = log_probs - ref_log_probs
+    log_r = jnp.clip(log_probs - ref_log_probs, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     return jnp.mean(jnp.expm1(log_r) - log_r)
 
 
@@ -128,8 +182,7 @@ def spo_loss(
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
     a = jax.lax.stop_gradient(advantages)
     surrogate = r * a - jnp.abs(a) / (2.0 * clip_eps) * (r - 1.0) ** 2
-    clip_frac = jnp.mean((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32))
-    return -jnp.mean(surrogate), {"ppo/clip_frac": clip_frac}
+    return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps)}
 
 
 def impala_policy_loss(log_probs: jax.Array, advantages: jax.Array) -> tuple[jax.Array, Metrics]:
@@ -151,66 +204,104 @@ def impala_policy_loss(log_probs: jax.Array, advantages: jax.Array) -> tuple[jax
     return -jnp.mean(jax.lax.stop_gradient(advantages) * log_probs), {}
 
 
-def tv_estimate(r: jax.Array, scope: str) -> jax.Array:
-    """Per-sample estimate D of TV(pi_theta, ref) over the sample's scope, broadcast to r's shape [T, B].
+def scope_mean(contributions: jax.Array, scope: str) -> jax.Array:
+    """Average per-sample TV contributions over each sample's scope, broadcast back to their shape [T, B].
 
-    sample:     D_i = 0.5 * |r_i - 1|
-    trajectory: D_i = 0.5 * mean_{j in i's rollout segment (same column)} |r_j - 1|
-    minibatch:  D_i = 0.5 * mean_{j in B} |r_j - 1|
+    sample:     D_i = c_i
+    trajectory: D_i = mean_{j in i's rollout segment (same column)} c_j
+    minibatch:  D_i = mean_{j in B} c_j
     """
-    contributions = 0.5 * jnp.abs(r - 1.0)
     if scope == "sample":
         return contributions
     if scope == "trajectory":
-        chex.assert_rank(r, 2)  # [T, B]: time-major rollout segments
-        return jnp.broadcast_to(jnp.mean(contributions, axis=0, keepdims=True), r.shape)
+        chex.assert_rank(contributions, 2)  # [T, B]: time-major rollout segments
+        return jnp.broadcast_to(jnp.mean(contributions, axis=0, keepdims=True), contributions.shape)
     if scope == "minibatch":
-        return jnp.broadcast_to(jnp.mean(contributions), r.shape)
+        return jnp.broadcast_to(jnp.mean(contributions), contributions.shape)
     raise ValueError(f"vaco.tv_scope={scope!r} is unknown; choose one of {', '.join(TV_SCOPES)}")
 
 
 def vaco_filter_loss(
     log_probs: jax.Array,
     ref_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
     advantages: jax.Array,
     *,
     tv_threshold: float | jax.Array,
     tv_scope: str = "minibatch",
+    is_weight: str = "none",
+    w_max: float | jax.Array = 100.0,
+    surrogate: str = "ratio",
+    surrogate_cap: float | jax.Array = math.inf,
+    state_tv: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """VACO's total-variation filter ("filter"), spec section 4.
 
-        D   = stopgrad( 0.5 * mean_{i in scope} |r_i - 1| )       estimate of TV(pi_theta, ref)
+        r_i = exp(log pi_theta(a_i|s_i) - log ref(a_i|s_i))
+        u_i = ref(a_i|s_i) / beta(a_i|s_i)                         (1 when ref = beta)
+        D   = stopgrad( 0.5 * mean_{j in scope} |r_j - 1| * u_j )  unbiased estimate of TV(pi_theta, ref)
         m_i = 1                              if D <= delta
         m_i = 1[ A_i * (r_i - 1) <= 0 ]      otherwise            (stopgrad)
-        L_pi = -(1 / |B|) * sum_i m_i * r_i * A_i
+        w_i = 1 (is_weight=none)  or  stopgrad(min(u_i, w_max)) (is_weight=truncated)
+        ratio surrogate:   L_pi = -(1 / |B|) * sum_i m_i * w_i * r_i * A_i
+        logprob surrogate: L_pi = -(1 / |B|) * sum_i m_i * w_i * stopgrad(min(r_i, C)) * A_i * log pi_theta(a_i|s_i)
 
     Outside the trust region only the samples whose gradient moves the policy back
     toward ``ref`` count; dividing by |B| (not the kept count) makes a heavily
-    filtered minibatch take a smaller step.
+    filtered minibatch take a smaller step. The two surrogates have the same
+    gradient when C = inf.
 
     Args:
       log_probs: [T, B] (or [N] for the sample/minibatch scopes) log pi_theta(a_i|s_i).
       ref_log_probs: same shape, log-probs of the filter's reference (pi_T or beta).
+      behaviour_log_probs: same shape, log beta(a_i|s_i) of the actor that drew a_i.
       advantages: same shape, A_i (constants).
       tv_threshold: delta (may be inf: no filtering).
       tv_scope: ``minibatch``, ``trajectory`` (per column of a time-major [T, B] batch) or ``sample``.
+      is_weight: ``none`` or ``truncated`` (the decoupled correction of Hilton et al. 2021).
+      w_max: truncation of the weight.
+      surrogate: ``ratio`` or ``logprob``.
+      surrogate_cap: C, the upper truncation of the stop-gradient ratio of the ``logprob`` surrogate.
+      state_tv: optional same-shape exact per-state TV(pi_theta, ref) (``vaco.tv_estimator=exact``),
+        used instead of the sample estimate.
 
     Returns:
-      ``(loss, {"filter/kept": fraction of samples kept, "filter/tv": mean of D})``.
+      ``(loss, {"filter/kept": fraction kept, "filter/tv": mean of D, "is/weight_mean": mean of w})``.
 
     Reference:
       Align and Filter: Improving Performance in Asynchronous On-Policy RL. arXiv:2603.01365.
+      Hilton, Cobbe, Schulman. Batch size-invariance for policy optimization. arXiv:2110.00641.
 
     Note:
-      With ``tv_scope = sample`` and ``ref = beta`` the mask reproduces PPO-clip's
-      zero-gradient region for eps = 2 * delta exactly.
+      With ``tv_scope = sample``, ``ref = beta`` and no weight the mask reproduces PPO-clip's
+      zero-gradient region for eps = 2 * delta exactly. A dropped sample contributes neither to the
+      loss nor to its gradient, even if its ratio is huge (the log-ratio is bounded before ``exp``).
     """
-    chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
-    r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
+    chex.assert_equal_shape([log_probs, ref_log_probs, behaviour_log_probs, advantages])
+    ref_log_probs = jax.lax.stop_gradient(ref_log_probs)
+    behaviour_log_probs = jax.lax.stop_gradient(behaviour_log_probs)
     a = jax.lax.stop_gradient(advantages)
-    tv = jax.lax.stop_gradient(tv_estimate(r, tv_scope))
-    moves_back = a * (r - 1.0) <= 0.0
-    keep = jax.lax.stop_gradient(jnp.logical_or(tv <= tv_threshold, moves_back))
-    # where, not keep * r * A: a dropped sample whose ratio overflowed must not turn the loss into 0 * inf = NaN
-    loss = -jnp.sum(jnp.where(keep, r * a, 0.0)) / r.size
-    return loss, {"filter/kept": jnp.mean(keep.astype(r.dtype)), "filter/tv": jnp.mean(tv)}
+    r_value = jax.lax.stop_gradient(ratios(log_probs, ref_log_probs))
+    if state_tv is None:
+        contributions = sample_tv(jax.lax.stop_gradient(log_probs), ref_log_probs, behaviour_log_probs)
+    else:
+        chex.assert_equal_shape([state_tv, log_probs])
+        contributions = state_tv
+    tv = jax.lax.stop_gradient(scope_mean(contributions, tv_scope))
+    keep = jax.lax.stop_gradient(jnp.logical_or(tv <= tv_threshold, a * (r_value - 1.0) <= 0.0))
+    if is_weight == "truncated":
+        w = truncated_is_weights(ref_log_probs, behaviour_log_probs, w_max=w_max)
+    elif is_weight == "none":
+        w = jnp.ones_like(a)
+    else:
+        raise ValueError(f"vaco.is_weight={is_weight!r} is unknown; choose one of {', '.join(IS_WEIGHTS)}")
+    # ratios() bounds the log-ratio before exp: a dropped sample adds 0 to the loss and its gradient (never 0 * inf)
+    if surrogate == "ratio":
+        per_sample = w * ratios(log_probs, ref_log_probs) * a
+    elif surrogate == "logprob":
+        per_sample = w * jnp.minimum(r_value, surrogate_cap) * a * log_probs
+    else:
+        raise ValueError(f"vaco.surrogate={surrogate!r} is unknown; choose one of {', '.join(SURROGATES)}")
+    loss = -jnp.sum(jnp.where(keep, per_sample, 0.0)) / per_sample.size
+    metrics = {"filter/kept": jnp.mean(keep.astype(a.dtype)), "filter/tv": jnp.mean(tv), "is/weight_mean": jnp.mean(w)}
+    return loss, metrics

@@ -70,3 +70,102 @@ def summarize(per_run: np.ndarray, seed: int = 0) -> dict[str, float]:
         "std": float(finite.std()) if finite.size else float("nan"),
         "runs": int(finite.size),
     }
+
+
+# ----------------------------------------------------------------------------- comparisons across algorithms and envs
+
+
+def _as_runs_by_task(scores: np.ndarray) -> np.ndarray:
+    """Scores as a [runs, tasks] float64 matrix ([runs] means one task)."""
+    scores = np.asarray(scores, np.float64)
+    return scores[:, None] if scores.ndim == 1 else scores
+
+
+def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> float:
+    """P(X > Y): the chance that a run of X beats a run of Y on the same task, averaged over tasks.
+
+        P(X > Y) = (1 / M) * sum_m  (1 / (N_x * N_y)) * sum_{i, j} S(x_{i,m}, y_{j,m}),
+        S(x, y) = 1 if x > y, 1/2 if x = y, 0 otherwise
+
+    (the Mann-Whitney U statistic normalised to [0, 1]). 0.5 means no difference.
+
+    Args:
+      scores_x: [N_x] or [N_x, M] per-run scores of X (runs x tasks).
+      scores_y: [N_y] or [N_y, M] per-run scores of Y on the same tasks.
+
+    Reference:
+      Agarwal, Schwarzer, Castro, Courville, Bellemare. Deep Reinforcement Learning at the Edge of the
+      Statistical Precipice. NeurIPS 2021, arXiv:2108.13264.
+    """
+    x, y = _as_runs_by_task(scores_x), _as_runs_by_task(scores_y)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"scores_x has {x.shape[1]} tasks and scores_y {y.shape[1]}: give both the same tasks")
+    diff = x[:, None, :] - y[None, :, :]  # [N_x, N_y, M]
+    per_task = np.mean((diff > 0) + 0.5 * (diff == 0), axis=(0, 1))
+    return float(np.mean(per_task))
+
+
+def _resample_within_tasks(rng: np.random.Generator, scores: np.ndarray, num_resamples: int) -> np.ndarray:
+    """[R, runs, tasks]: runs resampled with replacement independently within each task (stratified)."""
+    runs, tasks = scores.shape
+    index = rng.integers(0, runs, size=(num_resamples, runs, tasks))
+    return np.take_along_axis(np.broadcast_to(scores, (num_resamples, runs, tasks)), index, axis=1)
+
+
+def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = (1.0 - confidence) / 2
+    return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
+
+
+def stratified_bootstrap_ci(
+    scores: np.ndarray,
+    statistic=None,
+    *,
+    confidence: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic`` over [runs, tasks] scores, resampling runs within each task.
+
+    ``statistic`` maps a [runs, tasks] matrix to a number; the default is the IQM over all
+    runs and tasks pooled (rliable's aggregate IQM). Stratifying keeps every task's share of
+    the sample fixed, so a task with a wide spread cannot crowd out the others.
+    """
+    statistic = statistic or (lambda m: float(iqm(m.reshape(-1))))
+    matrix = _as_runs_by_task(scores)
+    rng = np.random.default_rng(seed)
+    samples = np.array([statistic(m) for m in _resample_within_tasks(rng, matrix, num_resamples)])
+    return _percentile_interval(samples, confidence)
+
+
+def probability_of_improvement_ci(
+    scores_x: np.ndarray,
+    scores_y: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`probability_of_improvement`.
+
+    The runs of X and of Y are resampled independently, each within every task (stratified,
+    independent samples: rliable's ``StratifiedIndependentBootstrap``).
+    """
+    x, y = _as_runs_by_task(scores_x), _as_runs_by_task(scores_y)
+    rng = np.random.default_rng(seed)
+    xs, ys = _resample_within_tasks(rng, x, num_resamples), _resample_within_tasks(rng, y, num_resamples)
+    samples = np.array([probability_of_improvement(a, b) for a, b in zip(xs, ys, strict=True)])
+    return _percentile_interval(samples, confidence)
+
+
+def normalized_score(returns: np.ndarray, random_return: float, reference_return: float) -> np.ndarray:
+    """(R - R_random) / (R_ref - R_random): 0 at a uniform-random policy, 1 at the reference (spec section 6).
+
+    Unlike a plain ratio R / R_ref, this stays meaningful when returns are negative (Pendulum, Acrobot).
+    """
+    if not np.isfinite(reference_return - random_return) or reference_return == random_return:
+        raise ValueError(
+            f"reference return {reference_return} must differ from the random return {random_return}: "
+            "choose a reference that learned"
+        )
+    return (np.asarray(returns, np.float64) - random_return) / (reference_return - random_return)

@@ -18,8 +18,8 @@ from vaco_jax.distributions import for_actions
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.rollout import collect_rollout
-from vaco_jax.types import ActorSnapshot, Rollout, TrainState
-from vaco_jax.update import Learner, TrainBatch, make_optimizer, run_epochs
+from vaco_jax.types import ActorSnapshot, Rollout, TrainBatch, TrainState
+from vaco_jax.update import Learner, make_optimizer, run_epochs
 
 Metrics = dict[str, jax.Array]
 
@@ -54,6 +54,11 @@ class TrainProgram:
             config.env.normalize_observations,
         )
         self.dist = for_actions(self.env.action_spec.discrete)
+        if config.vaco.tv_estimator == "exact" and not self.env.action_spec.discrete:
+            raise ConfigError(
+                f"vaco.tv_estimator='exact' needs discrete actions, and {config.env.name} has continuous ones: "
+                "use vaco.tv_estimator=sample"
+            )
         self.algorithm = algorithms.build(config)
 
     # ------------------------------------------------------------------ public entry points
@@ -143,14 +148,15 @@ class TrainProgram:
         lag_buffer = lag.push(state.lag_buffer, snapshot, iteration + 1)
 
         # 6. Diagnostics (spec section 5).
-        next_log_probs = self.dist.log_prob(self.networks.policy(snapshot, rollout.observations), rollout.actions)
+        next_dist_params = self.networks.policy(snapshot, rollout.observations)
+        next_log_probs = self.dist.log_prob(next_dist_params, rollout.actions)
         update_kl = losses.approx_kl(next_log_probs, rollout.behaviour_log_probs)  # KL(beta || pi_{T+1}), k3
         algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, update_kl, hparams)
         metrics = {
             **algo_metrics,
             "kl/update": update_kl,
             **train_metrics,
-            **diagnostics.lag_and_tv(lags, rollout, next_log_probs),
+            **diagnostics.lag_and_tv(lags, rollout, next_log_probs, next_dist_params),
             **diagnostics.episode_metrics(rollout),
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
         }
@@ -182,11 +188,12 @@ class TrainProgram:
             target_log_probs=rollout.learner_log_probs,
         )
         advantages, targets = self.algorithm.advantage_fn(inputs, hparams)
-        ref = rollout.behaviour_log_probs if self.algorithm.ratio_ref == "behaviour" else rollout.learner_log_probs
+        behaviour_ref = self.algorithm.ratio_ref == "behaviour"
         batch = TrainBatch(
             observations=rollout.observations,
             actions=rollout.actions,
-            ref_log_probs=ref,
+            ref_log_probs=rollout.behaviour_log_probs if behaviour_ref else rollout.learner_log_probs,
+            ref_logits=rollout.behaviour_logits if behaviour_ref else rollout.learner_logits,
             advantages=advantages,
             value_targets=targets,
             old_values=values,

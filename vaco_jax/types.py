@@ -100,3 +100,21 @@ class TrainState:
     algo_state: PyTree  # algorithm-specific state (e.g. an adaptive KL coefficient)
     key: jax.Array
     iteration: jax.Array  # [] int32 learner updates done so far (T)
+
+
+@struct.dataclass
+class TrainBatch:
+    """Everything a gradient step reads, time-major [T, E, ...] (minibatches: [T, B, ...])."""
+
+    observations: jax.Array  # [T, E, D] raw s_t
+    actions: jax.Array  # [T, E] or [T, E, A]
+    ref_log_probs: jax.Array  # [T, E] log-probs of the ratio reference (beta or pi_T)
+    ref_logits: jax.Array | None  # [T, E, A] logits of the ratio reference (discrete actions), else None
+    advantages: jax.Array  # [T, E] (unused when the algorithm recomputes them every step)
+    value_targets: jax.Array  # [T, E]
+    old_values: jax.Array  # [T, E] V_T(s_t)
+    rewards: jax.Array  # [T, E] scaled rewards (for per-step advantage estimation)
+    terminations: jax.Array  # [T, E]
+    truncations: jax.Array  # [T, E]
+    next_observations: jax.Array  # [T, E, D] raw s'_t (pre-reset)
+    behaviour_log_probs: jax.Array  # [T, E] log beta(a_t|s_t)

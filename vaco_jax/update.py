@@ -12,31 +12,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
 
 from vaco_jax import losses
 from vaco_jax.algorithms import AdvantageInputs, Algorithm, AlgoState
 from vaco_jax.config import Config
 from vaco_jax.distributions import Distribution
 from vaco_jax.networks import Networks
-from vaco_jax.types import ActorSnapshot, AgentParams, NormalizerState
-
-
-@struct.dataclass
-class TrainBatch:
-    """Everything a gradient step reads, time-major [T, E, ...] (minibatches: [T, B, ...])."""
-
-    observations: jax.Array  # [T, E, D] raw s_t
-    actions: jax.Array  # [T, E] or [T, E, A]
-    ref_log_probs: jax.Array  # [T, E] log-probs of the ratio reference (beta or pi_T)
-    advantages: jax.Array  # [T, E] (unused when the algorithm recomputes them every step)
-    value_targets: jax.Array  # [T, E]
-    old_values: jax.Array  # [T, E] V_T(s_t)
-    rewards: jax.Array  # [T, E] scaled rewards (for per-step advantage estimation)
-    terminations: jax.Array  # [T, E]
-    truncations: jax.Array  # [T, E]
-    next_observations: jax.Array  # [T, E, D] raw s'_t (pre-reset)
-    behaviour_log_probs: jax.Array  # [T, E] log beta(a_t|s_t)
+from vaco_jax.types import ActorSnapshot, AgentParams, NormalizerState, TrainBatch
 
 
 class Learner(NamedTuple):
@@ -113,7 +95,7 @@ def minibatch_loss(
     if config.ppo.normalize_advantages:
         advantages = _normalize(advantages)
     policy_loss, metrics = learner.algorithm.policy_loss_fn(
-        log_probs, batch.ref_log_probs, advantages, hparams, algo_state
+        log_probs, dist_params, batch, advantages, hparams, algo_state
     )
     v_loss = losses.value_loss(
         values, value_targets, batch.old_values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None

@@ -15,8 +15,19 @@ from vaco_jax.sweep import SweepResult
 
 
 def config_dict(config: Any) -> dict[str, Any]:
-    """A JSON-ready dict of a config dataclass."""
-    return json.loads(json.dumps(dataclasses.asdict(config), default=_json_default))
+    """A JSON-ready dict of a config dataclass (an infinite value, e.g. a disabled threshold, is the string "inf")."""
+    return _strict_json(json.loads(json.dumps(dataclasses.asdict(config), default=_json_default)))
+
+
+def _strict_json(value: Any) -> Any:
+    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -40,7 +51,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
     payload = {
         "config": config_dict(result.config),
         "axes": list(result.axes),
-        "grid": result.grid,
+        "grid": _strict_json(result.grid),
         "seeds": result.seeds,
         "env_steps": result.env_steps.tolist(),
         "compile_seconds": result.compile_seconds,

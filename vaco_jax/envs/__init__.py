@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import functools
 
-from vaco_jax.envs.base import ActionSpec, Env, TimeStep, init_episode_stats, update_episode_stats
+from vaco_jax.envs.base import (
+    ActionSpec,
+    Env,
+    TimeStep,
+    init_episode_stats,
+    random_policy_return,
+    update_episode_stats,
+)
 
 __all__ = [
     "ActionSpec",
@@ -20,6 +27,7 @@ __all__ = [
     "describe_env_names",
     "init_episode_stats",
     "update_episode_stats",
+    "random_policy_return",
 ]
 
 

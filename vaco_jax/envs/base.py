@@ -73,3 +73,32 @@ def update_episode_stats(
     keep = 1 - dones.astype(jnp.int32)
     new = EpisodeStats(returns=returns * keep, lengths=lengths * keep)
     return new, returns, lengths
+
+
+def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000, seed: int = 0) -> float:
+    """Mean return of the episodes completed under uniformly random actions: the chance level of ``env``.
+
+    Used as R_random of the normalised score (spec section 6). Discrete actions are drawn uniformly
+    from the categories, continuous ones uniformly within the action bounds.
+    """
+    spec = env.action_spec
+    reset_key, run_key = jax.random.split(jax.random.key(seed))
+    state, _ = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+
+    def step(carry, key):
+        state, running = carry
+        act_key, env_key = jax.random.split(key)
+        if spec.discrete:
+            action = jax.random.randint(act_key, (num_envs,), 0, spec.size)
+        else:
+            action = jax.random.uniform(act_key, (num_envs, spec.size), minval=spec.low, maxval=spec.high)
+        state, ts = jax.vmap(env.step)(jax.random.split(env_key, num_envs), state, action)
+        running = running + ts.reward
+        done = jnp.logical_or(ts.terminated, ts.truncated)
+        return (state, jnp.where(done, 0.0, running)), (jnp.where(done, running, 0.0), done)
+
+    _, (finished, done) = jax.lax.scan(step, (state, jnp.zeros(num_envs)), jax.random.split(run_key, num_steps))
+    count = int(jnp.sum(done))
+    if count == 0:
+        raise ValueError(f"no episode ended in {num_steps} random steps: raise num_steps")
+    return float(jnp.sum(finished) / count)
