@@ -85,3 +85,29 @@ def test_refuses_to_overwrite_results(sweep_dir, capsys):
 def test_bad_input_exits_with_a_clear_message(tmp_path, capsys, argv, fragment):
     assert main([*argv, "--out-dir", str(tmp_path / "x"), *TINY]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path):
+    from vaco_jax.presets import PRESETS, apply_preset
+
+    out = tmp_path / "preset"
+    argv = ["train", "--preset", "vaco-decoupled", "--vaco.w-max", "7", "--out-dir", str(out), *TINY]
+    assert main([*argv, "--num-iterations", "2"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["algorithm"] == "vaco"
+    assert config["vaco"] == {**config["vaco"], "align": False, "is_weight": "truncated", "tv_threshold": 0.05}
+    assert config["vaco"]["w_max"] == 7.0  # the flag wins over the preset
+    paper = apply_preset("vaco-paper")
+    assert (paper.algorithm, paper.vaco.align, paper.vaco.is_weight, paper.vaco.tv_threshold) == (
+        "vaco",
+        True,
+        "none",
+        0.2,
+    )
+    assert set(PRESETS) >= {"vaco-paper", "vaco-decoupled", "ppo-decoupled"}
+
+
+def test_an_unknown_preset_is_refused(tmp_path):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--preset", "vaco-best", "--out-dir", str(tmp_path / "x")])
+    assert info.value.code == 2

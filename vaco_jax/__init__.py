@@ -5,7 +5,7 @@ program (:func:`make_train`), batched runs and sweeps (:class:`Driver`,
 :func:`run_sweep`) and the pure estimators in :mod:`vaco_jax.advantages`.
 """
 
-from vaco_jax import advantages, algorithms, lag, losses, stats, tv
+from vaco_jax import advantages, algorithms, lag, losses, presets, stats, tv
 from vaco_jax.config import (
     Config,
     ConfigError,
@@ -38,6 +38,7 @@ __all__ = [
     "lag",
     "losses",
     "make_train",
+    "presets",
     "run_sweep",
     "seed_keys",
     "stack_hparams",

@@ -7,12 +7,13 @@ Every command prints progress per compiled chunk, writes per-iteration metrics
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 import tyro
@@ -20,6 +21,7 @@ import tyro
 from vaco_jax import plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
+from vaco_jax.presets import PRESETS, apply_preset
 from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
 
@@ -42,10 +44,15 @@ class Output:
     """No per-chunk progress lines."""
 
 
+PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+
+
 @dataclasses.dataclass
 class TrainArgs:
     """Train one configuration over several seeds in one compiled program."""
 
+    preset: PresetName | None = None  # type: ignore[valid-type]
+    """A named configuration applied first; every other flag overrides it (see vaco_jax.presets)."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
     seed: int = 0
@@ -56,6 +63,8 @@ class TrainArgs:
 class SweepArgs:
     """Train a grid of traced hyperparameters x seeds in one compiled program."""
 
+    preset: PresetName | None = None  # type: ignore[valid-type]
+    """A named configuration applied first; every other flag overrides it (see vaco_jax.presets)."""
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
@@ -235,12 +244,34 @@ def compare(
     return results
 
 
+def _preset_in(argv: list[str]) -> str | None:
+    """The value of ``--preset`` in ``argv`` (read before tyro, because the preset sets the other flags' defaults)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--preset", default=None)
+    return parser.parse_known_args(argv)[0].preset
+
+
+def _commands(preset: str | None) -> Any:
+    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the preset's config."""
+    train, sweep = TrainArgs(), SweepArgs()
+    if preset is not None:
+        train = dataclasses.replace(train, preset=preset, config=apply_preset(preset, train.config))
+        sweep = dataclasses.replace(sweep, preset=preset, config=apply_preset(preset, sweep.config))
+    defaults = {"train": train, "sweep": sweep, "demo": DemoArgs()}
+    return Union[tuple(Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items())]  # noqa: UP007
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
-    args = tyro.extras.subcommand_cli_from_dict(
-        {"train": TrainArgs, "sweep": SweepArgs, "demo": DemoArgs},
-        args=argv,
-        description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program.",
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        preset = _preset_in(argv)
+        commands = _commands(preset if preset in PRESETS else None)
+    except ConfigError as error:
+        print(f"vaco-jax: error: {error}", file=sys.stderr)
+        return 2
+    args = tyro.cli(
+        commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
     )
     try:
         grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
