@@ -554,6 +554,44 @@ def _fmt_pi(pi: dict[str, float] | None) -> str:
     return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
 
 
+def _lag_order(lag: Any) -> tuple[int, str]:
+    return (len(str(lag)), str(lag))
+
+
+def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
+    """The verdict table: per env, regime and lag, the best AUC, and the VACO variants that beat each baseline.
+
+    A variant *beats* a baseline at a lag when P(X > baseline) on AUC has a 95% CI entirely above 0.5,
+    and *loses* when the CI is entirely below 0.5; otherwise the comparison is undecided.
+    """
+    lines = [
+        "## Verdict",
+        "",
+        "| env | regime | lag | best AUC | VACO variants beating ppo | beating ppo_decoupled "
+        "| losing to ppo_decoupled |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (env, regime, _kind), group in groups.items():
+        for lag in sorted({r["lag"] for r in group}, key=_lag_order):
+            at_lag = [r for r in group if r["lag"] == lag]
+            top = max(at_lag, key=lambda r: r["auc"]["iqm"])
+            vaco = [r for r in at_lag if r["label"].startswith("vaco")]
+
+            def names(baseline: str, wins: bool, rows: list[dict[str, Any]] = vaco) -> str:
+                picked = []
+                for r in rows:
+                    pi = r.get("pi", {}).get("auc", {}).get(baseline)
+                    if pi and ((pi["ci_low"] > 0.5) if wins else (pi["ci_high"] < 0.5)):
+                        picked.append(f"{r['label']} ({pi['p']:.2f})")
+                return ", ".join(picked) or "none"
+
+            lines.append(
+                f"| {env} | {regime} | {lag} | {top['label']} ({top['auc']['iqm']:.1f}) | {names('ppo', True)} | "
+                f"{names('ppo_decoupled', True)} | {names('ppo_decoupled', False)} |"
+            )
+    return [*lines, ""]
+
+
 def verdict_markdown(payload: dict[str, Any]) -> str:
     """Per env x regime: the best variant at each lag, and every variant's AUC with P(X > baselines)."""
     rows = payload["rows"]
@@ -570,6 +608,7 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["env"], row["regime"], row["lag_kind"]), []).append(row)
+    lines += verdict_summary(groups)
     for (env, regime, kind), group in groups.items():
         lags = sorted({str(r["lag"]) for r in group}, key=lambda s: (len(s), s))
         lines += [f"## {env}, {regime} regime, {kind} lag", ""]

@@ -17,16 +17,16 @@ from vaco_jax.types import ActorSnapshot
 from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advantages
 
 
-def first_batch(program: TrainProgram, lags=(0, 0)):
-    """The training batch of iteration 0 (or of a state whose buffer is as given)."""
-    state = program.init(jax.random.key(0))
-    sources = jnp.concatenate([jnp.asarray(lags, jnp.int32), jnp.zeros(len(lags), jnp.int32)])
-    snapshots = lag.gather(state.lag_buffer, sources)
+def collect_batch(program: TrainProgram, state, source_iterations) -> object:
+    """The training batch of ``state``'s iteration, its G actor groups acting with the snapshots of the given
+    iterations (the learner's is ``state.iteration``)."""
+    groups = len(source_iterations)
+    sources = jnp.concatenate([jnp.asarray(source_iterations, jnp.int32), jnp.full(groups, state.iteration, jnp.int32)])
     *_, rollout = collect_rollout(
         program.env,
         program.networks,
         program.dist,
-        snapshots,
+        lag.gather(state.lag_buffer, sources),
         state.env_state,
         state.observations,
         state.episode_stats,
@@ -34,19 +34,31 @@ def first_batch(program: TrainProgram, lags=(0, 0)):
         num_steps=program.config.env.num_steps,
     )
     batch, _ = program.estimate_advantages(state, rollout, program.config)
-    return state, batch
+    return batch
+
+
+def first_batch(program: TrainProgram):
+    """The initial state and the training batch of iteration 0 (no lag is possible yet)."""
+    state = program.init(jax.random.key(0))
+    return state, collect_batch(program, state, (0, 0))
+
+
+def _learner(program: TrainProgram) -> Learner:
+    config = program.config
+    return Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
+
+
+def _gradient(program: TrainProgram, state, batch):
+    """The gradient of the first minibatch step on ``batch`` (the whole batch as one minibatch)."""
+    learner = _learner(program)
+    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, program.config)[0]  # noqa: E731
+    return jax.grad(loss)(state.params)
 
 
 def advantages_before_and_after_one_step(name: str):
     program = TrainProgram(tiny_config(algorithm=name))
     state, batch = first_batch(program)
-    learner = Learner(
-        program.networks,
-        program.dist,
-        program.algorithm,
-        make_optimizer(program.config, program.config),
-        program.config,
-    )
+    learner = _learner(program)
 
     def used(params):
         snapshot = ActorSnapshot(params.actor, state.obs_norm)
@@ -104,14 +116,9 @@ def test_vaco_options_reach_the_record():
     assert algo.advantage_fn is algorithms.gae_advantages and algo.ratio_ref == "behaviour"
 
 
-def _first_step_gradient(config, lags):
+def _first_step_gradient(config):
     program = TrainProgram(config)
-    state, batch = first_batch(program, lags)
-    learner = Learner(
-        program.networks, program.dist, program.algorithm, make_optimizer(program.config, program.config), config
-    )
-    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, config)[0]  # noqa: E731
-    return jax.grad(loss)(state.params)
+    return _gradient(program, *first_batch(program))
 
 
 def test_decoupled_weight_changes_nothing_at_zero_lag_and_something_under_lag():
@@ -122,8 +129,8 @@ def test_decoupled_weight_changes_nothing_at_zero_lag_and_something_under_lag():
     for plain, decoupled in pairs:
         jax.tree.map(
             np.testing.assert_array_equal,
-            _first_step_gradient(plain, (0, 0)),
-            _first_step_gradient(decoupled, (0, 0)),
+            _first_step_gradient(plain),
+            _first_step_gradient(decoupled),
         )
     # under lag the learner pi_T differs from beta and the weight (and trust-region centre) matter
     stale = _stale_state_gradient(vaco), _stale_state_gradient(weighted)
@@ -141,23 +148,8 @@ def _stale_state_gradient(config):
         lag_buffer=lag.push(state.lag_buffer, ActorSnapshot(moved, state.obs_norm), 1),
         iteration=state.iteration + 1,
     )
-    sources = jnp.array([0, 0, 1, 1], jnp.int32)  # both groups act with snapshot 0; the learner is snapshot 1
-    snapshots = lag.gather(state.lag_buffer, sources)
-    *_, rollout = collect_rollout(
-        program.env,
-        program.networks,
-        program.dist,
-        snapshots,
-        state.env_state,
-        state.observations,
-        state.episode_stats,
-        jax.random.key(1),
-        num_steps=config.env.num_steps,
-    )
-    batch, _ = program.estimate_advantages(state, rollout, config)
-    learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
-    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, config)[0]  # noqa: E731
-    return jax.grad(loss)(state.params)
+    batch = collect_batch(program, state, (0, 0))  # both groups act with snapshot 0; the learner is snapshot 1
+    return _gradient(program, state, batch)
 
 
 def test_vaco_sweep_grids_tv_threshold_and_lag_in_one_program():

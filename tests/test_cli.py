@@ -111,3 +111,14 @@ def test_an_unknown_preset_is_refused(tmp_path):
     with pytest.raises(SystemExit) as info:
         main(["train", "--preset", "vaco-best", "--out-dir", str(tmp_path / "x")])
     assert info.value.code == 2
+
+
+def test_demo_compares_algorithms_and_presets_side_by_side(tmp_path):
+    out = tmp_path / "demo"
+    argv = ["demo", "--algorithms", "ppo", "vaco-paper", "--grid", "lag.k=0,2", "--out-dir", str(out), *TINY]
+    assert main([*argv, "--num-iterations", "2"]) == 0
+    assert (out / "final_vs_lag.k.png").stat().st_size > 0
+    assert json.loads((out / "ppo" / "config.json").read_text())["algorithm"] == "ppo"
+    paper = json.loads((out / "vaco-paper" / "config.json").read_text())
+    assert paper["algorithm"] == "vaco" and paper["vaco"]["is_weight"] == "none"
+    assert np.asarray(json.loads((out / "vaco-paper" / "metrics.json").read_text())["metrics"]["filter/kept"]).size

@@ -59,6 +59,7 @@ def test_probability_of_improvement_by_hand():
     assert stats.probability_of_improvement(np.array([1.0, 3.0]), np.array([0.0, 1.0, 2.0])) == pytest.approx(4.5 / 6)
 
 
+@pytest.mark.filterwarnings("ignore:random_state is deprecated:FutureWarning")  # inside arch, used by rliable
 def test_stratified_bootstrap_intervals_agree_with_rliable():
     from rliable import library as rly_library
     from rliable import metrics as rly

@@ -93,7 +93,7 @@ class DemoArgs:
 
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
     algorithms: tuple[str, ...] = ("ppo", "vaco")
-    """Algorithms to compare; each runs the whole grid as one compiled program."""
+    """Algorithms or presets (vaco_jax.presets) to compare; each runs the whole grid as one compiled program."""
     grid: tuple[str, ...] = ("lag.k=0,4,8",)
     num_seeds: int = 4
     seed: int = 0
@@ -218,17 +218,25 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
     return result
 
 
+def variant_config(config: Config, name: str) -> Config:
+    """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
+    return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
+
+
 def compare(
-    config: Config, algorithms: tuple[str, ...], grid: dict[str, list], num_seeds: int, seed: int, output: Output
+    config: Config, variants: tuple[str, ...], grid: dict[str, list], num_seeds: int, seed: int, output: Output
 ) -> dict[str, SweepResult]:
-    """Run the same sweep for several algorithms (one program each); write each, then a joint figure and table."""
-    for name in algorithms:  # validate every algorithm before the first one trains
-        TrainProgram(config.replace(algorithm=name))
-        grid_configs(config.replace(algorithm=name), grid)
+    """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
+
+    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``).
+    """
+    for name in variants:  # validate every variant before the first one trains
+        TrainProgram(variant_config(config, name))
+        grid_configs(variant_config(config, name), grid)
     results = {}
-    for name in algorithms:
+    for name in variants:
         sub = dataclasses.replace(output, out_dir=output.out_dir / name)
-        results[name] = execute(config.replace(algorithm=name), grid, num_seeds, seed, sub)
+        results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub)
         print()
     for axis in grid:
         plotting.plot_final_vs_axis(results, output.out_dir / f"final_vs_{axis}.png", axis)
@@ -238,8 +246,8 @@ def compare(
     print(
         f"\nwrote {output.out_dir}/"
         + " ".join(f"final_vs_{axis}.png" for axis in grid)
-        + " and one folder per algorithm: "
-        + ", ".join(algorithms)
+        + " and one folder per variant: "
+        + ", ".join(variants)
     )
     return results
 
