@@ -130,6 +130,13 @@ VARIANTS: dict[str, Variant] = {
             about="V-trace align without truncation (rho_bar = c_bar = inf), filter around pi_T, weight",
         ),
         Variant(
+            "vaco/q",
+            "vaco",
+            {"vtrace.advantage": "q"},
+            grid={"vaco.tv_threshold": [0.2]},
+            about="as first specified but with V-trace's q-form advantages (rho_t carries the off-policy correction)",
+        ),
+        Variant(
             "vaco+w/q",
             "vaco",
             {"vaco.is_weight": "truncated", "vtrace.advantage": "q"},
@@ -225,6 +232,7 @@ PRESETS: dict[str, Preset] = {
                     "impala",
                     "vaco+w/q",
                     "vaco+w/raw-adv",
+                    "vaco/q",
                 ),
                 CORE,
             ),
@@ -238,7 +246,7 @@ PRESETS: dict[str, Preset] = {
             Block(
                 "CartPole-v1",
                 "standard",
-                250,
+                350,
                 ("ppo", "ppo_decoupled", "vaco", "vaco-gae+w"),
                 deltas={"vaco-gae+w": (0.05,)},
             ),
@@ -558,36 +566,68 @@ def _lag_order(lag: Any) -> tuple[int, str]:
     return (len(str(lag)), str(lag))
 
 
-def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
-    """The verdict table: per env, regime and lag, the best AUC, and the VACO variants that beat each baseline.
+def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """Rows grouped by (env, regime, lag kind), in the order they were run."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["env"], row["regime"], row["lag_kind"]), []).append(row)
+    return groups
 
-    A variant *beats* a baseline at a lag when P(X > baseline) on AUC has a 95% CI entirely above 0.5,
-    and *loses* when the CI is entirely below 0.5; otherwise the comparison is undecided.
+
+README_START, README_END = "<!-- lag-robustness verdict: start -->", "<!-- lag-robustness verdict: end -->"
+
+
+def readme_block(payload: dict[str, Any]) -> str:
+    """The verdict table as the README quotes it (between the two markers), from a study's payload."""
+    table = [line for line in verdict_summary(_groups(payload["rows"])) if line.startswith("|")]
+    return "\n".join([README_START, *table, README_END])
+
+
+def update_readme(payload: dict[str, Any], readme: Path) -> None:
+    """Replace the README's marked verdict block with the one computed from ``payload``."""
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < 0:
+        raise SystemExit(f"{readme} has no {README_START} ... {README_END} block to update")
+    readme.write_text(text[:start] + readme_block(payload) + text[end + len(README_END) :])
+
+
+def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
+    """The verdict table: per env, regime and lag, the best AUC, the best VACO variant against both baselines,
+    and how many VACO variants beat each baseline.
+
+    A variant *beats* a baseline at a lag when P(X > baseline) on AUC has a 95% CI entirely above 0.5.
     """
     lines = [
         "## Verdict",
         "",
-        "| env | regime | lag | best AUC | VACO variants beating ppo | beating ppo_decoupled "
-        "| losing to ppo_decoupled |",
-        "|---|---|---|---|---|---|---|",
+        "| env | regime | lag | best AUC | best VACO variant (AUC) | P(it > ppo) | P(it > ppo_decoupled) "
+        "| VACO variants beating ppo | VACO variants beating ppo_decoupled |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (env, regime, _kind), group in groups.items():
         for lag in sorted({r["lag"] for r in group}, key=_lag_order):
             at_lag = [r for r in group if r["lag"] == lag]
             top = max(at_lag, key=lambda r: r["auc"]["iqm"])
             vaco = [r for r in at_lag if r["label"].startswith("vaco")]
+            if not vaco:
+                continue
+            best = max(vaco, key=lambda r: r["auc"]["iqm"])
+            pi = best.get("pi", {}).get("auc", {})
 
-            def names(baseline: str, wins: bool, rows: list[dict[str, Any]] = vaco) -> str:
-                picked = []
-                for r in rows:
-                    pi = r.get("pi", {}).get("auc", {}).get(baseline)
-                    if pi and ((pi["ci_low"] > 0.5) if wins else (pi["ci_high"] < 0.5)):
-                        picked.append(f"{r['label']} ({pi['p']:.2f})")
-                return ", ".join(picked) or "none"
+            def beating(baseline: str, candidates: list[dict[str, Any]] = vaco) -> list[str]:
+                return [
+                    f"{r['label']} ({p['p']:.2f})"
+                    for r in candidates
+                    if (p := r.get("pi", {}).get("auc", {}).get(baseline)) and p["ci_low"] > 0.5
+                ]
 
+            over_ppo, over_decoupled = beating("ppo"), beating("ppo_decoupled")
             lines.append(
-                f"| {env} | {regime} | {lag} | {top['label']} ({top['auc']['iqm']:.1f}) | {names('ppo', True)} | "
-                f"{names('ppo_decoupled', True)} | {names('ppo_decoupled', False)} |"
+                f"| {env} | {regime} | {lag} | {top['label']} ({top['auc']['iqm']:.1f}) | "
+                f"{best['label']} ({best['auc']['iqm']:.1f}) | {_fmt_pi(pi.get('ppo'))} | "
+                f"{_fmt_pi(pi.get('ppo_decoupled'))} | {len(over_ppo)} of {len(vaco)} | "
+                f"{', '.join(over_decoupled) or 'none'} |"
             )
     return [*lines, ""]
 
@@ -605,9 +645,7 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
         "improvement on AUC with a 95% bootstrap CI; **+** = CI above 0.5, **-** = CI below 0.5.",
         "",
     ]
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault((row["env"], row["regime"], row["lag_kind"]), []).append(row)
+    groups = _groups(rows)
     lines += verdict_summary(groups)
     for (env, regime, kind), group in groups.items():
         lags = sorted({str(r["lag"]) for r in group}, key=lambda s: (len(s), s))
@@ -664,32 +702,36 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
         return
     seeds = payload["preset_spec"]["seeds"]
     for metric, ylabel, filename in (
-        ("auc", "AUC (mean return over training)", "return_vs_lag.png"),
-        ("tv/backward", "tv/backward (median)", "tv_vs_lag.png"),
+        ("auc", "AUC (mean return over training), IQM", "return_vs_lag.png"),
+        ("tv/backward", "tv/backward (median over seeds, iterations)", "tv_vs_lag.png"),
     ):
-        fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 3, 4.8), squeeze=False)
         for ax, (env, regime) in zip(axes[0], panels, strict=True):
             panel = [r for r in rows if (r["env"], r["regime"]) == (env, regime)]
+            ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, 20)))
             for label in sorted({r["label"] for r in panel}):
                 line = sorted((r for r in panel if r["label"] == label), key=lambda r: int(r["lag"]))
                 lags = [int(r["lag"]) for r in line]
+                style = {"marker": "o", "label": label, "linestyle": "--" if label.startswith("vaco") else "-"}
                 if metric == "auc":
                     center = [r["auc"]["iqm"] for r in line]
-                    (handle,) = ax.plot(lags, center, marker="o", label=label)
+                    (handle,) = ax.plot(lags, center, **style)
                     low, high = [r["auc"]["ci_low"] for r in line], [r["auc"]["ci_high"] for r in line]
                     ax.fill_between(lags, low, high, alpha=0.12, color=handle.get_color())
                 else:
-                    ax.plot(lags, [r["diagnostics"].get(metric, np.nan) for r in line], marker="o", label=label)
+                    ax.plot(lags, [r["diagnostics"].get(metric, np.nan) for r in line], **style)
             ax.set_title(f"{env}, {regime} regime", fontsize=10)
             ax.set_xlabel("backward lag k (learner updates)")
-            ax.set_ylabel(ylabel + (f", IQM over {seeds} seeds, band: 95% bootstrap CI" if metric == "auc" else ""))
+            ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-        axes[0][-1].legend(fontsize=7, loc="best")
+        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        if metric == "auc":
+            fig.suptitle(f"{seeds} seeds per point; bands: 95% bootstrap CI of the IQM", fontsize=9)
         fig.tight_layout()
         fig.savefig(out_dir / filename, dpi=110)
         plt.close(fig)
     # learning curves at the largest fixed lag
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 3, 4.8), squeeze=False)
     for ax, (env, regime) in zip(axes[0], panels, strict=True):
         for cell, result in done.items():
             if (cell.env, cell.regime, cell.lag_kind) != (env, regime, "fixed"):
@@ -702,7 +744,7 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"episode return (IQM over {seeds} seeds)")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     fig.savefig(out_dir / "learning_curves.png", dpi=110)
     plt.close(fig)
@@ -720,6 +762,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="only compute statistics and figures from cells on disk")
     parser.add_argument("--list", action="store_true", help="list the cells in run order and which are done")
     parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells, then report")
+    parser.add_argument(
+        "--update-readme", type=Path, default=None, help="rewrite the verdict block of this README from the report"
+    )
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     out_dir = args.out_dir or Path("benchmarks/results/lag_robustness") / args.preset
@@ -739,6 +784,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             _write_json(out_dir / "cells" / f"{cell.id}.json", result)
             print(f"[{number}/{len(todo)}] {cell.id}: {result['seconds']:.0f}s", flush=True)
     payload = report(args.preset, preset, out_dir)
+    if args.update_readme:
+        update_readme(payload, args.update_readme)
     print((out_dir / "verdict.md").read_text())
     print(f"wrote {out_dir}/lag_robustness.json, verdict.md, return_vs_lag.png, tv_vs_lag.png, learning_curves.png")
     if payload["cells_missing"]:

@@ -113,7 +113,7 @@ def main() -> None:
     rows += [("vaco_jax PPO, 4 seeds x 64 envs", vaco), ("minimal PPO, 4 seeds x 64 envs", minimal)]
 
     results["algorithms"] = {"ppo": vaco}
-    for algorithm in ("ppo_kl", "spo", "impala", "vaco"):
+    for algorithm in ("ppo_decoupled", "ppo_kl", "spo", "impala", "vaco"):
         measured = time_vaco(reference_config(iterations, algorithm=algorithm), 4, args.repeats)
         measured["time_ratio_to_ppo"] = measured["seconds"] / vaco["seconds"]
         results["algorithms"][algorithm] = measured

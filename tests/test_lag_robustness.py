@@ -64,3 +64,24 @@ def test_a_rerun_resumes_and_trains_nothing_that_is_on_disk(study, smoke, monkey
     assert "4 of 4 cells on disk; running 0" in capsys.readouterr().out
     study.main(["--preset", "smoke", "--out-dir", str(smoke), "--list"])
     assert capsys.readouterr().out.count("done ") == 4
+
+
+def test_update_readme_rewrites_only_the_marked_block(study, smoke, tmp_path):
+    payload = json.loads((smoke / "lag_robustness.json").read_text())
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{study.README_START}\nold table\n{study.README_END}\nafter\n")
+    study.update_readme(payload, readme)
+    text = readme.read_text()
+    assert text.startswith("before\n") and text.endswith("\nafter\n") and "old table" not in text
+    assert "| CartPole-v1 | aggressive | 0 |" in text
+
+
+def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
+    """Every number of the README's verdict table comes from the committed results of the cpu preset."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/cpu/lag_robustness.json").read_text())
+    readme = (root / "README.md").read_text()
+    assert study.readme_block(payload) in readme, (
+        "README's verdict block is stale: run python benchmarks/lag_robustness.py --preset cpu --report "
+        "--update-readme README.md"
+    )
