@@ -701,6 +701,18 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
     if not panels:
         return
     seeds = payload["preset_spec"]["seeds"]
+    # one colour and line style per label in every panel, and one legend for all of them
+    labels = sorted({r["label"] for r in payload["rows"]})
+    palette = plt.cm.tab20(np.linspace(0, 1, 20))
+
+    def style(label: str) -> dict[str, Any]:
+        dashed = "--" if label.startswith("vaco") else "-"
+        return {"label": label, "color": palette[labels.index(label) % 20], "linestyle": dashed}
+
+    def legend(fig) -> None:
+        handles = [plt.Line2D([], [], marker="o", **style(label)) for label in labels]
+        fig.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+
     for metric, ylabel, filename in (
         ("auc", "AUC (mean return over training), IQM", "return_vs_lag.png"),
         ("tv/backward", "tv/backward (median over seeds, iterations)", "tv_vs_lag.png"),
@@ -708,27 +720,25 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 3, 4.8), squeeze=False)
         for ax, (env, regime) in zip(axes[0], panels, strict=True):
             panel = [r for r in rows if (r["env"], r["regime"]) == (env, regime)]
-            ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, 20)))
             for label in sorted({r["label"] for r in panel}):
                 line = sorted((r for r in panel if r["label"] == label), key=lambda r: int(r["lag"]))
                 lags = [int(r["lag"]) for r in line]
-                style = {"marker": "o", "label": label, "linestyle": "--" if label.startswith("vaco") else "-"}
                 if metric == "auc":
-                    center = [r["auc"]["iqm"] for r in line]
-                    (handle,) = ax.plot(lags, center, **style)
+                    ax.plot(lags, [r["auc"]["iqm"] for r in line], marker="o", **style(label))
                     low, high = [r["auc"]["ci_low"] for r in line], [r["auc"]["ci_high"] for r in line]
-                    ax.fill_between(lags, low, high, alpha=0.12, color=handle.get_color())
+                    ax.fill_between(lags, low, high, alpha=0.12, color=style(label)["color"])
                 else:
-                    ax.plot(lags, [r["diagnostics"].get(metric, np.nan) for r in line], **style)
+                    values = [r["diagnostics"].get(metric, np.nan) for r in line]
+                    ax.plot(lags, values, marker="o", **style(label))
             ax.set_title(f"{env}, {regime} regime", fontsize=10)
             ax.set_xlabel("backward lag k (learner updates)")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         if metric == "auc":
             fig.suptitle(f"{seeds} seeds per point; bands: 95% bootstrap CI of the IQM", fontsize=9)
         fig.tight_layout()
-        fig.savefig(out_dir / filename, dpi=110)
+        legend(fig)
+        fig.savefig(out_dir / filename, dpi=110, bbox_inches="tight")
         plt.close(fig)
     # learning curves at the largest fixed lag
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 3, 4.8), squeeze=False)
@@ -739,14 +749,14 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
             top = max(int(p["lag"]) for p in result["points"])
             for point in result["points"]:
                 if int(point["lag"]) == top:
-                    ax.plot(point["curves"]["episode/return"], label=point["label"])
+                    ax.plot(point["curves"]["episode/return"], **style(point["label"]))
         ax.set_title(f"{env}, {regime} regime, lag {top}", fontsize=10)
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"episode return (IQM over {seeds} seeds)")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
-    fig.savefig(out_dir / "learning_curves.png", dpi=110)
+    legend(fig)
+    fig.savefig(out_dir / "learning_curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -89,10 +89,14 @@ def demo_config() -> Config:
 
 @dataclasses.dataclass
 class DemoArgs:
-    """The main job: PPO against VACO across backward lag on CartPole-v1 (lag 0, 4, 8 x 4 seeds each)."""
+    """The main job: PPO-clip, decoupled PPO and two readings of VACO across backward lag on CartPole-v1.
+
+    Lag 0, 4, 8 x 4 seeds each; ``vaco-paper`` is VACO as first specified, ``vaco-decoupled`` VACO's
+    filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.presets).
+    """
 
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
-    algorithms: tuple[str, ...] = ("ppo", "vaco")
+    algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
     """Algorithms or presets (vaco_jax.presets) to compare; each runs the whole grid as one compiled program."""
     grid: tuple[str, ...] = ("lag.k=0,4,8",)
     num_seeds: int = 4
