@@ -391,8 +391,8 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
         )
     return {
         "cell": {"env": cell.env, "regime": cell.regime, "lag_kind": cell.lag_kind, "variant": cell.variant},
-        "spec": cell_spec(preset, cell),
-        "spec_hash": _spec_hash(cell_spec(preset, cell)),
+        "spec": (spec := cell_spec(preset, cell)),
+        "spec_hash": _spec_hash(spec),
         "seconds": seconds,
         "compile_seconds": sweep.compile_seconds,
         "env_steps_per_run": int(sweep.env_steps[-1]),

@@ -281,7 +281,8 @@ def vaco_filter_loss(
     ref_log_probs = jax.lax.stop_gradient(ref_log_probs)
     behaviour_log_probs = jax.lax.stop_gradient(behaviour_log_probs)
     a = jax.lax.stop_gradient(advantages)
-    r_value = jax.lax.stop_gradient(ratios(log_probs, ref_log_probs))
+    r = ratios(log_probs, ref_log_probs)
+    r_value = jax.lax.stop_gradient(r)
     if state_tv is None:
         contributions = sample_tv(jax.lax.stop_gradient(log_probs), ref_log_probs, behaviour_log_probs)
     else:
@@ -297,7 +298,7 @@ def vaco_filter_loss(
         raise ValueError(f"vaco.is_weight={is_weight!r} is unknown; choose one of {', '.join(IS_WEIGHTS)}")
     # ratios() bounds the log-ratio before exp: a dropped sample adds 0 to the loss and its gradient (never 0 * inf)
     if surrogate == "ratio":
-        per_sample = w * ratios(log_probs, ref_log_probs) * a
+        per_sample = w * r * a
     elif surrogate == "logprob":
         per_sample = w * jnp.minimum(r_value, surrogate_cap) * a * log_probs
     else:

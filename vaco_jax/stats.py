@@ -31,9 +31,7 @@ def bootstrap_ci(
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     samples = values[rng.integers(0, values.size, size=(num_resamples, values.size))]
-    stats = statistic(samples, axis=-1)
-    alpha = (1.0 - confidence) / 2
-    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
+    return _percentile_interval(statistic(samples, axis=-1), confidence)
 
 
 def final_return(returns: np.ndarray, fraction: float = 0.1) -> np.ndarray:
