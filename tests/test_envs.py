@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.golden_metrics import GOLDEN_PATH, cpu_model, golden_configs, run_golden
 from vaco_jax import envs
 from vaco_jax.envs.base import init_episode_stats, update_episode_stats
 
@@ -29,18 +30,18 @@ def test_unknown_env_name_is_a_clear_error():
 def test_action_specs(name, discrete, size):
     env = envs.make(name)
     assert env.action_spec.discrete == discrete and env.action_spec.size == size
-    state, obs = env.reset(jax.random.key(0))
-    assert obs.shape == (env.observation_size,) and obs.dtype == jnp.float32
+    state, obs = env.reset(jax.random.split(jax.random.key(0), 3))
+    assert obs.shape == (3, env.observation_size) and obs.dtype == jnp.float32
 
 
 def _rollout(env, steps, num_envs=4, action=None):
     keys = jax.random.split(jax.random.key(1), num_envs)
-    state, obs = jax.vmap(env.reset)(keys)
+    state, obs = env.reset(keys)
 
     def step(carry, key):
         state, obs = carry
         act = jnp.zeros((num_envs,), jnp.int32) if action is None else jnp.broadcast_to(action, (num_envs, 1))
-        state, ts = jax.vmap(env.step)(jax.random.split(key, num_envs), state, act)
+        state, ts = env.step(state, act, key)
         return (state, ts.observation), (obs, ts)
 
     _, (observations, ts) = jax.lax.scan(step, (state, obs), jax.random.split(jax.random.key(2), steps))
@@ -80,3 +81,23 @@ def test_episode_stats_report_completed_episodes_only():
             np.testing.assert_allclose(finished[e], running[e], rtol=1e-5)
             running[e] = 0.0
     assert len(expected_returns) == dones.sum() > 0
+
+
+# ----------------------------------------------------------------------------- results unchanged by refactors
+
+
+@pytest.mark.parametrize("name", sorted(golden_configs()))
+def test_gymnax_results_match_the_golden_metrics(name):
+    """Same seeds, same metrics as the code before the batched environment protocol (tests/golden_metrics.py).
+
+    Bit for bit on the CPU model that recorded them; within float32 rounding on another CPU (XLA's CPU
+    code depends on the instruction set, so a different model may round differently).
+    """
+    golden = np.load(GOLDEN_PATH)
+    exact = str(golden["cpu"]) == cpu_model()
+    for metric, value in run_golden(golden_configs()[name]).items():
+        expected = golden[f"{name}/{metric}"]
+        if exact:
+            np.testing.assert_array_equal(value, expected, err_msg=f"{name}/{metric}")
+        else:
+            np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-6, err_msg=f"{name}/{metric}")

@@ -49,6 +49,7 @@ def test_metrics_are_per_iteration(lag_runs):
         "episode/return",
         "episode/length",
         "episode/count",
+        "env/nonfinite_steps",
     }
     assert expected <= set(lag_runs.metrics)
 

@@ -73,6 +73,7 @@ def _rollout(rng: np.random.Generator, horizon: int, width: int, actions: int):
         learner_logits=jnp.asarray(learner),
         episode_returns=zeros,
         episode_lengths=zeros.astype(jnp.int32),
+        nonfinite=zeros.astype(bool),
     )
     return rollout, following, log_prob
 

@@ -47,7 +47,7 @@ class EnvConfig:
     """Environment and batch shape."""
 
     name: str = static("CartPole-v1")
-    """gymnax environment id (e.g. CartPole-v1, Pendulum-v1, Acrobot-v1)."""
+    """Environment id: a gymnax id (CartPole-v1, Pendulum-v1, Acrobot-v1) or brax/<name> (brax/ant, brax/hopper)."""
     num_envs: int = static(64)
     """Environments stepped in parallel per run."""
     num_steps: int = static(128)
@@ -56,6 +56,12 @@ class EnvConfig:
     """Running mean/variance observation normalisation (part of the actor snapshot)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
+    episode_length: int = static(0)
+    """Time limit in env steps, after which an episode is truncated (0: the env's own; brax: 1000)."""
+    action_repeat: int = static(1)
+    """brax only: env steps per agent step (the action is held, rewards are summed)."""
+    backend: str = static("")
+    """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': the env's default)."""
 
 
 @struct.dataclass
@@ -311,6 +317,14 @@ def validate(
             f"{path}={value!r} must be a positive integer",
         )
     _check(isinstance(lag.max_lag, int) and lag.max_lag >= 0, f"lag.max_lag={lag.max_lag!r} must be an integer >= 0")
+    _check(
+        isinstance(env.episode_length, int) and env.episode_length >= 0,
+        f"env.episode_length={env.episode_length!r} must be an integer >= 0 (0: the environment's own limit)",
+    )
+    _check(
+        isinstance(env.action_repeat, int) and env.action_repeat >= 1,
+        f"env.action_repeat={env.action_repeat!r} must be a positive integer",
+    )
     _check(
         env.num_envs % lag.num_actors == 0,
         f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "

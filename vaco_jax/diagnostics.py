@@ -55,7 +55,8 @@ def episode_metrics(rollout: Rollout) -> dict[str, jax.Array]:
     """Mean return and length of the training episodes that *completed* in this rollout.
 
     ``episode/count`` is the validity flag: where it is 0 the means are NaN,
-    never a placeholder 0.
+    never a placeholder 0. ``env/nonfinite_steps`` counts the steps where the
+    physics produced a non-finite observation or reward (the env was reset there).
     """
     done = jnp.logical_or(rollout.terminations, rollout.truncations)
     count = jnp.sum(done)
@@ -66,4 +67,5 @@ def episode_metrics(rollout: Rollout) -> dict[str, jax.Array]:
         "episode/return": jnp.where(count > 0, mean_return, jnp.nan),
         "episode/length": jnp.where(count > 0, mean_length, jnp.nan),
         "episode/count": count.astype(jnp.float32),
+        "env/nonfinite_steps": jnp.sum(rollout.nonfinite).astype(jnp.float32),
     }

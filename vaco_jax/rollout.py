@@ -36,7 +36,7 @@ def collect_rollout(
     """Step E environments for T = ``num_steps`` steps.
 
     Args:
-      env: the (unbatched) environment; vmapped over E here.
+      env: the batch of E environments.
       networks: actor/critic modules.
       dist: the action distribution record.
       snapshots: [2G] behaviour snapshots followed by G learner copies
@@ -70,7 +70,7 @@ def collect_rollout(
         flat = lambda x: x.reshape(num_envs, *x.shape[2:])  # noqa: E731  [G, Eg, ...] -> [E, ...]
         actions = flat(actions)
         env_actions = actions if spec.discrete else jnp.clip(actions, low, high)
-        env_state, ts = jax.vmap(env.step)(jax.random.split(env_key, num_envs), env_state, env_actions)
+        env_state, ts = env.step(env_state, env_actions, env_key)
         dones = jnp.logical_or(ts.terminated, ts.truncated)
         stats, finished_returns, finished_lengths = update_episode_stats(stats, ts.reward, dones)
         logits = (flat(dist_params[:groups]), flat(dist_params[groups:])) if spec.discrete else (None, None)
@@ -87,6 +87,7 @@ def collect_rollout(
             learner_logits=logits[1],
             episode_returns=finished_returns,
             episode_lengths=finished_lengths,
+            nonfinite=ts.nonfinite,
         )
         return (env_state, ts.observation, stats), transition
 

@@ -44,7 +44,7 @@ class TrainProgram:
 
     def __init__(self, config: Config):
         self.config = validate_config(config)
-        self.env = envs.make(config.env.name)
+        self.env = envs.from_config(config.env)
         self.networks = Networks(
             self.env.action_spec,
             self.env.observation_size,
@@ -75,7 +75,7 @@ class TrainProgram:
         params = self.networks.init(param_key)
         obs_norm = normalization.init(self.env.observation_size)
         num_envs = self.config.env.num_envs
-        env_state, observations = jax.vmap(self.env.reset)(jax.random.split(env_key, num_envs))
+        env_state, observations = self.env.reset(jax.random.split(env_key, num_envs))
         return TrainState(
             params=params,
             opt_state=make_optimizer(self.config, hparams).init(params),

@@ -84,6 +84,7 @@ class Rollout:
     learner_logits: jax.Array | None  # [T, E, A] discrete only, else None
     episode_returns: jax.Array  # [T, E] return of the episode that ended at t (valid if done)
     episode_lengths: jax.Array  # [T, E] int32 length of that episode (valid if done)
+    nonfinite: jax.Array  # [T, E] bool: the physics produced a non-finite step there (reset, truncated, reward 0)
 
 
 @struct.dataclass

@@ -1,14 +1,18 @@
-"""Environment backends behind one protocol.
+"""Environment backends behind one batched protocol, routed by name through one registry.
 
-``make(name)`` returns an :class:`~vaco_jax.envs.base.Env`. gymnax ids
-(``CartPole-v1``, ``Pendulum-v1``, ...) go to the gymnax adapter; a later
-backend registers a prefix (``brax/<name>``) here without touching the trainer.
+``make(name, ...)`` returns an :class:`~vaco_jax.envs.base.Env`. Names are routed by
+prefix: ``brax/<name>`` (``brax/ant``) goes to the brax adapter, ``gymnax/<id>`` and a
+bare gymnax id (``CartPole-v1``) to the gymnax adapter. A new backend adds one entry
+to :data:`BACKENDS`; the trainer does not change.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from vaco_jax.config import ConfigError, EnvConfig
 from vaco_jax.envs.base import (
     ActionSpec,
     Env,
@@ -22,31 +26,111 @@ __all__ = [
     "ActionSpec",
     "Env",
     "TimeStep",
+    "BACKENDS",
     "make",
+    "from_config",
     "known_env_names",
     "describe_env_names",
+    "backend_of",
     "init_episode_stats",
     "update_episode_stats",
     "random_policy_return",
 ]
 
 
-def known_env_names() -> list[str]:
-    """Every environment id ``make`` accepts."""
+@dataclass(frozen=True)
+class Backend:
+    """One environment library: its ids (without prefix), its constructor and how to install it."""
+
+    prefix: str
+    env_names: Callable[[], list[str]]
+    build: Callable[..., Env]  # (name without prefix, *, episode_length, action_repeat, backend) -> Env
+    install: str
+
+
+def _gymnax_names() -> list[str]:
     from vaco_jax.envs.gymnax import gymnax_env_names
 
     return gymnax_env_names()
 
 
+def _build_gymnax(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
+    from vaco_jax.envs.gymnax import GymnaxEnv
+
+    if action_repeat != 1:
+        raise ConfigError(f"env.action_repeat={action_repeat} is a brax option; gymnax envs take env.action_repeat=1")
+    if backend:
+        raise ConfigError(f"env.backend={backend!r} is a brax option; leave it empty for the gymnax env {name!r}")
+    return GymnaxEnv(name, episode_length=episode_length)
+
+
+def _brax_names() -> list[str]:
+    from vaco_jax.envs.brax import brax_env_names  # brax itself is imported only when an env is built
+
+    return brax_env_names()
+
+
+def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
+    try:
+        import brax  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            f"env.name='brax/{name}' needs brax, which is not installed: pip install -e '.[brax]'"
+        ) from None
+    from vaco_jax.envs.brax import BRAX_BACKENDS, BraxEnv
+
+    if backend and backend not in BRAX_BACKENDS:
+        raise ConfigError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
+    return BraxEnv(name, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
+
+
+BACKENDS: dict[str, Backend] = {
+    "gymnax": Backend("gymnax", _gymnax_names, _build_gymnax, "installed with vaco_jax"),
+    "brax": Backend("brax", _brax_names, _build_brax, "pip install -e '.[brax]'"),
+}
+DEFAULT_BACKEND = "gymnax"  # ids without a prefix
+
+
+def backend_of(name: str) -> tuple[str, str]:
+    """(backend, id within it) of an env name: ``"brax/ant"`` -> ``("brax", "ant")``."""
+    prefix, sep, rest = name.partition("/")
+    if sep and prefix in BACKENDS:
+        return prefix, rest
+    return DEFAULT_BACKEND, name
+
+
+def known_env_names() -> list[str]:
+    """Every environment id ``make`` accepts: bare gymnax ids, then ``brax/<name>`` for each brax env."""
+    names = []
+    for key, backend in BACKENDS.items():
+        prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
+        names += [prefix + n for n in backend.env_names()]
+    return names
+
+
 def describe_env_names() -> str:
-    return "choose a gymnax id such as " + ", ".join(known_env_names()[:5]) + " (see vaco_jax.envs.known_env_names())"
+    """The known ids of every backend, for error messages."""
+    parts = []
+    for key, backend in BACKENDS.items():
+        prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
+        ids = ", ".join(prefix + n for n in backend.env_names())
+        parts.append(f"{key} ({backend.install}): {ids}")
+    return "known ids by backend: " + "; ".join(parts)
 
 
 @functools.cache
-def make(name: str) -> Env:
-    """The environment called ``name``; raises ValueError naming the known ids if unknown."""
-    if name not in known_env_names():
-        raise ValueError(f"env.name={name!r} is unknown; {describe_env_names()}")
-    from vaco_jax.envs.gymnax import GymnaxEnv
+def make(name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "") -> Env:
+    """The batched environment called ``name`` with the given options (see :class:`vaco_jax.config.EnvConfig`).
 
-    return GymnaxEnv(name)
+    Raises :class:`~vaco_jax.config.ConfigError` naming the known ids of every backend if ``name`` is
+    unknown, and naming the field if an option does not apply to the backend.
+    """
+    key, env_id = backend_of(name)
+    if env_id not in BACKENDS[key].env_names():
+        raise ConfigError(f"env.name={name!r} is unknown; {describe_env_names()}")
+    return BACKENDS[key].build(env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
+
+
+def from_config(env: EnvConfig) -> Env:
+    """The environment an :class:`~vaco_jax.config.EnvConfig` describes (name and options)."""
+    return make(env.name, episode_length=env.episode_length, action_repeat=env.action_repeat, backend=env.backend)

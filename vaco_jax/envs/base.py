@@ -1,8 +1,11 @@
-"""The environment protocol every backend adapter implements, and episode statistics.
+"""The batched environment protocol every backend adapter implements, and episode statistics.
 
-An adapter wraps *one* environment; the trainer vmaps it over the E axis. ``step``
-auto-resets and returns the pre-reset observation separately, so that the
-advantage estimators can bootstrap from V(s'_t) on truncation (spec section 3).
+An adapter steps a *batch* of E environments: ``reset(keys [E])`` and
+``step(state, actions [E, ...], key)``. Each backend batches and auto-resets its own
+way (gymnax vmaps its per-environment functions; brax draws a fresh random start
+state for every finished episode). ``step`` returns the pre-reset observation
+separately, so that the advantage estimators bootstrap from V(s'_t) on truncation
+and never on termination (docs/algorithms.md, section 3).
 """
 
 from __future__ import annotations
@@ -30,28 +33,34 @@ class ActionSpec:
 
 @struct.dataclass
 class TimeStep:
-    """Result of one environment step (single environment, unbatched)."""
+    """Result of one step of a batch of E environments."""
 
-    observation: jax.Array  # [D] s_{t+1}: reset observation if the episode ended
-    reward: jax.Array  # [] float32
-    terminated: jax.Array  # [] bool: true termination (no bootstrap)
-    truncated: jax.Array  # [] bool: time limit and not terminated (bootstrap from final_observation)
-    final_observation: jax.Array  # [D] s'_t, the observation before any reset
+    observation: jax.Array  # [E, D] s_{t+1}: the reset observation where the episode ended
+    reward: jax.Array  # [E] float32
+    terminated: jax.Array  # [E] bool: true termination (no bootstrap)
+    truncated: jax.Array  # [E] bool: time limit (or a non-finite physics step), not terminated: bootstrap
+    final_observation: jax.Array  # [E, D] s'_t, the observation before any reset (always finite)
+    nonfinite: jax.Array  # [E] bool: the backend produced a non-finite observation or reward and was reset
 
 
 class Env(Protocol):
-    """A single auto-resetting environment with flat float observations."""
+    """A batch of auto-resetting environments with flat float32 observations."""
 
     name: str
     observation_size: int
     action_spec: ActionSpec
+    max_episode_steps: int
 
-    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
-        """Return (env_state, observation [D])."""
+    def reset(self, keys: jax.Array) -> tuple[Any, jax.Array]:
+        """One environment per key [E]: return (env_state, observations [E, D])."""
         ...
 
-    def step(self, key: jax.Array, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
-        """Step with ``action`` (already clipped to the space); auto-reset on episode end."""
+    def step(self, state: Any, actions: jax.Array, key: jax.Array) -> tuple[Any, TimeStep]:
+        """Step every environment with ``actions`` [E, ...] (already clipped to the space).
+
+        Finished episodes (terminated or truncated) are reset with fresh random start states
+        drawn from ``key``; ``TimeStep.final_observation`` keeps the observation before the reset.
+        """
         ...
 
 
@@ -83,7 +92,7 @@ def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000,
     """
     spec = env.action_spec
     reset_key, run_key = jax.random.split(jax.random.key(seed))
-    state, _ = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+    state, _ = env.reset(jax.random.split(reset_key, num_envs))
 
     def step(carry, key):
         state, running = carry
@@ -92,7 +101,7 @@ def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000,
             action = jax.random.randint(act_key, (num_envs,), 0, spec.size)
         else:
             action = jax.random.uniform(act_key, (num_envs, spec.size), minval=spec.low, maxval=spec.high)
-        state, ts = jax.vmap(env.step)(jax.random.split(env_key, num_envs), state, action)
+        state, ts = env.step(state, action, env_key)
         running = running + ts.reward
         done = jnp.logical_or(ts.terminated, ts.truncated)
         return (state, jnp.where(done, 0.0, running)), (jnp.where(done, running, 0.0), done)

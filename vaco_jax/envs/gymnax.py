@@ -12,18 +12,27 @@ from vaco_jax.envs.base import ActionSpec, TimeStep
 
 
 class GymnaxEnv:
-    """A gymnax environment behind the :class:`vaco_jax.envs.base.Env` protocol.
+    """A batch of gymnax environments behind the :class:`vaco_jax.envs.base.Env` protocol.
 
-    Observations are flattened to [D] float32; rewards to a float32 scalar
-    (some gymnax envs return shape (1,)). ``truncated`` is reported only when the
-    step was not also a true termination.
+    gymnax's per-environment ``reset``/``step`` are vmapped here, one key per
+    environment; gymnax auto-resets with a fresh random start state and returns the
+    pre-reset observation in ``info["final_observation"]``. Observations are
+    flattened to [E, D] float32; rewards to float32 [E] (some gymnax envs return
+    shape (1,)). ``truncated`` is reported only when the step was not also a true
+    termination.
+
+    Args:
+      name: the gymnax id (``CartPole-v1``).
+      episode_length: the time limit in steps; 0 keeps gymnax's own ``max_steps_in_episode``.
     """
 
-    def __init__(self, name: str, **env_kwargs: Any):
+    def __init__(self, name: str, *, episode_length: int = 0):
         import gymnax
 
         self.name = name
-        self._env, self._params = gymnax.make(name, **env_kwargs)
+        self._env, self._params = gymnax.make(name)
+        if episode_length:
+            self._params = self._params.replace(max_steps_in_episode=episode_length)
         space = self._env.action_space(self._params)
         if hasattr(space, "n"):
             self.action_spec = ActionSpec(discrete=True, size=int(space.n))
@@ -37,11 +46,18 @@ class GymnaxEnv:
         self.observation_size = int(np.prod(obs_shape))
         self.max_episode_steps = int(self._params.max_steps_in_episode)
 
-    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
+    def reset(self, keys: jax.Array) -> tuple[Any, jax.Array]:
+        return jax.vmap(self._reset_one)(keys)
+
+    def step(self, state: Any, actions: jax.Array, key: jax.Array) -> tuple[Any, TimeStep]:
+        keys = jax.random.split(key, actions.shape[0])
+        return jax.vmap(self._step_one)(keys, state, actions)
+
+    def _reset_one(self, key: jax.Array) -> tuple[Any, jax.Array]:
         obs, state = self._env.reset(key, self._params)
         return state, jnp.asarray(obs, jnp.float32).reshape(-1)
 
-    def step(self, key: jax.Array, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+    def _step_one(self, key: jax.Array, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
         if not self.action_spec.discrete:
             action = action.reshape(self._action_shape)
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, self._params)
@@ -53,6 +69,7 @@ class GymnaxEnv:
             terminated=terminated,
             truncated=truncated,
             final_observation=jnp.asarray(info["final_observation"], jnp.float32).reshape(-1),
+            nonfinite=jnp.zeros((), bool),  # gymnax's closed-form dynamics stay finite
         )
 
 

@@ -1,0 +1,146 @@
+"""Adapter for brax 0.14 continuous-control environments (the only module that imports brax).
+
+Why not brax's own wrappers: ``brax.envs.wrappers.training.AutoResetWrapper``
+restarts every finished episode from the *first* start state it cached, which
+changes the start-state distribution, and it does not keep the pre-reset
+observation for bootstrapping. This adapter instead
+
+* draws a fresh random start state for every finished episode (one reset per
+  environment per step, selected where the episode ended),
+* returns the pre-reset observation as ``final_observation``,
+* reports truncation (the time limit, ``episode_length`` brax steps) separately
+  from termination (the env's own ``done``, e.g. a fallen hopper),
+* repeats each action ``action_repeat`` times, summing the rewards of the steps
+  before the episode ended,
+* catches non-finite observations or rewards from the physics: that environment
+  is reset, the step is marked truncated with reward 0 and the previous (finite)
+  observation as ``final_observation``, and it is counted in ``TimeStep.nonfinite``
+  (the metric ``env/nonfinite_steps``). Nothing non-finite reaches a loss.
+
+Every brax env takes actions in [-1, 1] (those with wider actuator ranges rescale
+internally), so the policy's Gaussian sample is clipped to [-1, 1] when sent here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from vaco_jax.envs.base import ActionSpec, TimeStep
+
+BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
+
+# Every locomotion and control env brax 0.14 ships, with the backend used when env.backend is "".
+# The defaults are the fastest backend that brax's own training examples use for the env (measured on
+# this project's CPU in benchmarks/results/brax_backends.json; regenerate with benchmarks/throughput.py).
+DEFAULT_BACKENDS: dict[str, str] = {
+    "ant": "positional",
+    "halfcheetah": "positional",
+    "hopper": "positional",
+    "walker2d": "positional",
+    "humanoid": "positional",
+    "humanoidstandup": "positional",
+    "inverted_pendulum": "positional",
+    "inverted_double_pendulum": "positional",
+    "reacher": "generalized",
+    "pusher": "generalized",
+    "swimmer": "generalized",
+}
+DEFAULT_EPISODE_LENGTH = 1000
+
+
+@struct.dataclass
+class BraxEnvState:
+    """Batched adapter state: brax's own state [E] and the steps taken in each episode [E]."""
+
+    core: Any  # brax.envs.base.State with a leading [E] axis
+    steps: jax.Array  # [E] int32 agent steps since the episode started
+
+
+def brax_env_names() -> list[str]:
+    """The brax env names this adapter accepts (without the ``brax/`` prefix)."""
+    return list(DEFAULT_BACKENDS)
+
+
+class BraxEnv:
+    """A batch of brax environments behind the :class:`vaco_jax.envs.base.Env` protocol.
+
+    Args:
+      name: a brax env name (``ant``), without the ``brax/`` prefix.
+      episode_length: the time limit in brax steps (0: 1000, brax's convention); with
+        ``action_repeat`` r an episode is truncated after ceil(episode_length / r) agent steps.
+      action_repeat: brax steps per agent step (the action is held; rewards are summed).
+      backend: the physics pipeline (``generalized``, ``positional``, ``spring``, ``mjx``);
+        "" picks :data:`DEFAULT_BACKENDS`.
+    """
+
+    def __init__(self, name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = ""):
+        if name not in DEFAULT_BACKENDS:
+            raise ValueError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
+        backend = backend or DEFAULT_BACKENDS[name]
+        if backend not in BRAX_BACKENDS:
+            raise ValueError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
+            from brax import envs as brax_envs
+
+            self._env = brax_envs.get_environment(name, backend=backend)
+        self.name = f"brax/{name}"
+        self.backend = backend
+        self.action_repeat = action_repeat
+        self.episode_length = episode_length or DEFAULT_EPISODE_LENGTH
+        self.max_episode_steps = -(-self.episode_length // action_repeat)  # agent steps
+        self.observation_size = int(self._env.observation_size)
+        size = int(self._env.action_size)
+        self.action_spec = ActionSpec(
+            discrete=False, size=size, low=-np.ones(size, np.float32), high=np.ones(size, np.float32)
+        )
+
+    def reset(self, keys: jax.Array) -> tuple[BraxEnvState, jax.Array]:
+        core = jax.vmap(self._env.reset)(keys)
+        state = BraxEnvState(core=core, steps=jnp.zeros(keys.shape[0], jnp.int32))
+        return state, core.obs.astype(jnp.float32)
+
+    def step(self, state: BraxEnvState, actions: jax.Array, key: jax.Array) -> tuple[BraxEnvState, TimeStep]:
+        num_envs = actions.shape[0]
+        core, reward, ended = jax.vmap(self._repeat_step)(state.core, actions)
+        steps = state.steps + 1
+        reward_finite = jnp.isfinite(reward)
+        finite = jnp.all(jnp.isfinite(core.obs), axis=-1) & reward_finite
+        terminated = ended & reward_finite  # what follows a true termination is never bootstrapped from
+        nonfinite = ~finite & ~terminated
+        truncated = ~terminated & ((steps >= self.max_episode_steps) | nonfinite)
+        done = terminated | truncated
+        final_observation = jnp.where(finite[:, None], core.obs, state.core.obs).astype(jnp.float32)
+
+        fresh = jax.vmap(self._env.reset)(jax.random.split(key, num_envs))
+        select = lambda a, b: jnp.where(done.reshape(-1, *([1] * (a.ndim - 1))), a, b)  # noqa: E731
+        core = jax.tree.map(select, fresh, core)
+        new_state = BraxEnvState(core=core, steps=jnp.where(done, 0, steps))
+        return new_state, TimeStep(
+            observation=core.obs.astype(jnp.float32),
+            reward=jnp.where(reward_finite, reward, 0.0).astype(jnp.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_observation=final_observation,
+            nonfinite=nonfinite,
+        )
+
+    def _repeat_step(self, core: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+        """``action_repeat`` brax steps of one env: (state, summed reward, episode ended)."""
+
+        def one(carry, _):
+            core, reward, ended = carry
+            core = self._env.step(core, action)
+            reward = reward + jnp.where(ended, 0.0, core.reward)
+            return (core, reward, ended | (core.done > 0.5)), None
+
+        init = (core, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+        if self.action_repeat == 1:
+            return one(init, None)[0]
+        return jax.lax.scan(one, init, None, length=self.action_repeat)[0]
