@@ -20,13 +20,14 @@ from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advant
 def collect_batch(program: TrainProgram, state, source_iterations) -> object:
     """The training batch of ``state``'s iteration, its G actor groups acting with the snapshots of the given
     iterations (the learner's is ``state.iteration``)."""
-    groups = len(source_iterations)
-    sources = jnp.concatenate([jnp.asarray(source_iterations, jnp.int32), jnp.full(groups, state.iteration, jnp.int32)])
+    sources = jnp.asarray(source_iterations, jnp.int32)
     *_, rollout = collect_rollout(
         program.env,
         program.networks,
         program.dist,
         lag.gather(state.lag_buffer, sources),
+        ActorSnapshot(state.params.actor, state.obs_norm),
+        state.iteration - sources,
         state.env_state,
         state.observations,
         state.episode_stats,

@@ -1,11 +1,11 @@
 """Rollout collection: every actor group acts with its own (possibly stale) snapshot.
 
-Each step evaluates a stack of 2G snapshots on the current observations: the G
-behaviour snapshots (which choose the actions) and G copies of the learner's
-snapshot pi_T. Scoring both halves with one batched computation makes
-``log pi_T = log beta`` *bit-for-bit* when a group's lag is 0, so the backward-TV
-diagnostic is exactly 0 at zero lag, and it gives the learner's log-probs and
-logits for the whole batch without a second pass.
+Inside the step scan only the G behaviour snapshots are evaluated (they choose the
+actions). The learner's snapshot pi_T is scored once, on the whole [T, E] batch,
+after the scan. Where a group's lag is 0 its behaviour snapshot *is* pi_T, and the
+learner's log-probs and logits are taken from the behaviour ones there, so
+``log pi_T = log beta`` bit for bit and the backward-TV diagnostic is exactly 0 at
+zero lag.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def collect_rollout(
     env: Env,
     networks: Networks,
     dist: Distribution,
-    snapshots: ActorSnapshot,
+    behaviour: ActorSnapshot,
+    learner: ActorSnapshot,
+    lags: jax.Array,
     env_state: Any,
     observations: jax.Array,
     episode_stats: EpisodeStats,
@@ -33,16 +35,16 @@ def collect_rollout(
     *,
     num_steps: int,
 ) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
-    """Step E environments for T = ``num_steps`` steps.
+    """Step E environments for T = ``num_steps`` steps, then score the batch under pi_T.
 
     Args:
       env: the batch of E environments.
       networks: actor/critic modules.
       dist: the action distribution record.
-      snapshots: [2G] behaviour snapshots followed by G learner copies
-        (the trainer gathers both halves from the lag buffer in one gather); group g drives envs
-        ``g * Eg ... (g + 1) * Eg - 1``.
-      env_state: [E] environment states.
+      behaviour: [G] stacked behaviour snapshots; group g drives envs ``g * Eg ... (g + 1) * Eg - 1``.
+      learner: the learner's snapshot pi_T (unstacked).
+      lags: [G] int32 lag of each group (0 where the group acts with pi_T).
+      env_state: the environments' state.
       observations: [E, D] current raw observations.
       episode_stats: running episode returns and lengths.
       key: PRNG key.
@@ -51,29 +53,26 @@ def collect_rollout(
     Returns:
       ``(env_state, observations, episode_stats, rollout)`` after T steps.
     """
-    groups = jax.tree.leaves(snapshots)[0].shape[0] // 2
+    groups = lags.shape[0]
     num_envs = observations.shape[0]
     per_group = num_envs // groups
     spec = env.action_spec
     low = None if spec.discrete else jnp.asarray(spec.low)[None]  # [1, A]
     high = None if spec.discrete else jnp.asarray(spec.high)[None]
-    score = jax.vmap(networks.policy)  # over the 2G stacked snapshots
+    score = jax.vmap(networks.policy)  # over the G stacked snapshots
+    flat = lambda x: x.reshape(num_envs, *x.shape[2:])  # noqa: E731  [G, Eg, ...] -> [E, ...]
 
     def env_step(carry, step_key):
         env_state, obs, stats = carry
         act_key, env_key = jax.random.split(step_key)
-        grouped = obs.reshape(groups, per_group, -1)
-        dist_params = score(snapshots, jnp.concatenate([grouped, grouped]))  # [2G, Eg, ...]
-        behaviour_params = jax.tree.map(lambda x: x[:groups], dist_params)
-        actions = dist.sample(act_key, behaviour_params)  # [G, Eg, ...]
-        log_probs = dist.log_prob(dist_params, jnp.concatenate([actions, actions]))  # [2G, Eg]
-        flat = lambda x: x.reshape(num_envs, *x.shape[2:])  # noqa: E731  [G, Eg, ...] -> [E, ...]
+        dist_params = score(behaviour, obs.reshape(groups, per_group, -1))  # [G, Eg, ...]
+        actions = dist.sample(act_key, dist_params)  # [G, Eg, ...]
+        log_probs = flat(dist.log_prob(dist_params, actions))
         actions = flat(actions)
         env_actions = actions if spec.discrete else jnp.clip(actions, low, high)
         env_state, ts = env.step(env_state, env_actions, env_key)
         dones = jnp.logical_or(ts.terminated, ts.truncated)
         stats, finished_returns, finished_lengths = update_episode_stats(stats, ts.reward, dones)
-        logits = (flat(dist_params[:groups]), flat(dist_params[groups:])) if spec.discrete else (None, None)
         transition = Rollout(
             observations=obs,
             actions=actions,
@@ -81,10 +80,10 @@ def collect_rollout(
             terminations=ts.terminated,
             truncations=ts.truncated,
             next_observations=ts.final_observation,
-            behaviour_log_probs=flat(log_probs[:groups]),
-            learner_log_probs=flat(log_probs[groups:]),
-            behaviour_logits=logits[0],
-            learner_logits=logits[1],
+            behaviour_log_probs=log_probs,
+            learner_log_probs=log_probs,  # replaced after the scan
+            behaviour_logits=flat(dist_params) if spec.discrete else None,
+            learner_logits=None,
             episode_returns=finished_returns,
             episode_lengths=finished_lengths,
             nonfinite=ts.nonfinite,
@@ -95,4 +94,21 @@ def collect_rollout(
     (env_state, observations, episode_stats), rollout = jax.lax.scan(
         env_step, (env_state, observations, episode_stats), keys
     )
-    return env_state, observations, episode_stats, rollout
+    return env_state, observations, episode_stats, score_learner(networks, dist, learner, lags, rollout)
+
+
+def score_learner(
+    networks: Networks, dist: Distribution, learner: ActorSnapshot, lags: jax.Array, rollout: Rollout
+) -> Rollout:
+    """Fill in pi_T's log-probs (and logits, discrete) for the whole batch in one forward pass.
+
+    Where a group's lag is 0 the behaviour values are kept, bit for bit: beta = pi_T there.
+    """
+    num_steps, num_envs = rollout.rewards.shape
+    on_policy = jnp.repeat(lags == 0, num_envs // lags.shape[0])  # [E]
+    dist_params = networks.policy(learner, rollout.observations)  # [T, E, ...]
+    log_probs = jnp.where(on_policy[None], rollout.behaviour_log_probs, dist.log_prob(dist_params, rollout.actions))
+    logits = None
+    if dist.discrete:
+        logits = jnp.where(on_policy[None, :, None], rollout.behaviour_logits, dist_params)
+    return rollout.replace(learner_log_probs=log_probs, learner_logits=logits)

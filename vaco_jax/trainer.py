@@ -114,16 +114,17 @@ class TrainProgram:
             max_lag=config.lag.max_lag,
             iteration=iteration,
         )
-        # Behaviour snapshots [G] followed by G copies of the learner's (slot T): one gather.
-        source_iterations = jnp.concatenate([iteration - lags, jnp.full_like(lags, iteration)])
-        snapshots = lag.gather(state.lag_buffer, source_iterations)
+        behaviour = lag.gather(state.lag_buffer, iteration - lags)  # [G] snapshots
+        learner = ActorSnapshot(state.params.actor, state.obs_norm)  # pi_T, the buffer's slot T
 
         # 2. Rollout with stale actors; the batch also records pi_T's log-probs.
         env_state, observations, episode_stats, rollout = collect_rollout(
             self.env,
             self.networks,
             self.dist,
-            snapshots,
+            behaviour,
+            learner,
+            lags,
             state.env_state,
             state.observations,
             state.episode_stats,
