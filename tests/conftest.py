@@ -32,3 +32,28 @@ def tiny_config(**overrides) -> Config:
 def tiny_driver() -> Driver:
     """One compiled driver for the tiny config, shared by every test that can use it."""
     return Driver(TrainProgram(tiny_config()))
+
+
+def rollout_with_lags(program: TrainProgram, state, lags, *, num_steps: int | None = None, key: int = 1):
+    """The rollout of ``state``'s iteration, actor group g acting with the snapshot ``lags[g]`` iterations old."""
+    import jax.numpy as jnp
+
+    from vaco_jax import lag
+    from vaco_jax.rollout import collect_rollout
+    from vaco_jax.types import ActorSnapshot
+
+    lags = jnp.asarray(lags, jnp.int32)
+    *_, rollout = collect_rollout(
+        program.env,
+        program.networks,
+        program.dist,
+        lag.gather(state.lag_buffer, state.iteration - lags),
+        ActorSnapshot(state.params.actor, state.obs_norm),
+        lags,
+        state.env_state,
+        state.observations,
+        state.episode_stats,
+        jax.random.key(key),
+        num_steps=num_steps or program.config.env.num_steps,
+    )
+    return rollout

@@ -10,9 +10,8 @@ import numpy as np
 import optax
 import pytest
 
-from tests.conftest import tiny_config
+from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, algorithms, lag, run_sweep
-from vaco_jax.rollout import collect_rollout
 from vaco_jax.types import ActorSnapshot
 from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advantages
 
@@ -20,20 +19,7 @@ from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advant
 def collect_batch(program: TrainProgram, state, source_iterations) -> object:
     """The training batch of ``state``'s iteration, its G actor groups acting with the snapshots of the given
     iterations (the learner's is ``state.iteration``)."""
-    sources = jnp.asarray(source_iterations, jnp.int32)
-    *_, rollout = collect_rollout(
-        program.env,
-        program.networks,
-        program.dist,
-        lag.gather(state.lag_buffer, sources),
-        ActorSnapshot(state.params.actor, state.obs_norm),
-        state.iteration - sources,
-        state.env_state,
-        state.observations,
-        state.episode_stats,
-        jax.random.key(1),
-        num_steps=program.config.env.num_steps,
-    )
+    rollout = rollout_with_lags(program, state, state.iteration - jnp.asarray(source_iterations, jnp.int32))
     batch, _ = program.estimate_advantages(state, rollout, program.config)
     return batch
 

@@ -7,9 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.conftest import rollout_with_lags, tiny_config
 from tests.golden_metrics import GOLDEN_PATH, cpu_model, golden_configs, run_golden
-from vaco_jax import envs
+from tests.stub_envs import CountingEnv, TargetEnv
+from vaco_jax import EnvConfig, TrainProgram, envs
+from vaco_jax.config import ConfigError, set_field
 from vaco_jax.envs.base import init_episode_stats, update_episode_stats
+from vaco_jax.types import ActorSnapshot
 
 
 def test_unknown_env_name_is_a_clear_error():
@@ -103,3 +107,73 @@ def test_gymnax_results_match_the_golden_metrics(name):
             np.testing.assert_array_equal(value, expected, err_msg=f"{name}/{metric}")
         else:
             np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-6, err_msg=f"{name}/{metric}")
+
+
+# ----------------------------------------------------------------------------- registry, custom envs
+
+
+def test_custom_env_ids_need_the_prefix_and_do_not_overwrite_silently():
+    with pytest.raises(ConfigError, match="start with 'custom/'"):
+        envs.register("counting", CountingEnv)
+    envs.register("custom/counting-registry-test", CountingEnv)
+    with pytest.raises(ConfigError, match="already registered"):
+        envs.register("custom/counting-registry-test", CountingEnv)
+    assert "custom/counting-registry-test" in envs.known_env_names()
+    with pytest.raises(ConfigError, match="env.action_repeat=1"):
+        envs.make("custom/counting-registry-test", action_repeat=2)
+
+
+def test_gymnax_refuses_brax_options_naming_the_field():
+    with pytest.raises(ConfigError, match="env.action_repeat=2 is a brax option"):
+        envs.make("CartPole-v1", action_repeat=2)
+    with pytest.raises(ConfigError, match="env.backend='spring' is a brax option"):
+        envs.make("CartPole-v1", backend="spring")
+
+
+def test_gymnax_episode_length_sets_the_time_limit():
+    env = envs.make("Pendulum-v1", episode_length=50)
+    _, ts = _rollout(env, 120, action=jnp.zeros(1))
+    assert np.array_equal(np.nonzero(np.asarray(ts.truncated)[:, 0])[0], [49, 99])
+
+
+def test_truncated_step_bootstraps_from_the_pre_reset_observation():
+    """End to end through the trainer: at the truncating step the value target is r + gamma * V(s'_t), with s'_t
+    the pre-reset observation (horizon), not the next row's reset observation (0)."""
+    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
+    config = tiny_config(env=EnvConfig(name="custom/counting", num_envs=4, num_steps=7))
+    config = set_field(config, "ppo.gae_lambda", 1.0)
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+    state, _ = jax.jit(lambda s: program.run(s, program.config, 1))(state)  # a critic that is not constant
+    rollout = rollout_with_lags(program, state, [0, 0], num_steps=7)
+    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    critic = lambda x: float(program.networks.value(state.params.critic, state.obs_norm, jnp.array([[x]]))[0])  # noqa: E731
+    truncations = np.asarray(rollout.truncations)
+    assert truncations.any() and not np.asarray(rollout.terminations).any()
+    gamma = float(config.ppo.gamma)
+    for t, e in zip(*np.nonzero(truncations), strict=True):
+        assert float(rollout.next_observations[t, e, 0]) == 3.0  # the pre-reset observation
+        np.testing.assert_allclose(batch.value_targets[t, e], 1.0 + gamma * critic(3.0), rtol=1e-5)
+        assert abs(critic(3.0) - critic(0.0)) > 1e-3  # bootstrapping from the reset state would be caught
+
+
+def test_many_dimensional_actions_are_sampled_unclipped_scored_jointly_and_clipped_for_the_env():
+    envs.register("custom/target6", lambda: TargetEnv(action_size=6), overwrite=True)
+    config = tiny_config(env=EnvConfig(name="custom/target6", num_envs=8, num_steps=8))
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+    rollout = rollout_with_lags(program, state, [0, 0], num_steps=8)
+    actions = np.asarray(rollout.actions, np.float64)
+    assert actions.shape == (8, 8, 6) and np.abs(actions).max() > 1.0  # stored unclipped
+    np.testing.assert_array_equal(
+        rollout.next_observations, np.clip(actions, -1, 1).astype(np.float32)
+    )  # env got clipped
+    mean, log_std = (
+        np.asarray(x, np.float64)
+        for x in program.networks.policy(ActorSnapshot(state.params.actor, state.obs_norm), rollout.observations)
+    )
+    expected = np.zeros(actions.shape[:2])
+    for i in range(6):  # the joint log-density is the sum of six one-dimensional normal log-densities
+        std = np.exp(log_std[..., i])
+        expected += -0.5 * ((actions[..., i] - mean[..., i]) / std) ** 2 - np.log(std * np.sqrt(2 * np.pi))
+    np.testing.assert_allclose(rollout.behaviour_log_probs, expected, rtol=1e-4, atol=1e-4)

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tests.conftest import tiny_config
-from vaco_jax import TrainProgram, lag
+from tests.conftest import rollout_with_lags, tiny_config
+from vaco_jax import TrainProgram
 from vaco_jax.distributions import categorical_log_prob
-from vaco_jax.rollout import collect_rollout, score_learner
+from vaco_jax.rollout import score_learner
 from vaco_jax.types import ActorSnapshot
 
 
@@ -25,19 +25,7 @@ def test_learner_scores_are_the_learners_except_where_a_group_has_lag_zero():
     program, state = _program_and_stale_state()
     learner = ActorSnapshot(state.params.actor, state.obs_norm)
     lags = jnp.array([0, 2], jnp.int32)  # group 0 acts with pi_T, group 1 with snapshot 0
-    *_, rollout = collect_rollout(
-        program.env,
-        program.networks,
-        program.dist,
-        lag.gather(state.lag_buffer, state.iteration - lags),
-        learner,
-        lags,
-        state.env_state,
-        state.observations,
-        state.episode_stats,
-        jax.random.key(1),
-        num_steps=5,
-    )
+    rollout = rollout_with_lags(program, state, lags, num_steps=5)
     # Make the behaviour values recognisable: shifted by +1 everywhere.
     shifted = rollout.replace(
         behaviour_log_probs=rollout.behaviour_log_probs + 1.0, behaviour_logits=rollout.behaviour_logits + 1.0

@@ -32,6 +32,7 @@ __all__ = [
     "known_env_names",
     "describe_env_names",
     "backend_of",
+    "register",
     "init_episode_stats",
     "update_episode_stats",
     "random_policy_return",
@@ -84,9 +85,38 @@ def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: 
     return BraxEnv(name, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
 
 
+_CUSTOM: dict[str, Callable[[], Env]] = {}
+
+
+def register(name: str, factory: Callable[[], Env], *, overwrite: bool = False) -> None:
+    """Make a user environment available by ``name`` to ``make``, the trainer, the CLI's Python API and sweeps.
+
+    ``factory()`` must return a batched :class:`~vaco_jax.envs.base.Env` (see ``vaco_jax/envs/base.py``; a
+    gymnax environment can be wrapped as in ``vaco_jax/envs/gymnax.py``). Registered ids use the ``custom/``
+    prefix: ``register("custom/two-armed-bandit", factory)``. Registering a known id again raises unless
+    ``overwrite=True``.
+    """
+    if not name.startswith("custom/") or len(name) <= len("custom/"):
+        raise ConfigError(f"custom env ids start with 'custom/' (e.g. 'custom/{name}'); got {name!r}")
+    if name in _CUSTOM and not overwrite:
+        raise ConfigError(f"env id {name!r} is already registered; pass overwrite=True to replace it")
+    _CUSTOM[name] = factory
+    make.cache_clear()
+
+
+def _build_custom(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
+    if (episode_length, action_repeat, backend) != (0, 1, ""):
+        raise ConfigError(
+            f"custom/{name} is built by its registered factory: leave env.episode_length=0, env.action_repeat=1 "
+            "and env.backend='' (set such options inside the factory)"
+        )
+    return _CUSTOM[f"custom/{name}"]()
+
+
 BACKENDS: dict[str, Backend] = {
     "gymnax": Backend("gymnax", _gymnax_names, _build_gymnax, "installed with vaco_jax"),
     "brax": Backend("brax", _brax_names, _build_brax, "pip install -e '.[brax]'"),
+    "custom": Backend("custom", lambda: [n.removeprefix("custom/") for n in _CUSTOM], _build_custom, "envs.register"),
 }
 DEFAULT_BACKEND = "gymnax"  # ids without a prefix
 
@@ -113,7 +143,7 @@ def describe_env_names() -> str:
     parts = []
     for key, backend in BACKENDS.items():
         prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
-        ids = ", ".join(prefix + n for n in backend.env_names())
+        ids = ", ".join(prefix + n for n in backend.env_names()) or "none registered"
         parts.append(f"{key} ({backend.install}): {ids}")
     return "known ids by backend: " + "; ".join(parts)
 

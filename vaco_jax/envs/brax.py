@@ -54,6 +54,28 @@ DEFAULT_BACKENDS: dict[str, str] = {
 DEFAULT_EPISODE_LENGTH = 1000
 
 
+class _ClipCompatNumpy:
+    """``jax.numpy`` whose ``clip`` still accepts ``a_min``/``a_max`` (removed in jax 0.10, used by brax 0.14's fluid
+    model, which swimmer needs). Everything else is jax.numpy itself."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(jnp, name)
+
+    @staticmethod
+    def clip(x: jax.Array, min: Any = None, max: Any = None, *, a_min: Any = None, a_max: Any = None) -> jax.Array:  # noqa: A002
+        return jnp.clip(x, a_min if min is None else min, a_max if max is None else max)
+
+
+def _patch_brax_for_jax() -> None:
+    """Let brax 0.14.2's fluid forces (swimmer) run on jax >= 0.10; a no-op where jax.numpy.clip takes a_min."""
+    import inspect
+
+    from brax import fluid
+
+    if "a_min" not in inspect.signature(jnp.clip).parameters:
+        fluid.jp = _ClipCompatNumpy()
+
+
 @struct.dataclass
 class BraxEnvState:
     """Batched adapter state: brax's own state [E] and the steps taken in each episode [E]."""
@@ -89,6 +111,7 @@ class BraxEnv:
             warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
             from brax import envs as brax_envs
 
+            _patch_brax_for_jax()
             self._env = brax_envs.get_environment(name, backend=backend)
         self.name = f"brax/{name}"
         self.backend = backend
