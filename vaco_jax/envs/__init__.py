@@ -78,10 +78,8 @@ def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: 
         raise ConfigError(
             f"env.name='brax/{name}' needs brax, which is not installed: pip install -e '.[brax]'"
         ) from None
-    from vaco_jax.envs.brax import BRAX_BACKENDS, BraxEnv
+    from vaco_jax.envs.brax import BraxEnv
 
-    if backend and backend not in BRAX_BACKENDS:
-        raise ConfigError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
     return BraxEnv(name, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
 
 

@@ -31,26 +31,30 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from vaco_jax.config import ConfigError
 from vaco_jax.envs.base import ActionSpec, TimeStep
 
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
 
-# Every locomotion and control env brax 0.14 ships, with the backend used when env.backend is "".
-# The defaults are the fastest backend that brax's own training examples use for the env (measured on
-# this project's CPU in benchmarks/results/brax_backends.json; regenerate with benchmarks/throughput.py).
+# Every locomotion and control env brax 0.14 ships, with the backend used when env.backend is "": spring, the
+# fastest pipeline for every env on this project's CPU (2 to 4x generalized and positional; brax documents the
+# same order on accelerators), except swimmer, whose fluid model only the generalized pipeline has. Measured by
+# benchmarks/brax_backends.py (results in benchmarks/results/brax_backends.json).
 DEFAULT_BACKENDS: dict[str, str] = {
-    "ant": "positional",
-    "halfcheetah": "positional",
-    "hopper": "positional",
-    "walker2d": "positional",
-    "humanoid": "positional",
-    "humanoidstandup": "positional",
-    "inverted_pendulum": "positional",
-    "inverted_double_pendulum": "positional",
-    "reacher": "generalized",
-    "pusher": "generalized",
+    "ant": "spring",
+    "halfcheetah": "spring",
+    "hopper": "spring",
+    "walker2d": "spring",
+    "humanoid": "spring",
+    "humanoidstandup": "spring",
+    "inverted_pendulum": "spring",
+    "inverted_double_pendulum": "spring",
+    "reacher": "spring",
+    "pusher": "spring",
     "swimmer": "generalized",
 }
+# Envs that support fewer backends than BRAX_BACKENDS (brax raises "Unsupported backend" for the others).
+SUPPORTED_BACKENDS: dict[str, tuple[str, ...]] = {"swimmer": ("generalized",)}
 DEFAULT_EPISODE_LENGTH = 1000
 
 
@@ -103,35 +107,40 @@ class BraxEnv:
 
     def __init__(self, name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = ""):
         if name not in DEFAULT_BACKENDS:
-            raise ValueError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
+            raise ConfigError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
         backend = backend or DEFAULT_BACKENDS[name]
         if backend not in BRAX_BACKENDS:
-            raise ValueError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
+            raise ConfigError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
+        supported = SUPPORTED_BACKENDS.get(name, BRAX_BACKENDS)
+        if backend not in supported:
+            raise ConfigError(f"brax/{name} supports only env.backend={' or '.join(supported)}; got {backend!r}")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
             from brax import envs as brax_envs
 
             _patch_brax_for_jax()
-            self._env = brax_envs.get_environment(name, backend=backend)
+            with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
+                self._env = brax_envs.get_environment(name, backend=backend)
+                self.observation_size = int(self._env.observation_size)  # brax resets the env to find it
         self.name = f"brax/{name}"
         self.backend = backend
         self.action_repeat = action_repeat
         self.episode_length = episode_length or DEFAULT_EPISODE_LENGTH
         self.max_episode_steps = -(-self.episode_length // action_repeat)  # agent steps
-        self.observation_size = int(self._env.observation_size)
         size = int(self._env.action_size)
         self.action_spec = ActionSpec(
             discrete=False, size=size, low=-np.ones(size, np.float32), high=np.ones(size, np.float32)
         )
 
     def reset(self, keys: jax.Array) -> tuple[BraxEnvState, jax.Array]:
-        core = jax.vmap(self._env.reset)(keys)
+        core = self._reset_all(keys)
         state = BraxEnvState(core=core, steps=jnp.zeros(keys.shape[0], jnp.int32))
         return state, core.obs.astype(jnp.float32)
 
     def step(self, state: BraxEnvState, actions: jax.Array, key: jax.Array) -> tuple[BraxEnvState, TimeStep]:
         num_envs = actions.shape[0]
-        core, reward, ended = jax.vmap(self._repeat_step)(state.core, actions)
+        with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
+            core, reward, ended = jax.vmap(self._repeat_step)(state.core, actions)
         steps = state.steps + 1
         reward_finite = jnp.isfinite(reward)
         finite = jnp.all(jnp.isfinite(core.obs), axis=-1) & reward_finite
@@ -141,7 +150,7 @@ class BraxEnv:
         done = terminated | truncated
         final_observation = jnp.where(finite[:, None], core.obs, state.core.obs).astype(jnp.float32)
 
-        fresh = jax.vmap(self._env.reset)(jax.random.split(key, num_envs))
+        fresh = self._reset_all(jax.random.split(key, num_envs))
         select = lambda a, b: jnp.where(done.reshape(-1, *([1] * (a.ndim - 1))), a, b)  # noqa: E731
         core = jax.tree.map(select, fresh, core)
         new_state = BraxEnvState(core=core, steps=jnp.where(done, 0, steps))
@@ -153,6 +162,10 @@ class BraxEnv:
             final_observation=final_observation,
             nonfinite=nonfinite,
         )
+
+    def _reset_all(self, keys: jax.Array) -> Any:
+        with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
+            return jax.vmap(self._env.reset)(keys)
 
     def _repeat_step(self, core: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
         """``action_repeat`` brax steps of one env: (state, summed reward, episode ended)."""
