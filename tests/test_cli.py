@@ -122,3 +122,28 @@ def test_demo_compares_algorithms_and_presets_side_by_side(tmp_path):
     paper = json.loads((out / "vaco-paper" / "config.json").read_text())
     assert paper["algorithm"] == "vaco" and paper["vaco"]["is_weight"] == "none"
     assert np.asarray(json.loads((out / "vaco-paper" / "metrics.json").read_text())["metrics"]["filter/kept"]).size
+
+
+def test_presets_compose_in_order_env_then_algorithm(tmp_path):
+    """--preset brax-inverted_pendulum-cpu vaco-decoupled: the env preset's task, the algorithm preset's options."""
+    pytest.importorskip("brax", reason="brax is an optional extra: pip install -e '.[brax]'")
+    out = tmp_path / "brax"
+    argv = ["train", "--preset", "brax-inverted_pendulum-cpu", "vaco-decoupled", "--num-iterations", "2"]
+    assert main([*argv, "--num-seeds", "1", "--out-dir", str(out), "--quiet"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["env"]["name"] == "brax/inverted_pendulum" and config["env"]["reward_scale"] == 10.0
+    assert config["algorithm"] == "vaco" and config["vaco"]["align"] is False
+    assert config["num_iterations"] == 2  # the flag wins over both presets
+
+
+def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
+    from vaco_jax.envs.brax import DEFAULT_BACKENDS
+    from vaco_jax.presets import PRESETS, apply_presets
+    from vaco_jax.trainer import validate_config
+
+    for env in DEFAULT_BACKENDS:
+        gpu, cpu = (validate_config(apply_presets([f"brax-{env}{suffix}"])) for suffix in ("", "-cpu"))
+        assert gpu.env.name == cpu.env.name == f"brax/{env}"
+        assert 1e6 <= gpu.total_env_steps <= 1.2e8 and gpu.env.num_envs >= 1024  # accelerator budgets
+        assert cpu.total_env_steps <= 2e4
+    assert {"brax-ant", "brax-ant-cpu", "brax-humanoid"} <= set(PRESETS)

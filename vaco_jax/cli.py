@@ -21,7 +21,7 @@ import tyro
 from vaco_jax import plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
-from vaco_jax.presets import PRESETS, apply_preset
+from vaco_jax.presets import PRESETS, apply_preset, apply_presets
 from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
 
@@ -51,8 +51,9 @@ PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 class TrainArgs:
     """Train one configuration over several seeds in one compiled program."""
 
-    preset: PresetName | None = None  # type: ignore[valid-type]
-    """A named configuration applied first; every other flag overrides it (see vaco_jax.presets)."""
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
+    Every other flag overrides them (see vaco_jax.presets and the README's preset table)."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
     seed: int = 0
@@ -63,8 +64,9 @@ class TrainArgs:
 class SweepArgs:
     """Train a grid of traced hyperparameters x seeds in one compiled program."""
 
-    preset: PresetName | None = None  # type: ignore[valid-type]
-    """A named configuration applied first; every other flag overrides it (see vaco_jax.presets)."""
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
+    Every other flag overrides them (see vaco_jax.presets and the README's preset table)."""
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
@@ -256,19 +258,19 @@ def compare(
     return results
 
 
-def _preset_in(argv: list[str]) -> str | None:
-    """The value of ``--preset`` in ``argv`` (read before tyro, because the preset sets the other flags' defaults)."""
+def _presets_in(argv: list[str]) -> tuple[str, ...]:
+    """The values of ``--preset`` in ``argv`` (read before tyro, because presets set the other flags' defaults)."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--preset", default=None)
-    return parser.parse_known_args(argv)[0].preset
+    parser.add_argument("--preset", nargs="*", default=())
+    return tuple(parser.parse_known_args(argv)[0].preset)
 
 
-def _commands(preset: str | None) -> Any:
-    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the preset's config."""
+def _commands(presets: tuple[str, ...]) -> Any:
+    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the presets' config."""
     train, sweep = TrainArgs(), SweepArgs()
-    if preset is not None:
-        train = dataclasses.replace(train, preset=preset, config=apply_preset(preset, train.config))
-        sweep = dataclasses.replace(sweep, preset=preset, config=apply_preset(preset, sweep.config))
+    if presets:
+        train = dataclasses.replace(train, preset=presets, config=apply_presets(presets, train.config))
+        sweep = dataclasses.replace(sweep, preset=presets, config=apply_presets(presets, sweep.config))
     defaults = {"train": train, "sweep": sweep, "demo": DemoArgs()}
     return Union[tuple(Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items())]  # noqa: UP007
 
@@ -277,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        preset = _preset_in(argv)
-        commands = _commands(preset if preset in PRESETS else None)
+        presets = _presets_in(argv)
+        # an unknown name is left to tyro, which refuses it and lists the choices
+        commands = _commands(presets if all(p in PRESETS for p in presets) else ())
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,64 @@
+"""Time per training iteration on CartPole for the code at hand: the measurement behind a rollout change.
+
+Run it once on each version of the code (e.g. a ``git worktree`` of the earlier commit) on an idle machine:
+
+  PYTHONPATH=<checkout> python benchmarks/iteration_time.py --label before --out before.json
+
+Rows: the throughput benchmark's reference config (4 seeds x 64 envs x 128 steps, 4 epochs x 4 minibatches,
+one actor group) and the same with 4 actor groups spread over lags 0 to 16. Times exclude compilation and
+are the best of ``--repeats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+
+from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+
+ROWS = {
+    "1 group": LagConfig(),
+    "4 groups, lags 0..16": LagConfig(kind="spread", max_lag=16, num_actors=4, k=16),
+}
+
+
+def seconds_per_iteration(lag: LagConfig, *, iterations: int, repeats: int) -> float:
+    config = Config(
+        num_iterations=iterations,
+        env=EnvConfig(name="CartPole-v1", num_envs=64, num_steps=128),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4),
+        lag=lag,
+    )
+    driver = Driver(TrainProgram(config))
+    hparams, keys = stack_hparams([config] * 4), seed_keys(0, 4)
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first call compiles
+        start = time.perf_counter()
+        out = driver.run(keys, hparams)
+        jax.block_until_ready(out.metrics)
+        best = min(best, sum(out.timings)) if out.timings else min(best, time.perf_counter() - start)
+    return best / iterations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--label", required=True, help="name of this version of the code, e.g. before or after")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    result = {
+        name: seconds_per_iteration(lag, iterations=args.iterations, repeats=args.repeats)
+        for name, lag in ROWS.items()
+    }
+    for name, seconds in result.items():
+        print(f"{args.label:8s} {name:24s} {1e3 * seconds:8.1f} ms per iteration")
+    args.out.write_text(json.dumps({"label": args.label, "seconds_per_iteration": result}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
