@@ -52,8 +52,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     result = {
-        name: seconds_per_iteration(lag, iterations=args.iterations, repeats=args.repeats)
-        for name, lag in ROWS.items()
+        name: seconds_per_iteration(lag, iterations=args.iterations, repeats=args.repeats) for name, lag in ROWS.items()
     }
     for name, seconds in result.items():
         print(f"{args.label:8s} {name:24s} {1e3 * seconds:8.1f} ms per iteration")

@@ -10,8 +10,16 @@ Every figure is measured in this one process, so ratios compare like with like:
      4 actor groups against 1 (the cost of acting with 4 different snapshots);
   4. env-steps/s across num_envs and seed counts.
 
+``--suite brax`` measures brax instead (needs ``pip install -e '.[brax]'``):
+
+  5. rollout-only env-steps/s (actors acting, no learning) and training env-steps/s for
+     brax/inverted_pendulum on every physics backend;
+  6. vaco_jax PPO against brax's own PPO trainer (``brax.training.agents.ppo``) on the same env and
+     backend, batch shape (64 envs x 64 steps per update: brax's unroll_length 64, batch_size x
+     num_minibatches = 64) and 4 epochs x 4 minibatches, as a ratio of training env-steps/s.
+
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
-Usage: python benchmarks/throughput.py [--quick] [--out benchmarks/results/throughput.json]
+Usage: python benchmarks/throughput.py [--quick] [--suite gymnax|brax] [--out FILE]
 """
 
 from __future__ import annotations
@@ -98,8 +106,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer iterations and a smaller scaling grid")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/throughput.json"))
+    parser.add_argument("--suite", choices=("gymnax", "brax"), default="gymnax")
+    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/throughput[_brax].json")
     args = parser.parse_args()
+    if args.suite == "brax":
+        args.out = args.out or Path("benchmarks/results/throughput_brax.json")
+        return brax_suite(args)
+    args.out = args.out or Path("benchmarks/results/throughput.json")
     iterations = 10 if args.quick else 20
     rows, results = [], {}
 
@@ -140,13 +153,7 @@ def main() -> None:
         results["scaling"].append({"num_envs": num_envs, "num_seeds": num_seeds, **measured})
         rows.append((f"vaco_jax PPO, {num_seeds} seeds x {num_envs} envs", measured))
 
-    results["machine"] = {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "jax": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-    }
+    results["machine"] = machine()
     print(f"\n{'run':42s} {'env-steps/s':>12s} {'run s':>7s} {'compile s':>9s}")
     for name, r in rows:
         print(f"{name:42s} {r['env_steps_per_s']:12,.0f} {r['seconds']:7.2f} {r['compile_seconds']:9.1f}")
@@ -156,6 +163,173 @@ def main() -> None:
             print(f"{algorithm} / ppo time per iteration: {measured['time_ratio_to_ppo']:.3f}x")
     print(f"max_lag=16 / max_lag=0 time (1 actor group): {results['lag_overhead']['time_ratio']:.3f}x")
     print(f"4 actor groups / 1 group time (max_lag=16): {results['lag_overhead']['groups_time_ratio']:.3f}x")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {args.out}")
+
+
+def machine() -> dict:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+    }
+
+
+# ----------------------------------------------------------------------------- brax
+
+BRAX_ENV = "inverted_pendulum"
+BRAX_SHAPE = {"num_envs": 64, "num_steps": 64, "epochs": 4, "minibatches": 4, "learning_rate": 1e-3}
+
+
+def brax_config(backend: str, iterations: int) -> Config:
+    from vaco_jax import NetworkConfig
+
+    return Config(
+        num_iterations=iterations,
+        env=EnvConfig(
+            name=f"brax/{BRAX_ENV}",
+            backend=backend,
+            num_envs=BRAX_SHAPE["num_envs"],
+            num_steps=BRAX_SHAPE["num_steps"],
+            reward_scale=0.1,
+        ),
+        network=NetworkConfig(
+            actor_hidden=(32, 32, 32, 32), critic_hidden=(256, 256, 256, 256, 256), activation="silu"
+        ),
+        ppo=PPOConfig(
+            num_epochs=BRAX_SHAPE["epochs"],
+            num_minibatches=BRAX_SHAPE["minibatches"],
+            learning_rate=BRAX_SHAPE["learning_rate"],
+            ent_coef=1e-2,
+            clip_eps=0.3,
+            gamma=0.97,
+        ),
+    )
+
+
+def time_rollout_only(config: Config, repeats: int) -> dict:
+    """Env-steps/s of acting alone: the trainer's rollout (policy + env) for ``num_iterations`` rollouts, no update."""
+    from vaco_jax.rollout import collect_rollout
+    from vaco_jax.types import ActorSnapshot
+
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+
+    def rollouts(state):
+        snapshot = ActorSnapshot(state.params.actor, state.obs_norm)
+        stacked = jax.tree.map(lambda x: x[None], snapshot)
+
+        def one(carry, key):
+            env_state, obs, stats = carry
+            env_state, obs, stats, rollout = collect_rollout(
+                program.env, program.networks, program.dist, stacked, snapshot, jax.numpy.zeros(1, jax.numpy.int32),
+                env_state, obs, stats, key, num_steps=config.env.num_steps,
+            )  # fmt: skip
+            return (env_state, obs, stats), rollout.rewards.sum() + rollout.learner_log_probs.sum()
+
+        keys = jax.random.split(state.key, config.num_iterations)
+        _, checksums = jax.lax.scan(one, (state.env_state, state.observations, state.episode_stats), keys)
+        return checksums
+
+    run = jax.jit(rollouts)
+    start = time.perf_counter()
+    compiled = run.lower(state).compile()
+    compile_seconds = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(state))
+        times.append(time.perf_counter() - start)
+    steps = config.total_env_steps
+    return {
+        "seconds": min(times),
+        "env_steps": steps,
+        "env_steps_per_s": steps / min(times),
+        "compile_seconds": compile_seconds,
+    }
+
+
+def time_brax_ppo(backend: str, iterations: int) -> dict:
+    """brax's own PPO trainer at the same env, backend, batch shape and epochs: its training env-steps/s.
+
+    brax 0.14.2 calls ``jax.device_put_replicated``, which jax 0.10 removed: a shim here (never in the library)
+    puts the tree stacked along a new leading device axis instead. The figure is brax's own ``training/sps`` of its
+    last training epoch (the first one compiles); evaluation is not timed.
+    """
+    import functools
+
+    from brax import envs as brax_envs
+    from brax.training.agents.ppo import networks as ppo_networks
+    from brax.training.agents.ppo import train as ppo
+
+    if not hasattr(jax, "device_put_replicated"):
+
+        def device_put_replicated(tree, devices):
+            return jax.device_put(jax.tree.map(lambda x: jax.numpy.stack([x] * len(devices)), tree), devices[0])
+
+        jax.device_put_replicated = device_put_replicated
+    env = brax_envs.get_environment(BRAX_ENV, backend=backend)
+    steps_per_update = BRAX_SHAPE["num_envs"] * BRAX_SHAPE["num_steps"]
+    metrics = []
+    start = time.perf_counter()
+    with jax.numpy_rank_promotion("allow"):
+        ppo.train(
+            environment=env,
+            num_timesteps=steps_per_update * iterations * 2,
+            num_evals=3,  # an eval at the start and after each of 2 training epochs of `iterations` updates
+            num_envs=BRAX_SHAPE["num_envs"],
+            episode_length=1000,
+            unroll_length=BRAX_SHAPE["num_steps"],
+            batch_size=BRAX_SHAPE["num_envs"] // BRAX_SHAPE["minibatches"],
+            num_minibatches=BRAX_SHAPE["minibatches"],
+            num_updates_per_batch=BRAX_SHAPE["epochs"],
+            learning_rate=BRAX_SHAPE["learning_rate"],
+            entropy_cost=1e-2,
+            discounting=0.97,
+            reward_scaling=0.1,
+            normalize_observations=True,
+            num_eval_envs=16,
+            network_factory=functools.partial(
+                ppo_networks.make_ppo_networks,
+                policy_hidden_layer_sizes=(32,) * 4,
+                value_hidden_layer_sizes=(256,) * 5,
+            ),
+            progress_fn=lambda step, m: metrics.append(dict(m)),
+        )
+    training = [m for m in metrics if "training/sps" in m]
+    sps = float(training[-1]["training/sps"])
+    return {
+        "env_steps_per_s": sps,
+        "training_epochs_timed": len(training),
+        "total_seconds_with_compile_and_evals": time.perf_counter() - start,
+        "eval_return_last": float(metrics[-1].get("eval/episode_reward", float("nan"))),
+    }
+
+
+def brax_suite(args) -> None:
+    iterations = 10 if args.quick else 30
+    results: dict = {"env": f"brax/{BRAX_ENV}", "shape": BRAX_SHAPE, "iterations": iterations, "backends": {}}
+    rows = []
+    for backend in ("spring", "positional", "generalized", "mjx"):
+        config = brax_config(backend, iterations)
+        rollout = time_rollout_only(config, args.repeats)
+        training = time_vaco(config, 1, args.repeats)
+        results["backends"][backend] = {"rollout_only": rollout, "training": training}
+        rows += [(f"{backend}: rollout only", rollout), (f"{backend}: training (vaco_jax PPO)", training)]
+    brax_ppo = time_brax_ppo("spring", iterations)
+    ours = results["backends"]["spring"]["training"]
+    results["brax_ppo_spring"] = brax_ppo
+    results["speed_ratio_vs_brax_ppo"] = ours["env_steps_per_s"] / brax_ppo["env_steps_per_s"]
+    results["machine"] = machine()
+    print(f"\nbrax/{BRAX_ENV}, 1 seed x 64 envs x 64 steps, 4 epochs x 4 minibatches")
+    print(f"{'run':42s} {'env-steps/s':>12s} {'compile s':>9s}")
+    for name, r in rows:
+        print(f"{name:42s} {r['env_steps_per_s']:12,.0f} {r['compile_seconds']:9.1f}")
+    print(f"{'spring: training (brax PPO)':42s} {brax_ppo['env_steps_per_s']:12,.0f}")
+    print(f"\nvaco_jax PPO / brax PPO training speed (spring): {results['speed_ratio_vs_brax_ppo']:.2f}x")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}")

@@ -147,3 +147,28 @@ def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
         assert 1e6 <= gpu.total_env_steps <= 1.2e8 and gpu.env.num_envs >= 1024  # accelerator budgets
         assert cpu.total_env_steps <= 2e4
     assert {"brax-ant", "brax-ant-cpu", "brax-humanoid"} <= set(PRESETS)
+
+
+def test_dry_run_reports_memory_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "dry"
+    assert main(["sweep", "--grid", "lag.k=0,1", "--lag.max-lag", "1", "--dry-run", "--out-dir", str(out), *TINY]) == 0
+    text = capsys.readouterr().out
+    assert "dry run of 2 grid point(s) x 2 seeds" in text
+    for part in ("state/params", "state/lag_buffer", "chunk temporaries", "peak (estimate)"):
+        assert part in text
+    assert not out.exists()
+
+
+def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():
+    """State bytes from shapes, written from the architecture: a 4 -> 16 -> 16 -> 2 actor has 4*16+16 + 16*16+16 +
+    16*2+2 = 386 float32 parameters; the buffer holds max_lag + 1 = 5 snapshots of them plus the normaliser."""
+    from tests.conftest import tiny_config
+    from vaco_jax.memory import estimate
+
+    config = tiny_config()  # CartPole (4 observations, 2 actions), 16x16 nets, max_lag 4
+    one, eight = estimate(config, 1, compile=False), estimate(config, 8, chunk_size=2)
+    actor = (4 * 16 + 16) + (16 * 16 + 16) + (16 * 2 + 2)
+    normaliser = 4 + 4 + 1  # mean, variance, count
+    assert one.state["lag_buffer"] == 5 * (actor + normaliser) * 4
+    assert eight.state_total == 8 * one.state_total
+    assert eight.temporaries > 0 and eight.peak_estimate > eight.state_total

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import tyro
 
-from vaco_jax import plotting, writers
+from vaco_jax import memory, plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
@@ -42,6 +42,9 @@ class Output:
     """Iterations per compiled chunk: progress and metrics reach the host once per chunk."""
     quiet: bool = False
     """No per-chunk progress lines."""
+    dry_run: bool = False
+    """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
+    nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
 
 
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
@@ -179,13 +182,19 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
 
 
-def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> SweepResult:
-    """Run a sweep (a plain train is a sweep with an empty grid) and write every output."""
+def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> SweepResult | None:
+    """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
+    the device memory instead, and return None)."""
     program = TrainProgram(config)  # validates before anything compiles or is written
     grid_configs(config, grid)
-    out = _prepare_out_dir(output)
     num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
     num_runs = num_points * num_seeds
+    if output.dry_run:
+        report = memory.estimate(config, num_runs, chunk_size=output.chunk_size)
+        print(f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written")
+        print(report.format())
+        return None
+    out = _prepare_out_dir(output)
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
@@ -244,6 +253,8 @@ def compare(
         sub = dataclasses.replace(output, out_dir=output.out_dir / name)
         results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub)
         print()
+    if output.dry_run:
+        return {}
     for axis in grid:
         plotting.plot_final_vs_axis(results, output.out_dir / f"final_vs_{axis}.png", axis)
     print("== comparison (final = mean return over the last 10% of iterations; IQM and 95% bootstrap CI over seeds)")

@@ -1,0 +1,130 @@
+"""Device memory of a batch of runs, known before it runs: size a sweep to the accelerator.
+
+Two sources, neither of which allocates or runs anything:
+
+* the training state's shapes (``jax.eval_shape`` of the batched init): parameters, optimiser
+  state, lag buffer, environment states, per component and per run;
+* XLA's compiled memory analysis of one chunk program (the same program the driver runs):
+  arguments, outputs and *temporaries* (rollout buffers, minibatch activations, gradients).
+
+The chunk's arguments are donated, so the peak is about state + temporaries + the chunk's
+metrics output. Compiling a chunk costs what the real run's compile costs (it is the same
+program); ``compile=False`` reports the state alone, instantly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from vaco_jax.config import Config
+from vaco_jax.trainer import TrainProgram
+
+
+@dataclass
+class MemoryReport:
+    """Bytes for ``num_runs`` runs; ``state`` per component of :class:`~vaco_jax.types.TrainState`."""
+
+    num_runs: int
+    chunk_size: int
+    state: dict[str, int]
+    temporaries: int | None = None  # compiled chunk's temporaries (None: not compiled)
+    chunk_output: int | None = None  # the chunk's outputs: new states + per-iteration metrics
+    compile_seconds: float = 0.0
+    backend: str = field(default_factory=lambda: jax.default_backend())
+
+    @property
+    def state_total(self) -> int:
+        return sum(self.state.values())
+
+    @property
+    def metrics_bytes(self) -> int | None:
+        return None if self.chunk_output is None else max(0, self.chunk_output - self.state_total)
+
+    @property
+    def peak_estimate(self) -> int | None:
+        """State (donated into the chunk) + temporaries + metrics output: the chunk's peak, about."""
+        if self.temporaries is None:
+            return None
+        return self.state_total + self.temporaries + (self.metrics_bytes or 0)
+
+    def format(self) -> str:
+        lines = [f"device memory for {self.num_runs} run(s), chunks of {self.chunk_size} iterations ({self.backend}):"]
+        for name, size in self.state.items():
+            lines.append(f"  state/{name:16s} {_human(size):>10s}")
+        lines.append(f"  state total            {_human(self.state_total):>10s}")
+        if self.temporaries is not None:
+            lines.append(f"  chunk temporaries      {_human(self.temporaries):>10s}")
+            lines.append(f"  chunk metrics          {_human(self.metrics_bytes or 0):>10s}")
+            lines.append(f"  peak (estimate)        {_human(self.peak_estimate):>10s}")
+        else:
+            lines.append("  (temporaries not compiled: compile=False)")
+        return "\n".join(lines)
+
+
+def _human(size: int | None) -> str:
+    if size is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _bytes(tree) -> int:
+    """Bytes of every array in ``tree`` (typed PRNG keys count as their raw uint32 data)."""
+    total = 0
+    for x in jax.tree.leaves(tree):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            total += int(np.prod(x.shape)) * 2 * 4  # threefry: 2 x uint32 per key
+        else:
+            total += int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+    return total
+
+
+def abstract_batch(program: TrainProgram, num_runs: int) -> tuple:
+    """Shapes of (states, hparams) for ``num_runs`` runs, without allocating them."""
+    from vaco_jax.driver import stack_hparams
+    from vaco_jax.sweep import seed_keys
+
+    one = stack_hparams([program.config])  # a few scalars: cheap to build for real
+    hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape[1:]), x.dtype), one)
+    keys = jax.eval_shape(lambda: seed_keys(0, num_runs))
+    states = jax.eval_shape(program.init_batched, keys, hparams)
+    return states, hparams
+
+
+def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, compile: bool = True) -> MemoryReport:
+    """Device memory of ``num_runs`` runs of ``config`` (grid points x seeds), before anything runs.
+
+    Example:
+      >>> print(estimate(Config(), num_runs=64).format())  # doctest: +SKIP
+    """
+    from vaco_jax.driver import Driver
+
+    program = TrainProgram(config)
+    chunk_size = max(1, min(chunk_size or config.num_iterations, config.num_iterations))
+    states, hparams = abstract_batch(program, num_runs)
+    report = MemoryReport(
+        num_runs=num_runs,
+        chunk_size=chunk_size,
+        state={
+            "params": _bytes(states.params),
+            "opt_state": _bytes(states.opt_state),
+            "lag_buffer": _bytes(states.lag_buffer),
+            "env_state": _bytes((states.env_state, states.observations, states.episode_stats)),
+            "other": _bytes((states.obs_norm, states.algo_state, states.key, states.iteration)),
+        },
+    )
+    if compile:
+        start = time.perf_counter()
+        compiled = Driver(program)._chunk.lower(states, hparams, chunk_size).compile()
+        report.compile_seconds = time.perf_counter() - start
+        analysis = compiled.memory_analysis()
+        report.temporaries = int(analysis.temp_size_in_bytes)
+        report.chunk_output = int(analysis.output_size_in_bytes)
+    return report
