@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
-from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams, stats
+from vaco_jax import (
+    Config,
+    Driver,
+    EnvConfig,
+    NetworkConfig,
+    PPOConfig,
+    TrainProgram,
+    machine,
+    seed_keys,
+    stack_hparams,
+    stats,
+)
 
 TASKS: dict[str, dict[str, Any]] = {
     # backend -> task -> (EnvConfig fields, PPOConfig fields, iterations, network)
@@ -107,7 +115,7 @@ def main() -> None:
             "default": "on" if p["estimate"] > 0.5 else "off",
             "settled": bool(p["low"] > 0.5 or p["high"] < 0.5),
         }
-    results["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "jax": jax.__version__}
+    results["machine"] = machine.describe()
     (args.out / "normalization.json").write_text(json.dumps(results, indent=2))
     print_table(results)
     plot(results, args.out / "learning_curves.png")

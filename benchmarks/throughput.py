@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -46,6 +44,7 @@ from vaco_jax import (  # noqa: E402
     LagConfig,
     PPOConfig,
     TrainProgram,
+    machine,
     seed_keys,
     stack_hparams,
 )
@@ -153,7 +152,7 @@ def main() -> None:
         results["scaling"].append({"num_envs": num_envs, "num_seeds": num_seeds, **measured})
         rows.append((f"vaco_jax PPO, {num_seeds} seeds x {num_envs} envs", measured))
 
-    results["machine"] = machine()
+    results["machine"] = machine.describe()
     print(f"\n{'run':42s} {'env-steps/s':>12s} {'run s':>7s} {'compile s':>9s}")
     for name, r in rows:
         print(f"{name:42s} {r['env_steps_per_s']:12,.0f} {r['seconds']:7.2f} {r['compile_seconds']:9.1f}")
@@ -166,16 +165,6 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}")
-
-
-def machine() -> dict:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "jax": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 # ----------------------------------------------------------------------------- brax
@@ -323,7 +312,7 @@ def brax_suite(args) -> None:
     ours = results["backends"]["spring"]["training"]
     results["brax_ppo_spring"] = brax_ppo
     results["speed_ratio_vs_brax_ppo"] = ours["env_steps_per_s"] / brax_ppo["env_steps_per_s"]
-    results["machine"] = machine()
+    results["machine"] = machine.describe()
     print(f"\nbrax/{BRAX_ENV}, 1 seed x 64 envs x 64 steps, 4 epochs x 4 minibatches")
     print(f"{'run':42s} {'env-steps/s':>12s} {'compile s':>9s}")
     for name, r in rows:

@@ -20,7 +20,7 @@ def tiny_config(**overrides) -> Config:
     """A CartPole config small enough that compilation dominates (shared by many tests)."""
     config = Config(
         num_iterations=6,
-        env=EnvConfig(num_envs=8, num_steps=16),
+        env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True),
         network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
         ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3),
         lag=LagConfig(max_lag=4, num_actors=2, k=0),

@@ -8,7 +8,6 @@ unnoticed. Regenerate only for a deliberate change of results, and say why in th
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 
 import jax
@@ -16,6 +15,7 @@ import numpy as np
 
 from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.config import set_field
+from vaco_jax.machine import cpu_model
 
 GOLDEN_PATH = Path(__file__).resolve().parent / "data" / "golden_metrics.npz"
 GOLDEN_METRICS = ("loss/policy", "loss/value", "episode/return", "tv/backward", "tv/forward", "kl/update")
@@ -25,7 +25,7 @@ def golden_configs() -> dict[str, Config]:
     """Two CartPole runs and one Pendulum run: zero lag, a fixed lag of 2 and a uniform fleet (continuous)."""
     base = Config(
         num_iterations=5,
-        env=EnvConfig(num_envs=8, num_steps=16),
+        env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True),  # as recorded
         network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
         ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3),
         lag=LagConfig(max_lag=4, num_actors=2, k=0),
@@ -34,7 +34,7 @@ def golden_configs() -> dict[str, Config]:
         "cartpole_lag0": base,
         "cartpole_lag2": set_field(base, "lag.k", 2),
         "pendulum_vaco_uniform": base.replace(
-            env=EnvConfig(name="Pendulum-v1", num_envs=8, num_steps=16),
+            env=EnvConfig(name="Pendulum-v1", num_envs=8, num_steps=16, normalize_observations=True),
             algorithm="vaco",
             lag=LagConfig(kind="uniform", max_lag=4, num_actors=2, k=3),
         ),
@@ -48,17 +48,6 @@ def run_golden(config: Config) -> dict[str, np.ndarray]:
     out = {name: np.asarray(metrics[name]) for name in GOLDEN_METRICS}
     out["params"] = np.concatenate([np.ravel(x) for x in jax.tree.leaves(state.params)])
     return out
-
-
-def cpu_model() -> str:
-    """The CPU's model name (XLA's CPU code, and so the last bits of a result, depend on it)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

@@ -177,3 +177,16 @@ def test_many_dimensional_actions_are_sampled_unclipped_scored_jointly_and_clipp
         std = np.exp(log_std[..., i])
         expected += -0.5 * ((actions[..., i] - mean[..., i]) / std) ** 2 - np.log(std * np.sqrt(2 * np.pi))
     np.testing.assert_allclose(rollout.behaviour_log_probs, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_observation_normalisation_defaults_per_backend_and_an_explicit_choice_wins():
+    """None resolves to the measured backend default (benchmarks/results/normalization): gymnax off, brax on."""
+    from vaco_jax.trainer import resolve_defaults
+
+    gymnax = resolve_defaults(tiny_config(env=EnvConfig(name="CartPole-v1")))
+    brax = resolve_defaults(tiny_config(env=EnvConfig(name="brax/hopper")))
+    explicit = resolve_defaults(tiny_config(env=EnvConfig(name="brax/hopper", normalize_observations=False)))
+    assert (gymnax.env.normalize_observations, brax.env.normalize_observations) == (False, True)
+    assert explicit.env.normalize_observations is False
+    program = TrainProgram(tiny_config(env=EnvConfig(name="CartPole-v1", num_envs=8, num_steps=16)))
+    assert program.config.env.normalize_observations is False and not program.networks.normalize_observations

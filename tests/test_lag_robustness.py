@@ -85,3 +85,11 @@ def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
         "README's verdict block is stale: run python benchmarks/lag_robustness.py --preset cpu --report "
         "--update-readme README.md"
     )
+
+
+def test_every_committed_cpu_cell_still_matches_its_spec(study):
+    """A new config field or a changed default must not silently turn the committed study into a 2-hour rerun."""
+    preset = study.PRESETS["cpu"]
+    out_dir = _PATH.parent / "results" / "lag_robustness" / "cpu"
+    stale = [cell.id for cell in study.cells_of(preset) if study.load_cell(out_dir, preset, cell) is None]
+    assert not stale, f"these committed cells no longer match their spec: {stale}"

@@ -86,7 +86,8 @@ def demo_config() -> Config:
 
     return Config(
         num_iterations=80,
-        env=EnvConfig(num_envs=16, num_steps=128),
+        # observation normalisation on, as in the lag-robustness study whose findings the demo shows
+        env=EnvConfig(num_envs=16, num_steps=128, normalize_observations=True),
         ppo=PPOConfig(learning_rate=1e-3, num_epochs=8, num_minibatches=4),
         lag=LagConfig(max_lag=8),
     )

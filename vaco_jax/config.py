@@ -52,8 +52,9 @@ class EnvConfig:
     """Environments stepped in parallel per run."""
     num_steps: int = static(128)
     """Rollout length per iteration (T)."""
-    normalize_observations: bool = static(True)
-    """Running mean/variance observation normalisation (part of the actor snapshot)."""
+    normalize_observations: bool | None = static(None)
+    """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
+    chosen by measurement (benchmarks/normalization.py): off for gymnax, on for brax."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
@@ -320,6 +321,10 @@ def validate(
     _check(
         isinstance(env.episode_length, int) and env.episode_length >= 0,
         f"env.episode_length={env.episode_length!r} must be an integer >= 0 (0: the environment's own limit)",
+    )
+    _check(
+        env.normalize_observations in (None, True, False),
+        f"env.normalize_observations={env.normalize_observations!r} must be true, false or None (backend default)",
     )
     _check(
         isinstance(env.action_repeat, int) and env.action_repeat >= 1,

@@ -25,8 +25,17 @@ Metrics = dict[str, jax.Array]
 
 
 def validate_config(config: Config) -> Config:
-    """Full host-side validation, including environment and algorithm names."""
-    return validate(config, known_envs=envs.known_env_names(), known_algorithms=algorithms.ALGORITHMS)
+    """Full host-side validation, including environment and algorithm names; backend defaults resolved."""
+    validate(config, known_envs=envs.known_env_names(), known_algorithms=algorithms.ALGORITHMS)
+    return resolve_defaults(config)
+
+
+def resolve_defaults(config: Config) -> Config:
+    """``config`` with every backend-dependent default filled in (``env.normalize_observations=None``)."""
+    if config.env.normalize_observations is None:
+        normalize = envs.default_normalization(config.env.name)
+        config = config.replace(env=config.env.replace(normalize_observations=normalize))
+    return config
 
 
 class TrainProgram:
@@ -43,7 +52,7 @@ class TrainProgram:
     """
 
     def __init__(self, config: Config):
-        self.config = validate_config(config)
+        self.config = config = validate_config(config)
         self.env = envs.from_config(config.env)
         self.networks = Networks(
             self.env.action_spec,
@@ -211,6 +220,7 @@ class TrainProgram:
     def _check_hparams(self, hparams: Config | None) -> Config:
         if hparams is None:
             return self.config
+        hparams = resolve_defaults(hparams)
         if jax.tree.structure(hparams) != jax.tree.structure(self.config):
             raise ConfigError(
                 "hparams must be a Config with the same static fields (shapes, names, loop "
