@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -19,10 +21,20 @@ def gae(rewards, values, next_values, terminations, truncations, gamma, lambda_)
     return advantages, advantages + values
 
 
+def _samples(*arrays):
+    """Flattened float64 views of same-shaped arrays, to walk one sample at a time."""
+    return [np.asarray(x, np.float64).reshape(-1) for x in arrays]
+
+
 def ppo_clip_loss(log_probs, ref_log_probs, advantages, clip_eps):
-    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
-    a = np.asarray(advantages, np.float64)
-    return -np.mean(np.minimum(r * a, np.clip(r, 1 - clip_eps, 1 + clip_eps) * a))
+    """PPO-clip by the case analysis of Schulman et al. (2017), figure 1, one sample at a time: the objective is
+    min(r, 1 + eps) * A for A >= 0 and max(r, 1 - eps) * A for A < 0, with r = pi(a|s) / ref(a|s)."""
+    total = 0.0
+    lp, ref, adv = _samples(log_probs, ref_log_probs, advantages)
+    for logp, logq, a in zip(lp, ref, adv, strict=True):
+        r = math.exp(logp) / math.exp(logq)
+        total += min(r, 1.0 + clip_eps) * a if a >= 0 else max(r, 1.0 - clip_eps) * a
+    return -total / len(lp)
 
 
 def vtrace(
@@ -67,15 +79,25 @@ def vtrace(
 
 
 def ppo_kl_loss(log_probs, ref_log_probs, advantages, kl_coef):
-    log_r = np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64)
-    r = np.exp(log_r)
-    return -np.mean(r * advantages) + kl_coef * np.mean((r - 1) - log_r)
+    """-mean(r A) + beta * mean(k3), k3 = r - 1 - log r with r = pi/ref: Schulman's "k3" estimate of KL(ref || pi)
+    from samples of ref (non-negative since log x <= x - 1), one sample at a time."""
+    surrogate = penalty = 0.0
+    lp, ref, adv = _samples(log_probs, ref_log_probs, advantages)
+    for logp, logq, a in zip(lp, ref, adv, strict=True):
+        p, q = math.exp(logp), math.exp(logq)
+        surrogate += p / q * a
+        penalty += p / q - 1.0 - math.log(p / q)
+    return -surrogate / len(lp) + kl_coef * penalty / len(lp)
 
 
 def spo_loss(log_probs, ref_log_probs, advantages, clip_eps):
-    r = np.exp(np.asarray(log_probs, np.float64) - np.asarray(ref_log_probs, np.float64))
-    a = np.asarray(advantages, np.float64)
-    return -np.mean(r * a - np.abs(a) / (2 * clip_eps) * (r - 1) ** 2)
+    """SPO (Xie et al. 2024), one sample at a time: maximise r A - |A| (r - 1)^2 / (2 eps)."""
+    total = 0.0
+    lp, ref, adv = _samples(log_probs, ref_log_probs, advantages)
+    for logp, logq, a in zip(lp, ref, adv, strict=True):
+        r = math.exp(logp) / math.exp(logq)
+        total += r * a - abs(a) * (r - 1.0) ** 2 / (2.0 * clip_eps)
+    return -total / len(lp)
 
 
 def vaco_filter_mask(log_probs, ref_log_probs, behaviour_log_probs, advantages, tv_threshold, tv_scope):

@@ -112,12 +112,36 @@ def test_adaptive_kl_coefficient_rule():
     assert float(adapt_kl_coef(state, jnp.float32(0.01), hparams)[0]["kl_coef"]) == 1.0
 
 
-def test_value_loss_clipping():
-    values, targets, old = jnp.array([2.0]), jnp.array([0.0]), jnp.array([0.0])
-    assert float(losses.value_loss(values, targets, old)) == 2.0
-    # clipped prediction 0.5 is closer to the target, but PPO takes the max (pessimistic) of the two
-    assert float(losses.value_loss(values, targets, old, clip_eps=0.5)) == 2.0
-    assert float(losses.value_loss(jnp.array([-1.0]), jnp.array([1.0]), old, clip_eps=0.5)) == 2.0
+def _value_loss_reference(values, targets, old, eps):
+    """0.5 * mean over samples of max((V - v)^2, (V_old + clip(V - V_old, -eps, eps) - v)^2), one sample at a time."""
+    total = 0.0
+    for value, target, previous in zip(values, targets, old, strict=True):
+        squared = (value - target) ** 2
+        if eps is not None:
+            clipped = previous + min(max(value - previous, -eps), eps)
+            squared = max(squared, (clipped - target) ** 2)
+        total += squared
+    return 0.5 * total / len(values)
+
+
+def test_value_loss_clipping_takes_the_pessimistic_term():
+    # The prediction moved from 1.0 to 0.1, onto the target 0.0; clipped to 0.8 it is far from it, and PPO takes the
+    # larger (clipped) error: 0.5 * 0.64. Without clipping the loss is 0.5 * 0.01.
+    values, targets, old = jnp.array([0.1]), jnp.array([0.0]), jnp.array([1.0])
+    np.testing.assert_allclose(float(losses.value_loss(values, targets, old)), 0.005, rtol=1e-6)
+    np.testing.assert_allclose(float(losses.value_loss(values, targets, old, clip_eps=0.2)), 0.32, rtol=1e-6)
+    # ... and no gradient flows through the clipped, saturated term.
+    grad = jax.grad(lambda v: losses.value_loss(v, targets, old, clip_eps=0.2))(values)
+    assert float(grad[0]) == 0.0
+
+
+@pytest.mark.parametrize("eps", [None, 0.1, 0.5])
+def test_value_loss_matches_a_loop_reference(eps):
+    rng = np.random.default_rng(4)
+    values, targets, old = (rng.normal(size=64) for _ in range(3))
+    expected = _value_loss_reference(values, targets, old, eps)
+    got = losses.value_loss(*(jnp.asarray(x, jnp.float32) for x in (values, targets, old)), clip_eps=eps)
+    np.testing.assert_allclose(float(got), expected, rtol=1e-5)
 
 
 # ----------------------------------------------------------------------------- decoupled correction and surrogates

@@ -1,0 +1,39 @@
+"""Running observation normalisation against moments computed from all the data at once (float64)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from vaco_jax import normalization
+
+
+def _pooled_moments(batches, prior_count=1e-4):
+    """Mean and (population) variance of the prior pseudo-data (count 1e-4, mean 0, variance 1) and every batch
+    pooled, from raw moments: E[x] and E[x^2] weighted by counts (a different route from the parallel update)."""
+    counts = [prior_count] + [len(b) for b in batches]
+    means = [np.zeros(batches[0].shape[1])] + [b.mean(axis=0) for b in batches]
+    second = [np.ones(batches[0].shape[1])] + [(b**2).mean(axis=0) for b in batches]  # prior: var 1 + mean^2 0
+    total = sum(counts)
+    mean = sum(c * m for c, m in zip(counts, means, strict=True)) / total
+    return mean, sum(c * s for c, s in zip(counts, second, strict=True)) / total - mean**2, total
+
+
+def test_update_merges_batches_into_the_pooled_mean_and_variance():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(loc=3.0, scale=s, size=(n, 4)) for n, s in ((50, 2.0), (7, 0.5), (200, 5.0))]
+    state = normalization.init(4)
+    for batch in batches:
+        state = normalization.update(state, jnp.asarray(batch, jnp.float32).reshape(-1, 1, 4))  # leading axes flatten
+    mean, var, count = _pooled_moments([b.astype(np.float32).astype(np.float64) for b in batches])
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(state.var, var, rtol=1e-4)
+    np.testing.assert_allclose(float(state.count), count, rtol=1e-6)
+
+
+def test_normalize_standardises_and_clips():
+    state = normalization.init(2)
+    state = state.replace(mean=jnp.array([1.0, -2.0]), var=jnp.array([4.0, 0.25]))
+    obs = jnp.array([[3.0, -2.0], [1.0, 100.0]])
+    expected = np.array([[2.0 / np.sqrt(4.0 + 1e-8), 0.0], [0.0, 10.0]])  # 102 / 0.5 clipped to 10
+    np.testing.assert_allclose(normalization.normalize(state, obs), expected, rtol=1e-6)

@@ -1,0 +1,68 @@
+"""The optimiser's learning-rate schedule and the value-loss clipping switch, through the trainer's own pieces."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from tests.conftest import tiny_config
+from vaco_jax import TrainProgram
+from vaco_jax.config import set_field
+from vaco_jax.update import Learner, make_optimizer, minibatch_loss
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_learning_rate_anneals_linearly_to_zero_over_all_gradient_steps(anneal):
+    """With a constant gradient, Adam's n-th update has magnitude lr_n (m_hat / sqrt(v_hat) = 1); annealing means
+    lr_n = lr_0 * (1 - n / N) with N = iterations x epochs x minibatches, else lr_n = lr_0."""
+    config = set_field(tiny_config(num_iterations=2), "ppo.anneal_lr", anneal)  # N = 2 x 2 x 2 = 8 steps
+    lr0, steps = 3e-3, 8
+    config = set_field(config, "ppo.learning_rate", lr0)
+    optimizer = make_optimizer(config, config)
+    params = {"w": jnp.zeros(3)}
+    grads = {"w": jnp.array([0.1, -0.2, 0.05])}  # global norm < max_grad_norm: not rescaled
+    state = optimizer.init(params)
+    for n in range(steps):
+        updates, state = optimizer.update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+        expected = lr0 * (1 - n / steps) if anneal else lr0
+        np.testing.assert_allclose(np.abs(updates["w"]), expected, rtol=1e-3, atol=1e-9, err_msg=f"step {n}")
+
+
+def _value_loss(clip: bool, old_value_shift: float) -> float:
+    config = set_field(tiny_config(), "ppo.clip_value_loss", clip)
+    program = TrainProgram(config)
+    from tests.test_algorithms import first_batch
+
+    state, batch = first_batch(program)
+    batch = batch.replace(old_values=batch.old_values + old_value_shift)
+    learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
+    _, metrics = minibatch_loss(state.params, batch, state.obs_norm, state.algo_state, learner, config)
+    return float(metrics["loss/value"])
+
+
+def test_value_clipping_reaches_the_loss_only_when_switched_on():
+    """Clipping compares V with the iteration's old values. At the first step they are V itself, and the clipped loss
+    is the plain one; moved 5 below (away from CartPole's positive targets), the clipped term dominates through the
+    max and raises the loss, while the unclipped loss ignores old values altogether."""
+    plain = _value_loss(False, 0.0)
+    assert _value_loss(False, -5.0) == plain
+    assert _value_loss(True, 0.0) == pytest.approx(plain, rel=1e-6)
+    assert _value_loss(True, -5.0) > plain + 10.0
+
+
+def test_explained_variance_matches_its_definition():
+    from vaco_jax.diagnostics import explained_variance
+
+    rng = np.random.default_rng(1)
+    targets = rng.normal(size=(16, 8))
+    values = targets + rng.normal(scale=0.5, size=targets.shape)
+    expected = 1.0 - np.var(targets - values) / np.var(targets)
+    got = explained_variance(jnp.asarray(values, jnp.float32), jnp.asarray(targets, jnp.float32))
+    np.testing.assert_allclose(float(got), expected, rtol=1e-5)
+    assert float(explained_variance(jnp.ones(4), jnp.full(4, 2.0))) == 0.0  # constant targets: 0, not NaN
+    assert float(explained_variance(jnp.asarray(targets), jnp.asarray(targets))) == pytest.approx(1.0)
+    jax.block_until_ready(got)
