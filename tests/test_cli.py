@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vaco_jax.cli import main
+from vaco_jax.config import ConfigError
 
 TINY = [
     "--num-iterations",
@@ -76,7 +78,7 @@ def test_refuses_to_overwrite_results(sweep_dir, capsys):
 @pytest.mark.parametrize(
     "argv,fragment",
     [
-        (["sweep", "--grid", "env.num_envs=8,16"], "env.num_envs is static"),
+        (["sweep", "--grid", "ppo.anneal-lr=true,false"], "ppo.anneal_lr is static"),
         (["sweep", "--grid", "lag.k"], "must look like FIELD=V1,V2"),
         (["sweep", "--grid", "lag.k=0,9"], "lag.k=9 exceeds lag.max_lag=4"),
         (["train", "--env.name", "Cartpole"], "env.name='Cartpole' is unknown"),
@@ -172,3 +174,37 @@ def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():
     assert one.state["lag_buffer"] == 5 * (actor + normaliser) * 4
     assert eight.state_total == 8 * one.state_total
     assert eight.temporaries > 0 and eight.peak_estimate > eight.state_total
+
+
+def _readme_bad_inputs() -> list[tuple[str, str]]:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("<!-- bad-input table: start -->")[1].split("<!-- bad-input table: end -->")[0]
+    rows = []
+    for line in block.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.append((cells[1].strip("`"), cells[2].strip("`")))
+    return rows
+
+
+def test_every_bad_input_in_the_readme_gets_its_error(capsys, monkeypatch):
+    """The README's bad-input table, run row by row: exit code 2 and the error shown, before anything is created."""
+    import shlex
+
+    from vaco_jax import Config, PPOConfig, SweepResult, make_train
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # README.md is a file there
+    rows = _readme_bad_inputs()
+    assert len(rows) >= 10
+    result = SweepResult(Config(), {"lag.k": [0, 4]}, [0], {"episode/return": np.zeros((2, 1, 3))})
+    namespace = {"result": result, "make_train": make_train, "Config": Config, "PPOConfig": PPOConfig}
+    for command, error in rows:
+        if command.startswith("vaco-jax "):
+            argv = shlex.split(command)[1:]
+            out_dir = Path(argv[argv.index("--out-dir") + 1]) if "--out-dir" in argv else None
+            assert main(argv) == 2, command
+            assert error in capsys.readouterr().err, command
+            assert out_dir is None or out_dir.name == "README.md" or not out_dir.exists(), command
+        else:
+            with pytest.raises((ConfigError, KeyError)) as info:
+                eval(command, namespace)
+            assert error in str(info.value), command

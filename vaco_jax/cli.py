@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -117,12 +118,42 @@ def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
     grid: dict[str, list] = {}
     for spec in specs:
         path, sep, values = spec.partition("=")
+        path = path.removeprefix("--").replace("-", "_")  # the flag spelling (env.num-envs) names the same field
         if not sep or not values:
             raise ConfigError(f"grid entry {spec!r} must look like FIELD=V1,V2 (e.g. lag.k=0,2,4)")
         if path in grid:
             raise ConfigError(f"grid field {path} is given twice; list all its values in one entry")
         grid[path] = [parse_value(config, path, v.strip()) for v in values.split(",") if v.strip()]
     return grid
+
+
+def check_output(output: Output) -> None:
+    """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
+    if output.chunk_size < 1:
+        raise ConfigError(
+            f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
+        )
+    out = output.out_dir
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out-dir {out} is a file, not a directory: choose a directory path")
+    existing = out
+    while not existing.exists():  # the nearest existing ancestor is where the directory would be created
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out-dir {out}: {existing} is a file, so the directory cannot be created there")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out-dir {out} is not writable ({existing} denies it): choose a directory you can write")
+
+
+def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> None:
+    """A field set both by --grid and by its own flag is ambiguous (config.json would record the flag's value)."""
+    for path in grid:
+        flags = {f"--{path}", f"--{path.replace('_', '-')}"}
+        if any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv):
+            raise ConfigError(
+                f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
+                "drop the flag, the grid sets it for every point"
+            )
 
 
 def _prepare_out_dir(output: Output) -> Path:
@@ -186,10 +217,13 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
 def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None)."""
+    check_output(output)
     program = TrainProgram(config)  # validates before anything compiles or is written
     grid_configs(config, grid)
     num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
     num_runs = num_points * num_seeds
+    spec = program.env.action_spec
+    memory.check_fits(config, num_runs, program.env.observation_size, spec.size, spec.discrete)
     if output.dry_run:
         report = memory.estimate(config, num_runs, chunk_size=output.chunk_size)
         print(f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written")
@@ -246,6 +280,12 @@ def compare(
 
     Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``).
     """
+    if config.algorithm != demo_config().algorithm:
+        raise ConfigError(
+            f"demo compares the --algorithms list, so --algorithm {config.algorithm} would be ignored: "
+            f"add it there instead, e.g. --algorithms ppo {config.algorithm}"
+        )
+    check_output(output)
     for name in variants:  # validate every variant before the first one trains
         TrainProgram(variant_config(config, name))
         grid_configs(variant_config(config, name), grid)
@@ -302,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
+        refuse_flags_that_are_grid_axes(grid, argv)
         if isinstance(args, DemoArgs):
             compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output)
         else:

@@ -277,6 +277,14 @@ def _check_number(
     allow_inf: bool = False,
     hint: str = "",
 ) -> None:
+    array = np.asarray(value)
+    numeric = np.issubdtype(array.dtype, np.number) and not np.issubdtype(array.dtype, np.bool_)
+    if not numeric:
+        try:
+            example = f", e.g. {path}={float(value)!r} rather than {value!r}"
+        except (TypeError, ValueError):
+            example = ""
+        raise ConfigError(f"{path}={value!r} is a {type(value).__name__}, not a number: pass a float or int{example}")
     for v in _values(value):
         fv = float(v)
         _check(

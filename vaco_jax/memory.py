@@ -14,13 +14,14 @@ program); ``compile=False`` reports the state alone, instantly.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 import jax
 import numpy as np
 
-from vaco_jax.config import Config
+from vaco_jax.config import Config, ConfigError
 from vaco_jax.trainer import TrainProgram
 
 
@@ -128,3 +129,40 @@ def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, co
         report.temporaries = int(analysis.temp_size_in_bytes)
         report.chunk_output = int(analysis.output_size_in_bytes)
     return report
+
+
+def rollout_bytes(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> int:
+    """An estimate of the per-iteration batch buffers of ``num_runs`` runs, from the config alone (no compile).
+
+    Per env step: observations and pre-reset next observations (2D), the action (1 or A), logits of the behaviour
+    and learner policies (2A, discrete), and about ten scalars (reward, flags, log-probs, episode statistics); the
+    training batch holds about as much again (advantages, targets, copies for the minibatch split): x2.
+    """
+    actions = 1 if discrete else action_size
+    logits = 2 * action_size if discrete else 0
+    per_step = 2 * observation_size + actions + logits + 10
+    return 2 * 4 * per_step * config.env.num_steps * config.env.num_envs * num_runs
+
+
+def available_bytes() -> tuple[int | None, str]:
+    """Memory the default device can use: its limit on an accelerator, available RAM on the CPU; None if unknown."""
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]), f"{device.platform} device memory"
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "available RAM"
+    except (ValueError, OSError, AttributeError):
+        return None, "unknown"
+
+
+def check_fits(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> None:
+    """Refuse (ConfigError, with the estimate) a batch whose rollout buffers alone exceed the device's memory."""
+    needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete)
+    available, where = available_bytes()
+    if available is not None and needed > available:
+        raise ConfigError(
+            f"env.num_envs={config.env.num_envs} x env.num_steps={config.env.num_steps} x {num_runs} run(s) needs "
+            f"about {_human(needed)} for the rollout buffers alone, more than the {_human(available)} of {where}: "
+            "lower env.num_envs, env.num_steps or the number of seeds and grid points"
+        )

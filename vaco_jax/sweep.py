@@ -50,7 +50,15 @@ class SweepResult:
         return [dict(zip(self.grid, values, strict=True)) for values in itertools.product(*self.grid.values())]
 
     def sel(self, **point: Any) -> dict[str, np.ndarray]:
-        """Metrics at one grid point, ``{name: [seed, iteration]}``; keys use ``_`` for ``.``."""
+        """Metrics at one grid point, ``{name: [seed, iteration]}``; keys use ``_`` for ``.``.
+
+        Every grid axis needs a value and no other key is accepted (KeyError naming the axes otherwise), so a typo
+        never returns the whole result.
+        """
+        known = {axis.replace(".", "_") for axis in self.grid}
+        unknown = sorted(set(point) - known)
+        if unknown:
+            raise KeyError(f"sel() got unknown axis {', '.join(unknown)}; the axes are {', '.join(sorted(known))}")
         index = []
         for axis, values in self.grid.items():
             key = axis.replace(".", "_")
