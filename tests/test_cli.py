@@ -208,3 +208,24 @@ def test_every_bad_input_in_the_readme_gets_its_error(capsys, monkeypatch):
             with pytest.raises((ConfigError, KeyError)) as info:
                 eval(command, namespace)
             assert error in str(info.value), command
+
+
+def test_the_readme_demo_table_is_the_committed_demo_summary():
+    """Every number of the README's demo table comes from benchmarks/results/demo/<variant>/summary.json."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    header = next(line for line in readme.splitlines() if line.startswith("| lag.k | PPO final"))
+    lines = readme.split(header)[1].strip().splitlines()[1:]
+    table = [line for line in lines[: lines.index("") if "" in lines else None] if line.startswith("|")]
+    variants = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
+    summaries = {v: json.loads((root / "benchmarks/results/demo" / v / "summary.json").read_text()) for v in variants}
+    assert len(table) == len(summaries["ppo"]) == 3
+    for line, *rows in zip(table, *summaries.values(), strict=True):
+        expected = [str(rows[0]["lag.k"])]
+        for row in rows:
+            final = row["final"]
+            expected += [
+                f"{final['iqm']:.1f} [{final['ci_low']:.1f}, {final['ci_high']:.1f}]",
+                f"{row['auc']['iqm']:.1f}",
+            ]
+        assert [c.strip() for c in line.strip("|").split("|")] == expected
