@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import tyro
 
-from vaco_jax import memory, plotting, writers
+from vaco_jax import checkpoint, memory, plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
@@ -43,6 +43,14 @@ class Output:
     """Iterations per compiled chunk: progress and metrics reach the host once per chunk."""
     quiet: bool = False
     """No per-chunk progress lines."""
+    checkpoint_every: int = 100
+    """Save a checkpoint (the whole training state of every run and the metrics so far, under out_dir/checkpoints)
+    every N iterations at chunk boundaries, and always at the end; 0: only at the end."""
+    keep_checkpoints: int = 2
+    """How many of the newest checkpoints to keep."""
+    resume: Path | None = None
+    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end (give
+    the same flags as the interrupted run; a difference in config, grid or seeds is refused, naming it)."""
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
@@ -133,6 +141,11 @@ def check_output(output: Output) -> None:
         raise ConfigError(
             f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
         )
+    if output.checkpoint_every < 0 or output.keep_checkpoints < 1:
+        raise ConfigError(
+            f"--checkpoint-every {output.checkpoint_every} must be >= 0 (0: only at the end) and "
+            f"--keep-checkpoints {output.keep_checkpoints} >= 1"
+        )
     out = output.out_dir
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out-dir {out} is a file, not a directory: choose a directory path")
@@ -159,7 +172,7 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
 def _prepare_out_dir(output: Output) -> Path:
     out = output.out_dir
     existing = [name for name in RESULT_FILES if (out / name).exists()]
-    if existing and not output.overwrite:
+    if existing and not output.overwrite and output.resume is None:
         raise ConfigError(
             f"{out} already holds results ({', '.join(existing)}); pass --overwrite or choose another --out-dir"
         )
@@ -217,6 +230,8 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
 def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None)."""
+    if output.resume is not None:
+        output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
     program = TrainProgram(config)  # validates before anything compiles or is written
     grid_configs(config, grid)
@@ -229,7 +244,22 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
         print(f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written")
         print(report.format())
         return None
+    meta = checkpoint.run_meta(config, grid, seed, num_seeds)
+    restored = None
+    if output.resume is not None:
+        restored = checkpoint.restore(output.resume / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+        checkpoint.check_resumable(restored.meta, meta)
+        print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     out = _prepare_out_dir(output)
+    saver = checkpoint.Checkpointer(
+        out / checkpoint.SUBDIR,
+        meta,
+        every=output.checkpoint_every,
+        total=config.num_iterations,
+        keep=output.keep_checkpoints,
+        offset=restored.iterations_done if restored else 0,
+        prior=restored.metrics if restored else None,
+    )
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
@@ -242,8 +272,10 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
         num_seeds=num_seeds,
         seed=seed,
         chunk_size=output.chunk_size,
-        callbacks=[_progress(config, num_runs, output.quiet)],
+        callbacks=[_progress(config, num_runs, output.quiet), saver.on_chunk],
         driver=Driver(program),
+        state_callbacks=[saver.on_states],
+        resume=restored,
     )
     rows = result.summary()
     (out / "config.json").write_text(json.dumps(writers.config_dict(config), indent=2))
@@ -291,7 +323,8 @@ def compare(
         grid_configs(variant_config(config, name), grid)
     results = {}
     for name in variants:
-        sub = dataclasses.replace(output, out_dir=output.out_dir / name)
+        resume = output.resume / name if output.resume is not None else None
+        sub = dataclasses.replace(output, out_dir=output.out_dir / name, resume=resume)
         results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub)
         print()
     if output.dry_run:

@@ -22,6 +22,7 @@ from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import TrainState
 
 ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
+StateCallback = Callable[[int, TrainState], None]  # (iterations done, states [S]) after each chunk, e.g. a checkpoint
 
 
 @dataclass
@@ -96,11 +97,13 @@ class Driver:
         callbacks: Sequence[ChunkCallback] = (),
         states: TrainState | None = None,
         num_iterations: int | None = None,
+        state_callbacks: Sequence[StateCallback] = (),
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
         ``states`` resumes from earlier states (their ``iteration`` counts on);
         ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
+        ``state_callbacks`` see the states after each chunk, before they are donated to the next one.
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
@@ -123,7 +126,9 @@ class Driver:
             done += n
             for callback in callbacks:
                 callback(done, metrics)
-        merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]}
+            for state_callback in state_callbacks:
+                state_callback(done, states)
+        merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         run_seconds = time.perf_counter() - start
         return RunOutput(
             states=states, metrics=merged, compile_seconds=compile_seconds, run_seconds=run_seconds, timings=timings

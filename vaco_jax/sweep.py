@@ -12,15 +12,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from vaco_jax import stats
 from vaco_jax.config import Config, ConfigError, get_field, is_traced, with_overrides
-from vaco_jax.driver import ChunkCallback, Driver, stack_hparams
+from vaco_jax.driver import ChunkCallback, Driver, StateCallback, stack_hparams
 from vaco_jax.trainer import TrainProgram, validate_config
+
+if TYPE_CHECKING:
+    from vaco_jax.checkpoint import Restored
 
 
 @dataclass
@@ -109,6 +112,8 @@ def run_sweep(
     chunk_size: int | None = None,
     callbacks: Sequence[ChunkCallback] = (),
     driver: Driver | None = None,
+    state_callbacks: Sequence[StateCallback] = (),
+    resume: Restored | None = None,
 ) -> SweepResult:
     """Train every grid point x ``num_seeds`` seeds in one compiled program.
 
@@ -120,6 +125,9 @@ def run_sweep(
       chunk_size: iterations per compiled chunk (progress granularity); None for one chunk.
       callbacks: called after each chunk as ``callback(iterations_done, metrics {name: [S, n]})``.
       driver: a :class:`Driver` to reuse (shares compiled programs between calls).
+      state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
+      resume: a :func:`vaco_jax.checkpoint.restore` result of these very runs: training continues from its states
+        and its metrics come first (bit-identical to an uninterrupted run).
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
@@ -131,7 +139,21 @@ def run_sweep(
     driver = driver or Driver(TrainProgram(config))
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
-    out = driver.run(keys, hparams, chunk_size=chunk_size, callbacks=callbacks)
+    done = resume.iterations_done if resume else 0
+    out = driver.run(
+        keys,
+        hparams,
+        chunk_size=chunk_size,
+        callbacks=callbacks,
+        states=resume.states if resume else None,
+        num_iterations=config.num_iterations - done,
+        state_callbacks=state_callbacks,
+    )
+    if resume:
+        out.metrics = {
+            name: np.concatenate([prior, out.metrics[name]], axis=1) if name in out.metrics else prior
+            for name, prior in resume.metrics.items()
+        }
     shape = (*(len(v) for v in grid.values()), num_seeds)
     metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
     return SweepResult(
