@@ -35,7 +35,7 @@ FLAGS = [
     "--lag.k", "1",
     "--num-seeds", "2",
     "--chunk-size", "4",
-    "--checkpoint-every", "4",
+    "--checkpoint-every", "8",
     "--quiet",
 ]  # fmt: skip
 
@@ -62,19 +62,44 @@ def _steps(out_dir: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
 
 
-def test_a_run_killed_at_a_random_chunk_resumes_bit_for_bit(tmp_path, capsys):
-    reference = tmp_path / "reference"
-    assert main([*FLAGS, "--out-dir", str(reference)]) == 0
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The uninterrupted run."""
+    out = tmp_path_factory.mktemp("reference")
+    assert main([*FLAGS, "--out-dir", str(out)]) == 0
+    return out
 
-    killed = tmp_path / "killed"
-    target = random.Random(os.getpid()).choice([4, 8, 12, 16])  # iterations done when the kill comes
+
+def _signal_mid_run(out_dir: Path, signum: int) -> subprocess.Popen:
+    """Start the run in a subprocess and send ``signum`` once a random early checkpoint exists."""
+    target = random.Random(os.getpid() + signum).choice([8, 16, 24])  # a checkpoint exists: the signal comes
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "vaco_jax.cli", *FLAGS, "--out-dir", str(killed)], env=env)
+    process = subprocess.Popen([sys.executable, "-m", "vaco_jax.cli", *FLAGS, "--out-dir", str(out_dir)], env=env)
     deadline = time.time() + 300
-    while time.time() < deadline and process.poll() is None and not any(s >= target for s in _steps(killed)):
+    while time.time() < deadline and process.poll() is None and not any(s >= target for s in _steps(out_dir)):
         time.sleep(0.005)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    process.send_signal(signum)
+    process.wait(timeout=300)
+    return process
+
+
+def _assert_same_as(reference: Path, out_dir: Path) -> None:
+    (want, want_leaves), (got, got_leaves) = _final(reference), _final(out_dir)
+    assert got.iterations_done == want.iterations_done == 40
+    for a, b in zip(got_leaves, want_leaves, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert set(got.metrics) == set(want.metrics)
+    for name in want.metrics:
+        np.testing.assert_array_equal(got.metrics[name], want.metrics[name], err_msg=name)
+    written = [json.loads((d / "metrics.json").read_text()) for d in (out_dir, reference)]
+    for record in written:  # wall-clock times differ between any two runs
+        record.pop("compile_seconds"), record.pop("run_seconds")
+    assert written[0] == written[1]
+
+
+def test_a_run_killed_at_a_random_chunk_resumes_bit_for_bit(reference, tmp_path, capsys):
+    killed = tmp_path / "killed"
+    _signal_mid_run(killed, signal.SIGKILL)
     done = _steps(killed)
     assert done and max(done) < 40, f"the kill must land mid-run (checkpoints at {done})"
     assert not (killed / "metrics.json").exists()
@@ -84,14 +109,18 @@ def test_a_run_killed_at_a_random_chunk_resumes_bit_for_bit(tmp_path, capsys):
     assert "static field env.num_steps (checkpoint 64, now 32)" in capsys.readouterr().err
 
     assert main([*FLAGS, "--resume", str(killed)]) == 0
-    (want, want_leaves), (got, got_leaves) = _final(reference), _final(killed)
-    assert got.iterations_done == want.iterations_done == 40
-    for a, b in zip(got_leaves, want_leaves, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert set(got.metrics) == set(want.metrics)
-    for name in want.metrics:
-        np.testing.assert_array_equal(got.metrics[name], want.metrics[name], err_msg=name)
-    written = [json.loads((d / "metrics.json").read_text()) for d in (killed, reference)]
-    for record in written:  # wall-clock times differ between any two runs
-        record.pop("compile_seconds"), record.pop("run_seconds")
-    assert written[0] == written[1]
+    _assert_same_as(reference, killed)
+
+
+def test_sigint_stops_at_a_chunk_boundary_with_readable_partial_results(reference, tmp_path):
+    stopped = tmp_path / "stopped"
+    process = _signal_mid_run(stopped, signal.SIGINT)
+    assert process.returncode == 130  # 128 + SIGINT: non-zero, as a shell expects
+    rows = json.loads((stopped / "summary.json").read_text())
+    done = rows[0]["iterations_done"]
+    assert rows[0]["partial"] is True and 0 < done < 40 and done % 4 == 0
+    assert max(_steps(stopped)) == done  # a checkpoint exactly where it stopped, even between two regular ones
+    assert json.loads((stopped / "metrics.json").read_text())["metrics"]["episode/return"]  # readable
+    assert main([*FLAGS, "--resume", str(stopped)]) == 0
+    assert json.loads((stopped / "summary.json").read_text())[0]["partial"] is False
+    _assert_same_as(reference, stopped)

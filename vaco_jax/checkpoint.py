@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,8 @@ def _traced(config: Config) -> set[str]:
 
 
 class Checkpointer:
-    """Driver callbacks that save every ``every`` iterations and at the end, keeping the last ``keep`` checkpoints.
+    """Driver callbacks that save every ``every`` iterations, at the end and when ``save_now()`` says so (a stop
+    request), keeping the last ``keep`` checkpoints.
 
     ``on_chunk`` (a metrics callback) accumulates the metrics; ``on_states`` (a state callback) saves. ``offset``
     counts iterations done before this call (a resumed run), ``prior`` holds their metrics.
@@ -125,6 +126,7 @@ class Checkpointer:
         keep: int = 2,
         offset: int = 0,
         prior: Mapping[str, np.ndarray] | None = None,
+        save_now: Callable[[], bool] | None = None,
     ):
         import orbax.checkpoint as ocp
 
@@ -132,6 +134,7 @@ class Checkpointer:
         self.meta, self.every, self.total, self.offset = meta, every, total, offset
         self.metrics: list[dict[str, np.ndarray]] = [dict(prior)] if prior else []
         self.last_saved = offset
+        self.save_now = save_now  # e.g. a stop request: save at this chunk boundary whatever ``every`` says
         self._manager = ocp.CheckpointManager(
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         )
@@ -141,7 +144,8 @@ class Checkpointer:
 
     def on_states(self, done: int, states: TrainState) -> None:
         done += self.offset
-        if done == self.total or (self.every and done - self.last_saved >= self.every):
+        requested = self.save_now is not None and self.save_now()
+        if done == self.total or requested or (self.every and done - self.last_saved >= self.every):
             self.save(done, states)
 
     def save(self, done: int, states: TrainState) -> None:

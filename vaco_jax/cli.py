@@ -22,6 +22,7 @@ import tyro
 from vaco_jax import checkpoint, memory, plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
+from vaco_jax.interrupt import GracefulStop
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
 from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
@@ -227,9 +228,29 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
 
 
-def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> SweepResult | None:
+class Interrupted(Exception):
+    """A run stopped early by SIGINT/SIGTERM, after its checkpoint and partial results were written."""
+
+    def __init__(self, exit_code: int):
+        super().__init__(f"interrupted (exit code {exit_code})")
+        self.exit_code = exit_code
+
+
+def execute(
+    config: Config,
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
+) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
-    the device memory instead, and return None)."""
+    the device memory instead, and return None).
+
+    With ``stop`` (a :class:`~vaco_jax.interrupt.GracefulStop`), a stop request ends the run at the next chunk
+    boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
+    :class:`Interrupted` is raised.
+    """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
@@ -259,6 +280,7 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
         keep=output.keep_checkpoints,
         offset=restored.iterations_done if restored else 0,
         prior=restored.metrics if restored else None,
+        save_now=(lambda: stop.requested) if stop is not None else None,
     )
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
@@ -276,8 +298,11 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
         driver=Driver(program),
         state_callbacks=[saver.on_states],
         resume=restored,
+        should_stop=(lambda: stop.requested) if stop is not None else None,
     )
-    rows = result.summary()
+    done = next(iter(result.metrics.values())).shape[-1]
+    partial = done < config.num_iterations
+    rows = [{**row, "iterations_done": done, "partial": partial} for row in result.summary()]
     (out / "config.json").write_text(json.dumps(writers.config_dict(config), indent=2))
     writers.write_json(result, out / "metrics.json", rows)
     writers.write_csv(result, out / "metrics.csv")
@@ -297,6 +322,13 @@ def execute(config: Config, grid: dict[str, list], num_seeds: int, seed: int, ou
         + "".join(f" final_vs_{axis}.png" for axis in grid)
         + (" tb/" if output.tensorboard else "")
     )
+    if partial:
+        print(
+            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations; the results above are partial "
+            f"(summary.json says so). To finish, run the same command with --resume {out}",
+            flush=True,
+        )
+        raise Interrupted(stop.exit_code if stop is not None else 1)
     return result
 
 
@@ -306,7 +338,13 @@ def variant_config(config: Config, name: str) -> Config:
 
 
 def compare(
-    config: Config, variants: tuple[str, ...], grid: dict[str, list], num_seeds: int, seed: int, output: Output
+    config: Config,
+    variants: tuple[str, ...],
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
 ) -> dict[str, SweepResult]:
     """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
 
@@ -325,7 +363,7 @@ def compare(
     for name in variants:
         resume = output.resume / name if output.resume is not None else None
         sub = dataclasses.replace(output, out_dir=output.out_dir / name, resume=resume)
-        results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub)
+        results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub, stop)
         print()
     if output.dry_run:
         return {}
@@ -376,13 +414,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
         refuse_flags_that_are_grid_axes(grid, argv)
-        if isinstance(args, DemoArgs):
-            compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output)
-        else:
-            execute(args.config, grid, args.num_seeds, args.seed, args.output)
+        with GracefulStop() as stop:
+            if isinstance(args, DemoArgs):
+                compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
+            else:
+                execute(args.config, grid, args.num_seeds, args.seed, args.output, stop)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2
+    except Interrupted as interrupted:
+        return interrupted.exit_code
     return 0
 
 

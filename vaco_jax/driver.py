@@ -98,12 +98,14 @@ class Driver:
         states: TrainState | None = None,
         num_iterations: int | None = None,
         state_callbacks: Sequence[StateCallback] = (),
+        should_stop: Callable[[], bool] | None = None,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
         ``states`` resumes from earlier states (their ``iteration`` counts on);
         ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
         ``state_callbacks`` see the states after each chunk, before they are donated to the next one.
+        ``should_stop()`` is asked after each chunk's callbacks; if true, the run ends there (fewer iterations).
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
@@ -128,6 +130,8 @@ class Driver:
                 callback(done, metrics)
             for state_callback in state_callbacks:
                 state_callback(done, states)
+            if should_stop is not None and should_stop():
+                break
         merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         run_seconds = time.perf_counter() - start
         return RunOutput(

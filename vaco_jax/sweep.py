@@ -10,7 +10,7 @@ numbers), so differences between points are not seed noise.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,7 @@ def run_sweep(
     driver: Driver | None = None,
     state_callbacks: Sequence[StateCallback] = (),
     resume: Restored | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SweepResult:
     """Train every grid point x ``num_seeds`` seeds in one compiled program.
 
@@ -128,6 +129,7 @@ def run_sweep(
       state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
       resume: a :func:`vaco_jax.checkpoint.restore` result of these very runs: training continues from its states
         and its metrics come first (bit-identical to an uninterrupted run).
+      should_stop: asked after each chunk; if true the sweep ends there and the result holds the iterations done.
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
@@ -148,6 +150,7 @@ def run_sweep(
         states=resume.states if resume else None,
         num_iterations=config.num_iterations - done,
         state_callbacks=state_callbacks,
+        should_stop=should_stop,
     )
     if resume:
         out.metrics = {
