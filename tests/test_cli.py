@@ -75,6 +75,31 @@ def test_refuses_to_overwrite_results(sweep_dir, capsys):
     assert "already holds results" in capsys.readouterr().err
 
 
+def test_overwrite_replaces_the_whole_directory_and_says_what_went(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *TINY]) == 0
+    first = json.loads((out / "metrics.json").read_text())["run_id"]
+    (out / "old_notes.txt").write_text("from an earlier run")
+    capsys.readouterr()
+    assert main(["train", "--out-dir", str(out), "--overwrite", *TINY]) == 0  # no grid, no tensorboard this time
+    said = capsys.readouterr().out
+    assert "--overwrite: removed from" in said and "tb/" in said and "final_vs_lag.k.png" in said
+    assert not (out / "tb").exists() and not (out / "final_vs_lag.k.png").exists()
+    assert not (out / "old_notes.txt").exists()
+    rows = json.loads((out / "summary.json").read_text())
+    second = json.loads((out / "metrics.json").read_text())["run_id"]
+    assert second != first and all(row["run_id"] == second for row in rows)  # one run's files only
+
+
+def test_overwrite_never_clears_a_directory_that_is_not_vaco_jax_output(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    assert main(["train", "--out-dir", str(out), "--overwrite", *TINY]) == 2
+    assert "holds files that are not vaco-jax results, so nothing was removed" in capsys.readouterr().err
+    assert (out / "thesis.tex").read_text() == "precious"
+
+
 @pytest.mark.parametrize(
     "argv,fragment",
     [

@@ -11,8 +11,10 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -170,16 +172,49 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
             )
 
 
-def _prepare_out_dir(output: Output) -> Path:
+MARKER = ".vaco-jax-run"  # written into every output directory: what --overwrite may clear
+
+
+def _is_output_dir(path: Path) -> bool:
+    """Whether ``path`` holds vaco-jax results (its marker, result files, or a demo's variant folders)."""
+    if (path / MARKER).exists() or any((path / name).exists() for name in (*RESULT_FILES, "config.json")):
+        return True
+    return any(child.is_dir() and (child / MARKER).exists() for child in path.iterdir())
+
+
+def clear_output_dir(out: Path) -> list[str]:
+    """Remove everything in the vaco-jax output directory ``out`` (--overwrite); the names removed, sorted.
+
+    A directory that does not look like vaco-jax output is refused, so that a mistyped --out-dir never loses data.
+    """
+    if not out.exists() or not any(out.iterdir()):
+        return []
+    if not _is_output_dir(out):
+        raise ConfigError(
+            f"--overwrite: {out} holds files that are not vaco-jax results, so nothing was removed: "
+            "choose another --out-dir"
+        )
+    removed = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    for path in out.iterdir():
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    return removed
+
+
+def _prepare_out_dir(output: Output, run_id: str) -> Path:
+    """The output directory, ready for this run: refused if it holds results (unless --overwrite, which clears
+    it and says what went, or --resume, which continues in it); marked with this run's id."""
     out = output.out_dir
     existing = [name for name in RESULT_FILES if (out / name).exists()]
     if existing and not output.overwrite and output.resume is None:
         raise ConfigError(
             f"{out} already holds results ({', '.join(existing)}); pass --overwrite or choose another --out-dir"
         )
-    if existing:
-        print(f"vaco-jax: replacing earlier results in {out} ({', '.join(existing)}): --overwrite is on", flush=True)
+    if output.overwrite and output.resume is None:
+        removed = clear_output_dir(out)
+        if removed:
+            print(f"vaco-jax: --overwrite: removed from {out}: {', '.join(removed)}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text(json.dumps({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
     return out
 
 
@@ -271,7 +306,8 @@ def execute(
         restored = checkpoint.restore(output.resume / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
         checkpoint.check_resumable(restored.meta, meta)
         print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
-    out = _prepare_out_dir(output)
+    run_id = uuid.uuid4().hex[:12]
+    out = _prepare_out_dir(output, run_id)
     saver = checkpoint.Checkpointer(
         out / checkpoint.SUBDIR,
         meta,
@@ -302,8 +338,9 @@ def execute(
     )
     done = next(iter(result.metrics.values())).shape[-1]
     partial = done < config.num_iterations
-    rows = [{**row, "iterations_done": done, "partial": partial} for row in result.summary()]
+    rows = [{**row, "iterations_done": done, "partial": partial, "run_id": run_id} for row in result.summary()]
     (out / "config.json").write_text(json.dumps(writers.config_dict(config), indent=2))
+    result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)
     writers.write_csv(result, out / "metrics.csv")
     (out / "summary.json").write_text(json.dumps(rows, indent=2))
@@ -356,9 +393,19 @@ def compare(
             f"add it there instead, e.g. --algorithms ppo {config.algorithm}"
         )
     check_output(output)
-    for name in variants:  # validate every variant before the first one trains
+    for name in variants:  # validate every variant, and where it will write, before the first one trains
         TrainProgram(variant_config(config, name))
         grid_configs(variant_config(config, name), grid)
+        taken = [f for f in RESULT_FILES if (output.out_dir / name / f).exists()]
+        if taken and not output.overwrite and output.resume is None:
+            raise ConfigError(
+                f"{output.out_dir / name} already holds results ({', '.join(taken)}); "
+                "pass --overwrite or choose another --out-dir"
+            )
+    if output.overwrite and output.resume is None and not output.dry_run:
+        removed = clear_output_dir(output.out_dir)
+        if removed:
+            print(f"vaco-jax: --overwrite: removed from {output.out_dir}: {', '.join(removed)}", flush=True)
     results = {}
     for name in variants:
         resume = output.resume / name if output.resume is not None else None

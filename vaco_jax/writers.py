@@ -49,6 +49,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
     """
     path = Path(path)
     payload = {
+        "run_id": result.extra.get("run_id"),
         "config": config_dict(result.config),
         "axes": list(result.axes),
         "grid": _strict_json(result.grid),
