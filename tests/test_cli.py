@@ -64,6 +64,14 @@ def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
     assert payload["config"]["lag"]["max_lag"] == 4
     rows = (sweep_dir / "metrics.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2 * 6 and rows[0].startswith("lag.k,seed,iteration,env_steps,")
+    # every value round-trips: row (lag.k=4, seed 1, iteration 3) against metrics.json
+    header = rows[0].split(",")
+    row = dict(zip(header, rows[1 + (1 * 2 + 1) * 6 + 2].split(","), strict=True))
+    assert (row["lag.k"], row["seed"], row["iteration"]) == ("4", "1", "3")
+    for name in ("tv/backward", "loss/total", "episode/return"):
+        want = payload["metrics"][name][1][1][2]
+        got = np.float32(row[name]) if want is not None else row[name]
+        assert got == (np.float32(want) if want is not None else "nan"), name
     runs = sorted(p.name for p in (sweep_dir / "tb").iterdir())
     assert runs == ["lag.k=0_seed0", "lag.k=0_seed1", "lag.k=4_seed0", "lag.k=4_seed1"]
     assert all(any(p.name.startswith("events.out.tfevents") for p in (sweep_dir / "tb" / r).iterdir()) for r in runs)
