@@ -170,7 +170,17 @@ def main() -> None:
 # ----------------------------------------------------------------------------- brax
 
 BRAX_ENV = "inverted_pendulum"
-BRAX_SHAPE = {"num_envs": 64, "num_steps": 64, "epochs": 4, "minibatches": 4, "learning_rate": 1e-3}
+# One set of settings for both trainers, so that the comparison is at equal work.
+BRAX_SHAPE = {
+    "num_envs": 64,
+    "num_steps": 64,
+    "epochs": 4,
+    "minibatches": 4,
+    "learning_rate": 1e-3,
+    "entropy": 1e-2,
+    "gamma": 0.97,
+    "reward_scale": 0.1,
+}
 
 
 def brax_config(backend: str, iterations: int) -> Config:
@@ -183,7 +193,7 @@ def brax_config(backend: str, iterations: int) -> Config:
             backend=backend,
             num_envs=BRAX_SHAPE["num_envs"],
             num_steps=BRAX_SHAPE["num_steps"],
-            reward_scale=0.1,
+            reward_scale=BRAX_SHAPE["reward_scale"],
         ),
         network=NetworkConfig(
             actor_hidden=(32, 32, 32, 32), critic_hidden=(256, 256, 256, 256, 256), activation="silu"
@@ -192,9 +202,9 @@ def brax_config(backend: str, iterations: int) -> Config:
             num_epochs=BRAX_SHAPE["epochs"],
             num_minibatches=BRAX_SHAPE["minibatches"],
             learning_rate=BRAX_SHAPE["learning_rate"],
-            ent_coef=1e-2,
-            clip_eps=0.3,
-            gamma=0.97,
+            ent_coef=BRAX_SHAPE["entropy"],
+            clip_eps=0.3,  # brax's default clipping_epsilon
+            gamma=BRAX_SHAPE["gamma"],
         ),
     )
 
@@ -276,9 +286,9 @@ def time_brax_ppo(backend: str, iterations: int) -> dict:
             num_minibatches=BRAX_SHAPE["minibatches"],
             num_updates_per_batch=BRAX_SHAPE["epochs"],
             learning_rate=BRAX_SHAPE["learning_rate"],
-            entropy_cost=1e-2,
-            discounting=0.97,
-            reward_scaling=0.1,
+            entropy_cost=BRAX_SHAPE["entropy"],
+            discounting=BRAX_SHAPE["gamma"],
+            reward_scaling=BRAX_SHAPE["reward_scale"],
             normalize_observations=True,
             num_eval_envs=16,
             network_factory=functools.partial(

@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.config import Config, ConfigError, all_fields
+from vaco_jax.config import Config, ConfigError, all_fields, traced_fields
 from vaco_jax.types import TrainState
 
 SUBDIR = "checkpoints"
@@ -82,10 +82,11 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     found = []
     saved_config, current_config = saved["config"], current["config"]
     config = Config()
+    traced = set(traced_fields(config))
     for path in all_fields(config):
         old, new = _lookup(saved_config, path), _lookup(current_config, path)
         if old != new:
-            kind = "static" if path not in _traced(config) else "traced"
+            kind = "traced" if path in traced else "static"
             found.append(f"{kind} field {path} (checkpoint {old!r}, now {new!r})")
     for key in ("grid", "seed", "num_seeds"):
         if saved[key] != current[key]:
@@ -100,12 +101,6 @@ def _lookup(tree: Mapping[str, Any], path: str) -> Any:
             return None
         value = value[part]
     return value
-
-
-def _traced(config: Config) -> set[str]:
-    from vaco_jax.config import traced_fields
-
-    return set(traced_fields(config))
 
 
 class Checkpointer:

@@ -183,7 +183,7 @@ def _is_output_dir(path: Path) -> bool:
 
 
 def clear_output_dir(out: Path) -> list[str]:
-    """Remove everything in the vaco-jax output directory ``out`` (--overwrite); the names removed, sorted.
+    """Remove everything in the vaco-jax output directory ``out`` (--overwrite), say what went; the names, sorted.
 
     A directory that does not look like vaco-jax output is refused, so that a mistyped --out-dir never loses data.
     """
@@ -197,6 +197,8 @@ def clear_output_dir(out: Path) -> list[str]:
     removed = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
     for path in out.iterdir():
         shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    if removed:
+        print(f"vaco-jax: --overwrite: removed from {out}: {', '.join(removed)}", flush=True)
     return removed
 
 
@@ -210,9 +212,7 @@ def _prepare_out_dir(output: Output, run_id: str) -> Path:
             f"{out} already holds results ({', '.join(existing)}); pass --overwrite or choose another --out-dir"
         )
     if output.overwrite and output.resume is None:
-        removed = clear_output_dir(out)
-        if removed:
-            print(f"vaco-jax: --overwrite: removed from {out}: {', '.join(removed)}", flush=True)
+        clear_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text(json.dumps({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
     return out
@@ -403,9 +403,7 @@ def compare(
                 "pass --overwrite or choose another --out-dir"
             )
     if output.overwrite and output.resume is None and not output.dry_run:
-        removed = clear_output_dir(output.out_dir)
-        if removed:
-            print(f"vaco-jax: --overwrite: removed from {output.out_dir}: {', '.join(removed)}", flush=True)
+        clear_output_dir(output.out_dir)
     results = {}
     for name in variants:
         resume = output.resume / name if output.resume is not None else None
