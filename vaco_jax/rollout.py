@@ -81,7 +81,7 @@ def collect_rollout(
             truncations=ts.truncated,
             next_observations=ts.final_observation,
             behaviour_log_probs=log_probs,
-            learner_log_probs=log_probs,  # replaced after the scan
+            learner_log_probs=None,  # scored once on the whole batch after the scan (score_learner)
             behaviour_logits=flat(dist_params) if spec.discrete else None,
             learner_logits=None,
             episode_returns=finished_returns,
