@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.writers import write_text_atomic
 
 ROWS = {
     "1 group": LagConfig(),
@@ -56,7 +57,7 @@ def main() -> None:
     }
     for name, seconds in result.items():
         print(f"{args.label:8s} {name:24s} {1e3 * seconds:8.1f} ms per iteration")
-    args.out.write_text(json.dumps({"label": args.label, "seconds_per_iteration": result}, indent=2))
+    write_text_atomic(args.out, json.dumps({"label": args.label, "seconds_per_iteration": result}, indent=2))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ import numpy as np
 
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, envs, machine, run_sweep, stats
 from vaco_jax.config import with_overrides
+from vaco_jax.writers import write_text_atomic
 
 # ----------------------------------------------------------------------------- what can be studied
 
@@ -353,7 +353,10 @@ def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
 
 # Config fields added after the cpu study ran, with the values that reproduce the code that ran it: left out of a
 # cell's spec at those values, so that committed cells stay valid (a cell is rerun only when its results would change).
-NEUTRAL_FIELDS: dict[str, dict[str, Any]] = {"env": {"episode_length": 0, "action_repeat": 1, "backend": ""}}
+NEUTRAL_FIELDS: dict[str, dict[str, Any]] = {
+    "env": {"episode_length": 0, "action_repeat": 1, "backend": ""},
+    "eval": {"every": 0, "episodes": 8, "max_steps": 0},  # evaluation off: the program the study ran
+}
 
 
 def _config_dict(config: Config) -> dict[str, Any]:
@@ -362,6 +365,8 @@ def _config_dict(config: Config) -> dict[str, Any]:
         for name, value in neutral.items():
             if spec[group].get(name) == value:
                 del spec[group][name]
+        if not spec[group]:  # a group that is all neutral (added after the study) is left out whole
+            del spec[group]
     return spec
 
 
@@ -415,9 +420,7 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
 
 def _write_json(path: Path, payload: Any) -> None:
     """Atomic write: a crash mid-write leaves the previous file (or none), never a truncated one."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, allow_nan=True))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(payload, indent=1, allow_nan=True))
 
 
 def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | None:
@@ -507,7 +510,7 @@ def report(preset_name: str, preset: Preset, out_dir: Path) -> dict[str, Any]:
         "aggregate_over_envs": aggregate,
     }
     _write_json(out_dir / "lag_robustness.json", payload)
-    (out_dir / "verdict.md").write_text(verdict_markdown(payload))
+    write_text_atomic(out_dir / "verdict.md", verdict_markdown(payload))
     plot_all(payload, done, out_dir)
     return payload
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, machine
 from vaco_jax.memory import estimate
+from vaco_jax.writers import write_text_atomic
 
 SEEDS = (1, 64, 256)
 MAX_LAGS = (0, 16)
@@ -66,7 +67,7 @@ def main() -> None:
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"rows": rows, "machine": machine.describe()}
-    args.out.write_text(json.dumps(payload, indent=2))
+    write_text_atomic(args.out, json.dumps(payload, indent=2))
     print(f"wrote {args.out}")
 
 

@@ -32,6 +32,7 @@ from vaco_jax import (
     stack_hparams,
     stats,
 )
+from vaco_jax.writers import write_text_atomic
 
 TASKS: dict[str, dict[str, Any]] = {
     # backend -> task -> (EnvConfig fields, PPOConfig fields, iterations, network)
@@ -116,7 +117,7 @@ def main() -> None:
             "settled": bool(p["low"] > 0.5 or p["high"] < 0.5),
         }
     results["machine"] = machine.describe()
-    (args.out / "normalization.json").write_text(json.dumps(results, indent=2))
+    write_text_atomic(args.out / "normalization.json", json.dumps(results, indent=2))
     print_table(results)
     plot(results, args.out / "learning_curves.png")
 

@@ -48,6 +48,7 @@ from vaco_jax import (  # noqa: E402
     seed_keys,
     stack_hparams,
 )
+from vaco_jax.writers import write_text_atomic
 
 
 def reference_config(num_iterations: int, num_envs: int = 64, algorithm: str = "ppo", **lag) -> Config:
@@ -163,7 +164,7 @@ def main() -> None:
     print(f"max_lag=16 / max_lag=0 time (1 actor group): {results['lag_overhead']['time_ratio']:.3f}x")
     print(f"4 actor groups / 1 group time (max_lag=16): {results['lag_overhead']['groups_time_ratio']:.3f}x")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    write_text_atomic(args.out, json.dumps(results, indent=2))
     print(f"wrote {args.out}")
 
 
@@ -330,7 +331,7 @@ def brax_suite(args) -> None:
     print(f"{'spring: training (brax PPO)':42s} {brax_ppo['env_steps_per_s']:12,.0f}")
     print(f"\nvaco_jax PPO / brax PPO training speed (spring): {results['speed_ratio_vs_brax_ppo']:.2f}x")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    write_text_atomic(args.out, json.dumps(results, indent=2))
     print(f"wrote {args.out}")
 
 

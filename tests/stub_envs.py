@@ -83,3 +83,34 @@ class TargetEnv:
             final_observation=actions.astype(jnp.float32),
             nonfinite=jnp.zeros(steps.shape, bool),
         )
+
+
+class LeverEnv:
+    """Action 1 earns reward 1 and goes on; action 0 earns nothing and ends the episode (terminated); truncated
+    after ``horizon`` steps. The optimal return is ``horizon`` (always 1); a policy that picks 1 with probability p
+    earns ``sum_{k=1..horizon} p^k`` in expectation. The observation is a constant 1."""
+
+    name = "custom/lever"
+    observation_size = 1
+    action_spec = ActionSpec(discrete=True, size=2)
+
+    def __init__(self, horizon: int = 10):
+        self.max_episode_steps = horizon
+
+    def reset(self, keys):
+        return _Steps(jnp.zeros(keys.shape[0], jnp.int32)), jnp.ones((keys.shape[0], 1), jnp.float32)
+
+    def step(self, state, actions, key):
+        steps = state.steps + 1
+        terminated = actions == 0
+        truncated = ~terminated & (steps >= self.max_episode_steps)
+        done = terminated | truncated
+        ones = jnp.ones((steps.shape[0], 1), jnp.float32)
+        return _Steps(jnp.where(done, 0, steps)), TimeStep(
+            observation=ones,
+            reward=(actions == 1).astype(jnp.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_observation=ones,
+            nonfinite=jnp.zeros(steps.shape, bool),
+        )

@@ -17,8 +17,10 @@ import pytest
 
 from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.checkpoint import SUBDIR, restore
-from vaco_jax.cli import main
+from vaco_jax.cli import METRICS_SUBDIR, main
+from vaco_jax.config import ConfigError
 from vaco_jax.memory import abstract_batch
+from vaco_jax.metrics_store import MetricsStore
 
 pytestmark = pytest.mark.slow
 
@@ -88,9 +90,11 @@ def _assert_same_as(reference: Path, out_dir: Path) -> None:
     assert got.iterations_done == want.iterations_done == 40
     for a, b in zip(got_leaves, want_leaves, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert set(got.metrics) == set(want.metrics)
-    for name in want.metrics:
-        np.testing.assert_array_equal(got.metrics[name], want.metrics[name], err_msg=name)
+    stores = [MetricsStore(d / METRICS_SUBDIR) for d in (out_dir, reference)]
+    assert stores[0].iterations == stores[1].iterations == 40  # the chunks past the checkpoint were redone, once
+    assert set(stores[0].names()) == set(stores[1].names())
+    for name in stores[1].names():
+        np.testing.assert_array_equal(stores[0].load(name), stores[1].load(name), err_msg=name)
     written = [json.loads((d / "metrics.json").read_text()) for d in (out_dir, reference)]
     for record in written:  # wall-clock times and run ids differ between any two runs
         record.pop("compile_seconds"), record.pop("run_seconds"), record.pop("run_id")
@@ -126,3 +130,46 @@ def test_sigint_stops_at_a_chunk_boundary_with_readable_partial_results(referenc
     assert main([*FLAGS, "--resume", str(stopped)]) == 0
     assert json.loads((stopped / "summary.json").read_text())[0]["partial"] is False
     _assert_same_as(reference, stopped)
+
+
+class _StopDuring:
+    """A stop request that comes once ``folder`` has metrics (a second variant is training)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.exit_code = folder, 130
+
+    @property
+    def requested(self) -> bool:
+        return (self.folder / METRICS_SUBDIR).is_dir()
+
+
+def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsys):
+    from tests.conftest import tiny_config
+    from vaco_jax.cli import MARKER, Interrupted, Output, compare, staging_dir
+
+    config = tiny_config(num_iterations=4).replace(lag=tiny_config().lag.replace(max_lag=1))
+    grid, out = {"lag.k": [0, 1]}, tmp_path / "demo"
+    output = Output(out_dir=out, overwrite=True, chunk_size=2, quiet=True)
+    compare(config, ("ppo", "vaco"), grid, 2, 0, output)
+    old_id = json.loads((out / MARKER).read_text())["run_id"]
+    old = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.json")}
+
+    with pytest.raises(Interrupted):  # stopped during the second variant, with a different seed set
+        compare(config, ("ppo", "vaco"), grid, 2, 7, output, _StopDuring(staging_dir(out) / "vaco"))
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*.json")} == old  # old set untouched
+    staged = staging_dir(out)
+    assert json.loads((staged / "ppo" / "summary.json").read_text())[0]["partial"] is False
+    assert json.loads((staged / "vaco" / "summary.json").read_text())[0]["partial"] is True
+    assert f"--resume {out}" in capsys.readouterr().out
+
+    with pytest.raises(ConfigError, match="interrupted result set"):  # not discarded by a fresh start by mistake
+        compare(config, ("ppo", "vaco"), grid, 2, 7, Output(out_dir=out, chunk_size=2, quiet=True))
+    results = compare(config, ("ppo", "vaco"), grid, 2, 7, Output(out_dir=out, resume=out, chunk_size=2, quiet=True))
+    assert not staged.exists() and results["vaco"].num_iterations == 4
+    new_id = json.loads((out / MARKER).read_text())["run_id"]
+    assert new_id != old_id
+    for variant in ("ppo", "vaco"):  # one run id in every file set, and the new seeds everywhere
+        rows = json.loads((out / variant / "summary.json").read_text())
+        assert {row["run_id"] for row in rows} == {new_id} and not rows[0]["partial"]
+        assert json.loads((out / variant / "metrics.json").read_text())["seeds"] == [7, 8]
+    assert not list(tmp_path.glob("demo.replaced-*"))

@@ -44,8 +44,28 @@ TINY = [
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *TINY]) == 0
+    evaluation = ["--eval.every", "4", "--eval.episodes", "2"]  # after iterations 4 and 6
+    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *evaluation, *TINY]) == 0
     return out
+
+
+def test_eval_command_reproduces_the_logged_evaluation_from_the_checkpoint(sweep_dir, capsys, tmp_path):
+    logged = json.loads((sweep_dir / "metrics.json").read_text())["metrics"]
+    assert main(["eval", str(sweep_dir)]) == 0
+    assert "deterministic IQM" in capsys.readouterr().out
+    points = json.loads((sweep_dir / "eval.json").read_text())["points"]
+    assert [p["lag.k"] for p in points] == [0, 4]
+    for p, point in enumerate(points):  # the run's own key at iteration 6: the values it logged there
+        for name in ("eval/return_deterministic", "eval/return_stochastic", "eval/length"):
+            assert point[name]["per_seed"] == [logged[name][p][s][-1] for s in range(2)], name
+    # fresh episodes from a seed, at an older checkpoint: another file, still sensible CartPole returns
+    assert main(["eval", str(sweep_dir), "--seed", "3", "--episodes", "3", "--out", str(tmp_path / "e.json")]) == 0
+    fresh = json.loads((tmp_path / "e.json").read_text())
+    assert fresh["episodes_per_policy"] == 3 and fresh["points"][0]["eval/length"]["iqm"] >= 8
+    assert main(["eval", str(sweep_dir), "--step", "5"]) == 2
+    assert "no checkpoint at iteration 5" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path)]) == 2
+    assert "has no checkpoints/ folder" in capsys.readouterr().err
 
 
 def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
@@ -66,8 +86,9 @@ def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
     assert len(rows) == 1 + 2 * 2 * 6 and rows[0].startswith("lag.k,seed,iteration,env_steps,")
     # every value round-trips: row (lag.k=4, seed 1, iteration 3) against metrics.json
     header = rows[0].split(",")
-    row = dict(zip(header, rows[1 + (1 * 2 + 1) * 6 + 2].split(","), strict=True))
-    assert (row["lag.k"], row["seed"], row["iteration"]) == ("4", "1", "3")
+    table = [dict(zip(header, line.split(","), strict=True)) for line in rows[1:]]
+    assert len({(r["lag.k"], r["seed"], r["iteration"]) for r in table}) == len(table)  # each row once
+    (row,) = [r for r in table if (r["lag.k"], r["seed"], r["iteration"]) == ("4", "1", "3")]
     for name in ("tv/backward", "loss/total", "episode/return"):
         want = payload["metrics"][name][1][1][2]
         got = np.float32(row[name]) if want is not None else row[name]
@@ -262,3 +283,46 @@ def test_the_readme_demo_table_is_the_committed_demo_summary():
                 f"{row['auc']['iqm']:.1f}",
             ]
         assert [c.strip() for c in line.strip("|").split("|")] == expected
+
+
+def test_the_readme_peak_memory_table_is_the_committed_measurement():
+    """The README's peak-RSS figures come from benchmarks/results/peak_memory.json, and they show a flat peak."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import peak_memory
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    payload = json.loads((root / "benchmarks" / "results" / "peak_memory.json").read_text())
+    readme = (root / "README.md").read_text()
+    block = readme[
+        readme.index(peak_memory.README_START) + len(peak_memory.README_START) : readme.index(peak_memory.README_END)
+    ]
+    assert block.strip() == peak_memory.readme_table(payload)
+    streamed = {r["iterations"]: r["peak_rss_mib"] for r in payload["rows"] if r["label"] == peak_memory.STREAMED}
+    assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval"])
+def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
+    from vaco_jax.algorithms import ALGORITHMS
+    from vaco_jax.config import LAG_KINDS
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    lines = [line.strip("│ ").rstrip() for line in capsys.readouterr().out.splitlines()]
+    bare = [
+        line.split()[0]
+        for line, after in zip(lines, lines[1:], strict=False)
+        if line.startswith("--") and after.startswith("(default")
+    ]
+    assert not bare, f"flags without help text: {bare}"
+    text = " ".join(lines)
+    if command in ("train", "sweep", "demo"):
+        assert "{" + ",".join(LAG_KINDS) + "}" in text  # --lag.kind's choices
+        algorithm_help = text[text.index("--algorithm ") :][:400]
+        assert all(name in algorithm_help for name in ALGORITHMS), algorithm_help

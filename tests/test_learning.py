@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vaco_jax import Config, EnvConfig, PPOConfig, envs, run_sweep, stats
+from vaco_jax.config import EvalConfig
 
 pytestmark = pytest.mark.slow
 
@@ -13,6 +14,7 @@ CARTPOLE = Config(
     num_iterations=400,  # 4 envs x 128 steps x 400 = 204,800 env steps per seed
     env=EnvConfig(name="CartPole-v1", num_envs=4, num_steps=128, normalize_observations=False),
     ppo=PPOConfig(learning_rate=2e-3, num_epochs=4, num_minibatches=4),
+    eval=EvalConfig(every=200, episodes=4),  # deterministic and stochastic episodes after iterations 200 and 400
 )
 PENDULUM = Config(
     num_iterations=100,  # 32 envs x 128 steps x 100 = 409,600 env steps per seed
@@ -44,6 +46,9 @@ def test_solves_cartpole(algorithm):
     result = run_sweep(CARTPOLE.replace(algorithm=algorithm), num_seeds=4)
     final = stats.final_return(result.metrics["episode/return"])  # [seed]
     assert stats.iqm(final) >= 475, final
+    # the trained policy's mode balances the pole for the whole 500-step episode
+    deterministic = result.metrics["eval/return_deterministic"][:, -1]  # [seed], after the last iteration
+    assert stats.iqm(deterministic) == 500.0, deterministic
     assert random_policy_return("CartPole-v1") < 50
 
 

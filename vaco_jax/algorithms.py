@@ -246,6 +246,18 @@ ALGORITHMS: dict[str, Callable[[Config], Algorithm]] = {
 }
 
 
+def register(name: str, factory: Callable[[Config], Algorithm], *, overwrite: bool = False) -> None:
+    """Make a new algorithm available by ``name`` to the trainer, sweeps and the CLI's Python API.
+
+    ``factory(config)`` returns the :class:`Algorithm` record: an advantage estimator (e.g. :func:`gae_advantages`),
+    a policy loss with the :class:`PolicyLossFn` signature, and the policy its ratios are taken against. Registering
+    a known name again raises unless ``overwrite=True``.
+    """
+    if name in ALGORITHMS and not overwrite:
+        raise ValueError(f"algorithm {name!r} is already registered; pass overwrite=True to replace it")
+    ALGORITHMS[name] = factory
+
+
 def build(config: Config) -> Algorithm:
     """The algorithm record named by ``config.algorithm``, specialised to its static options."""
     if config.algorithm not in ALGORITHMS:

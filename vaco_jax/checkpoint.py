@@ -1,12 +1,15 @@
-"""Checkpoints of a batch of runs with orbax: the whole training state, the metrics so far, and what made them.
+"""Checkpoints of a batch of runs with orbax: the whole training state and what made it.
 
 A checkpoint at iteration i holds
 
 * ``state``: every leaf of the batched :class:`~vaco_jax.types.TrainState` [S] (parameters, optimiser state, lag
   buffer, normaliser, environment states, RNG keys as raw key data, iteration counter, algorithm state), flattened
   in the order of the program's own state tree, so that a restore rebuilds exactly that tree;
-* ``metrics``: every per-iteration metric so far, ``{name: [S, i]}``;
 * ``meta`` (JSON): the config, the grid, the seeds, the iterations done, and the package and jax versions.
+
+The metrics so far are not in the checkpoint: they stream to the run's
+:class:`~vaco_jax.metrics_store.MetricsStore` chunk by chunk, so a checkpoint's size does not grow with the run; a
+resume drops the stored metrics past its iteration.
 
 orbax writes each step into a temporary directory and renames it when complete, so a crash during a save leaves
 the previous checkpoint usable; the last ``keep`` checkpoints are kept. Host copies of the state are taken before
@@ -104,11 +107,9 @@ def _lookup(tree: Mapping[str, Any], path: str) -> Any:
 
 
 class Checkpointer:
-    """Driver callbacks that save every ``every`` iterations, at the end and when ``save_now()`` says so (a stop
-    request), keeping the last ``keep`` checkpoints.
-
-    ``on_chunk`` (a metrics callback) accumulates the metrics; ``on_states`` (a state callback) saves. ``offset``
-    counts iterations done before this call (a resumed run), ``prior`` holds their metrics.
+    """A driver state callback (``on_states``) that saves every ``every`` iterations, at the end and when
+    ``save_now()`` says so (a stop request), keeping the last ``keep`` checkpoints. ``offset`` counts iterations
+    done before this call (a resumed run).
     """
 
     def __init__(
@@ -120,22 +121,17 @@ class Checkpointer:
         total: int,
         keep: int = 2,
         offset: int = 0,
-        prior: Mapping[str, np.ndarray] | None = None,
         save_now: Callable[[], bool] | None = None,
     ):
         import orbax.checkpoint as ocp
 
         self.directory = Path(directory).absolute()
         self.meta, self.every, self.total, self.offset = meta, every, total, offset
-        self.metrics: list[dict[str, np.ndarray]] = [dict(prior)] if prior else []
         self.last_saved = offset
         self.save_now = save_now  # e.g. a stop request: save at this chunk boundary whatever ``every`` says
         self._manager = ocp.CheckpointManager(
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         )
-
-    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
-        self.metrics.append(metrics)
 
     def on_states(self, done: int, states: TrainState) -> None:
         done += self.offset
@@ -146,13 +142,11 @@ class Checkpointer:
     def save(self, done: int, states: TrainState) -> None:
         import orbax.checkpoint as ocp
 
-        metrics = {name: np.concatenate([m[name] for m in self.metrics], axis=1) for name in self.metrics[0]}
         meta = {**self.meta, "iterations_done": done}
         self._manager.save(
             done,
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(_to_host(states)),
-                history=ocp.args.StandardSave(metrics),  # "metrics" is a name orbax reserves
                 meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
             ),
             force=True,
@@ -163,10 +157,9 @@ class Checkpointer:
 
 @dataclasses.dataclass
 class Restored:
-    """The newest checkpoint of a directory: states [S], metrics so far ``{name: [S, i]}``, and its meta."""
+    """The newest checkpoint of a directory: states [S] and its meta."""
 
     states: TrainState
-    metrics: dict[str, np.ndarray]
     meta: dict[str, Any]
 
     @property
@@ -174,28 +167,42 @@ class Restored:
         return int(self.meta["iterations_done"])
 
 
-def restore(directory: Path, template: TrainState) -> Restored:
-    """The newest complete checkpoint under ``directory``, rebuilt on the shapes of ``template``."""
+def _manager_and_step(directory: Path, step: int | None):
     import orbax.checkpoint as ocp
 
     directory = Path(directory).absolute()
     if not directory.is_dir():
-        raise ConfigError(f"--resume: no checkpoints in {directory}; give the --out-dir of the interrupted run")
+        raise ConfigError(f"no checkpoints in {directory}; give the --out-dir of a vaco-jax train or sweep run")
     manager = ocp.CheckpointManager(directory)
-    step = manager.latest_step()
+    steps = sorted(manager.all_steps())
+    if not steps:
+        raise ConfigError(f"no complete checkpoint in {directory}")
     if step is None:
-        raise ConfigError(f"--resume: no complete checkpoint in {directory}")
+        step = steps[-1]
+    elif step not in steps:
+        raise ConfigError(f"no checkpoint at iteration {step} in {directory}; there are {', '.join(map(str, steps))}")
+    return manager, step
+
+
+def read_meta(directory: Path, step: int | None = None) -> dict[str, Any]:
+    """The meta record (config, grid, seeds, iterations done, versions) of the newest checkpoint, or of ``step``."""
+    import orbax.checkpoint as ocp
+
+    manager, step = _manager_and_step(directory, step)
+    return dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
+
+
+def restore(directory: Path, template: TrainState, step: int | None = None) -> Restored:
+    """The newest complete checkpoint under ``directory`` (or the one at iteration ``step``), rebuilt on the
+    shapes of ``template``."""
+    import orbax.checkpoint as ocp
+
+    manager, step = _manager_and_step(directory, step)
     saved = manager.restore(
         step,
-        args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(), history=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()
-        ),
+        args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()),
     )
-    return Restored(
-        states=_from_host(saved["state"], template),
-        metrics={k: np.asarray(v) for k, v in saved["history"].items()},
-        meta=dict(saved["meta"]),
-    )
+    return Restored(states=_from_host(saved["state"], template), meta=dict(saved["meta"]))
 
 
 def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> None:
@@ -209,4 +216,4 @@ def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, An
         )
 
 
-__all__ = ["Checkpointer", "Restored", "restore", "run_meta", "check_resumable", "differences"]
+__all__ = ["Checkpointer", "Restored", "read_meta", "restore", "run_meta", "check_resumable", "differences"]

@@ -21,15 +21,23 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import tyro
 
-from vaco_jax import checkpoint, memory, plotting, writers
+from vaco_jax import checkpoint, evaluation, memory, plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
+from vaco_jax.metrics_store import StoredMetrics
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
 from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
 
 RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
+METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.metrics_store), written as the run goes
+RUN_STATE = (METRICS_SUBDIR, checkpoint.SUBDIR)  # what a killed run leaves behind before any result file
+
+
+ReportedMetric = Literal[
+    "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
+]
 
 
 @dataclasses.dataclass
@@ -47,13 +55,16 @@ class Output:
     quiet: bool = False
     """No per-chunk progress lines."""
     checkpoint_every: int = 100
-    """Save a checkpoint (the whole training state of every run and the metrics so far, under out_dir/checkpoints)
-    every N iterations at chunk boundaries, and always at the end; 0: only at the end."""
+    """Save a checkpoint (the whole training state of every run, under out_dir/checkpoints) every N iterations at
+    chunk boundaries, and always at the end; 0: only at the end. Metrics stream to out_dir/metrics every chunk."""
     keep_checkpoints: int = 2
     """How many of the newest checkpoints to keep."""
     resume: Path | None = None
     """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end (give
     the same flags as the interrupted run; a difference in config, grid or seeds is refused, naming it)."""
+    metric: ReportedMetric = "episode/return"
+    """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
+    episodes (eval/...: needs --eval.every N)."""
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
@@ -71,7 +82,9 @@ class TrainArgs:
     Every other flag overrides them (see vaco_jax.presets and the README's preset table)."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
 
 
@@ -88,7 +101,9 @@ class SweepArgs:
         default_factory=lambda: Config(lag=LagConfig(max_lag=4))
     )
     num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
 
 
@@ -117,11 +132,69 @@ class DemoArgs:
     algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
     """Algorithms or presets (vaco_jax.presets) to compare; each runs the whole grid as one compiled program."""
     grid: tuple[str, ...] = ("lag.k=0,4,8",)
+    """Grid axes as FIELD=V1,V2,... (traced fields only), run for every algorithm."""
     num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=lambda: Output(out_dir=Path("runs/demo"), overwrite=True)
     )
+
+
+@dataclasses.dataclass
+class EvalArgs:
+    """Evaluate a saved run: episodes with the deterministic and the stochastic policy of every run, from its
+    newest checkpoint (or --step), summarised per grid point; writes RUN_DIR/eval.json."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """The --out-dir of a train or sweep run (for a demo, one of its variant folders)."""
+    step: int | None = None
+    """The checkpoint to evaluate, by iterations done (see RUN_DIR/checkpoints/); default: the newest."""
+    episodes: int | None = None
+    """Episodes per run and policy; default: the run's eval.episodes."""
+    max_steps: int | None = None
+    """Step budget of an evaluation; default: the run's eval.max_steps (0: the environment's time limit)."""
+    seed: int | None = None
+    """Draw fresh episodes from this seed; default: each run's own evaluation key at that iteration (with the same
+    number of episodes this reproduces the eval/* values the run logged there)."""
+    out: Path | None = None
+    """Where to write the results (JSON); default: RUN_DIR/eval.json (eval_<step>.json with --step)."""
+
+
+def run_eval(args: EvalArgs) -> Path:
+    """``vaco-jax eval``: evaluate, print a table per grid point, write JSON."""
+    from vaco_jax.saved import evaluate_saved_run
+
+    result = evaluate_saved_run(
+        args.run_dir, step=args.step, episodes=args.episodes, max_steps=args.max_steps, seed=args.seed
+    )
+    rows = result.rows()
+    axes = list(result.grid)
+    header = [*axes, "deterministic IQM", "95% CI", "stochastic IQM", "95% CI", "length IQM", "seeds"]
+    lines = []
+    for row in rows:
+        det, sto, length = (row[name] for name in evaluation.METRICS)
+        lines.append(
+            [
+                *(str(row[a]) for a in axes),
+                f"{det['iqm']:.1f}",
+                f"[{det['ci_low']:.1f}, {det['ci_high']:.1f}]",
+                f"{sto['iqm']:.1f}",
+                f"[{sto['ci_low']:.1f}, {sto['ci_high']:.1f}]",
+                f"{length['iqm']:.1f}",
+                str(len(result.seeds)),
+            ]
+        )
+    print(
+        f"vaco-jax: {result.episodes} episodes per run and policy (at most {result.max_steps} steps) with the "
+        f"policies of {args.run_dir} after {result.iterations_done} iterations; means over the episodes that ended\n"
+    )
+    print(_table(header, lines))
+    out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
+    writers.write_text_atomic(out, json.dumps(writers._strict_json(result.to_json()), indent=2))
+    print(f"\nwrote {out}")
+    return out
 
 
 def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
@@ -206,10 +279,11 @@ def _prepare_out_dir(output: Output, run_id: str) -> Path:
     """The output directory, ready for this run: refused if it holds results (unless --overwrite, which clears
     it and says what went, or --resume, which continues in it); marked with this run's id."""
     out = output.out_dir
-    existing = [name for name in RESULT_FILES if (out / name).exists()]
+    existing = [name for name in (*RESULT_FILES, *RUN_STATE) if (out / name).exists()]
     if existing and not output.overwrite and output.resume is None:
         raise ConfigError(
-            f"{out} already holds results ({', '.join(existing)}); pass --overwrite or choose another --out-dir"
+            f"{out} already holds results ({', '.join(existing)}); pass --overwrite to replace them, "
+            f"--resume {out} to continue an interrupted run there, or choose another --out-dir"
         )
     if output.overwrite and output.resume is None:
         clear_output_dir(out)
@@ -218,21 +292,29 @@ def _prepare_out_dir(output: Output, run_id: str) -> Path:
     return out
 
 
-def _progress(config: Config, num_runs: int, quiet: bool):
+def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
+    """A chunk callback printing one line per chunk: iterations, speed, the latest return (and evaluation) and TV."""
     start = time.perf_counter()
     total = config.num_iterations
+
+    def latest(values: np.ndarray) -> str:
+        """Mean over runs of the latest finite value in the chunk (NaN: no episode ended, or no evaluation)."""
+        finite = np.isfinite(values)
+        if not finite.any():
+            return "n/a"
+        last = values.shape[1] - 1 - np.argmax(finite[:, ::-1].any(axis=0))
+        column = values[:, last]
+        return f"{column[np.isfinite(column)].mean():.1f}"
 
     def on_chunk(done: int, metrics: dict[str, np.ndarray]) -> None:
         if quiet:
             return
         elapsed = time.perf_counter() - start
-        returns = metrics["episode/return"][:, -1]
-        finite = returns[np.isfinite(returns)]
-        mean_return = f"{finite.mean():8.1f}" if finite.size else "     n/a"
         steps = done * config.steps_per_iteration
+        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
         print(
-            f"[{done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
-            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {mean_return}  "
+            f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
+            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}  "
             f"tv/backward {metrics['tv/backward'][:, -1].mean():.4f}  "
             f"tv/forward {metrics['tv/forward'][:, -1].mean():.4f}",
             flush=True,
@@ -258,6 +340,11 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
                 str(f["runs"]),
             ]
         )
+    return _table(header, lines)
+
+
+def _table(header: list[str], lines: list[list[str]]) -> str:
+    """Right-aligned plain-text columns under a header and a rule."""
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
@@ -278,19 +365,28 @@ def execute(
     seed: int,
     output: Output,
     stop: GracefulStop | None = None,
+    *,
+    run_id: str | None = None,
+    resume_with: Path | None = None,
 ) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None).
 
     With ``stop`` (a :class:`~vaco_jax.interrupt.GracefulStop`), a stop request ends the run at the next chunk
     boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
-    :class:`Interrupted` is raised.
+    :class:`Interrupted` is raised. ``run_id`` names the run in every file (a new one if None); ``resume_with`` is
+    the directory the user passes to ``--resume`` to finish an interrupted run (default: the output directory).
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
     program = TrainProgram(config)  # validates before anything compiles or is written
     grid_configs(config, grid)
+    if output.metric.startswith("eval/") and config.eval.every == 0:
+        raise ConfigError(
+            f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
+            "(evaluate every N iterations and after the last one)"
+        )
     num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
     num_runs = num_points * num_seeds
     spec = program.env.action_spec
@@ -306,7 +402,7 @@ def execute(
         restored = checkpoint.restore(output.resume / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
         checkpoint.check_resumable(restored.meta, meta)
         print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
-    run_id = uuid.uuid4().hex[:12]
+    run_id = run_id or new_run_id()
     out = _prepare_out_dir(output, run_id)
     saver = checkpoint.Checkpointer(
         out / checkpoint.SUBDIR,
@@ -315,7 +411,6 @@ def execute(
         total=config.num_iterations,
         keep=output.keep_checkpoints,
         offset=restored.iterations_done if restored else 0,
-        prior=restored.metrics if restored else None,
         save_now=(lambda: stop.requested) if stop is not None else None,
     )
     print(
@@ -330,39 +425,45 @@ def execute(
         num_seeds=num_seeds,
         seed=seed,
         chunk_size=output.chunk_size,
-        callbacks=[_progress(config, num_runs, output.quiet), saver.on_chunk],
+        callbacks=[_progress(config, num_runs, output.quiet, restored.iterations_done if restored else 0)],
         driver=Driver(program),
         state_callbacks=[saver.on_states],
         resume=restored,
         should_stop=(lambda: stop.requested) if stop is not None else None,
+        metrics_dir=out / METRICS_SUBDIR,
+        progress=False,  # the CLI prints one line per chunk instead
     )
-    done = next(iter(result.metrics.values())).shape[-1]
+    done = result.num_iterations
     partial = done < config.num_iterations
-    rows = [{**row, "iterations_done": done, "partial": partial, "run_id": run_id} for row in result.summary()]
-    (out / "config.json").write_text(json.dumps(writers.config_dict(config), indent=2))
+    metric = output.metric
+    rows = [
+        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
+        for row in result.summary(metric)
+    ]
+    writers.write_text_atomic(out / "config.json", json.dumps(writers.config_dict(config), indent=2))
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)
     writers.write_csv(result, out / "metrics.csv")
-    (out / "summary.json").write_text(json.dumps(rows, indent=2))
-    plotting.plot_learning_curves(result, out / "learning_curves.png")
+    writers.write_text_atomic(out / "summary.json", json.dumps(rows, indent=2))
+    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
     for axis in grid:
-        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis)
+        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
     if output.tensorboard:
         writers.write_tensorboard(result, out / "tb")
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
-        f"final = mean return over the last 10% of iterations, AUC = mean over all iterations\n"
+        f"final = mean {metric} over the last 10% of iterations, AUC = mean over all iterations\n"
     )
     print(format_summary(result, rows))
     print(
-        f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png"
+        f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
         + "".join(f" final_vs_{axis}.png" for axis in grid)
         + (" tb/" if output.tensorboard else "")
     )
     if partial:
         print(
-            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations; the results above are partial "
-            f"(summary.json says so). To finish, run the same command with --resume {out}",
+            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations; the results in {out} are "
+            f"partial (summary.json says so). To finish, run the same command with --resume {resume_with or out}",
             flush=True,
         )
         raise Interrupted(stop.exit_code if stop is not None else 1)
@@ -372,6 +473,30 @@ def execute(
 def variant_config(config: Config, name: str) -> Config:
     """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
     return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
+
+
+def new_run_id() -> str:
+    """A short random id, recorded in the marker, metrics.json and every summary row of a run's files."""
+    return uuid.uuid4().hex[:12]
+
+
+def staging_dir(out_dir: Path) -> Path:
+    """Where a multi-variant command builds its results until every variant is done: ``<out-dir>.incomplete``."""
+    return out_dir.with_name(out_dir.name + ".incomplete")
+
+
+def publish(staging: Path, target: Path) -> None:
+    """Put the complete result set ``staging`` in place of ``target``: the old directory is renamed aside, the new
+    one renamed in, then the old one removed, so ``target`` never mixes the two and a crash loses neither."""
+    aside = target.with_name(f"{target.name}.replaced-{new_run_id()}")
+    if target.exists():
+        if any(target.iterdir()):
+            removed = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+            print(f"vaco-jax: --overwrite: replaced in {target}: {', '.join(removed)}", flush=True)
+        target.rename(aside)
+    staging.rename(target)
+    if aside.exists():
+        shutil.rmtree(aside)
 
 
 def compare(
@@ -385,40 +510,79 @@ def compare(
 ) -> dict[str, SweepResult]:
     """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
 
-    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``).
+    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``). The whole result set is
+    built in ``<out-dir>.incomplete`` and moved into place when every variant is done, so ``--out-dir`` never
+    holds variants of different runs; an interrupted set stays there until ``--resume <out-dir>`` completes it.
     """
     if config.algorithm != demo_config().algorithm:
         raise ConfigError(
             f"demo compares the --algorithms list, so --algorithm {config.algorithm} would be ignored: "
             f"add it there instead, e.g. --algorithms ppo {config.algorithm}"
         )
+    target = output.resume if output.resume is not None else output.out_dir
+    output = dataclasses.replace(output, out_dir=target)
     check_output(output)
+    staging = staging_dir(target)
     for name in variants:  # validate every variant, and where it will write, before the first one trains
         TrainProgram(variant_config(config, name))
         grid_configs(variant_config(config, name), grid)
-        taken = [f for f in RESULT_FILES if (output.out_dir / name / f).exists()]
-        if taken and not output.overwrite and output.resume is None:
+    if output.dry_run:
+        for name in variants:
+            execute(variant_config(config, name), grid, num_seeds, seed, dataclasses.replace(output, out_dir=target))
+            print()
+        return {}
+    if output.resume is not None:
+        if not staging.is_dir():
             raise ConfigError(
-                f"{output.out_dir / name} already holds results ({', '.join(taken)}); "
-                "pass --overwrite or choose another --out-dir"
+                f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
+                "a multi-variant command keeps its results there until every variant is done)"
             )
-    if output.overwrite and output.resume is None and not output.dry_run:
-        clear_output_dir(output.out_dir)
+        run_id = json.loads((staging / MARKER).read_text())["run_id"]
+    else:
+        if staging.exists():
+            if not output.overwrite:
+                raise ConfigError(
+                    f"{staging} holds an interrupted result set: pass --resume {target} to finish it, or "
+                    "--overwrite to start again"
+                )
+            clear_output_dir(staging)
+        if target.exists() and any(target.iterdir()):
+            if not output.overwrite:
+                raise ConfigError(
+                    f"{target} already holds results; pass --overwrite to replace them (when the new set is "
+                    "complete) or choose another --out-dir"
+                )
+            if not _is_output_dir(target):
+                raise ConfigError(
+                    f"--overwrite: {target} holds files that are not vaco-jax results, so nothing will be replaced: "
+                    "choose another --out-dir"
+                )
+        run_id = new_run_id()
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / MARKER).write_text(json.dumps({"run_id": run_id, "variants": list(variants)}) + "\n")
     results = {}
     for name in variants:
-        resume = output.resume / name if output.resume is not None else None
-        sub = dataclasses.replace(output, out_dir=output.out_dir / name, resume=resume)
-        results[name] = execute(variant_config(config, name), grid, num_seeds, seed, sub, stop)
+        folder = staging / name
+        resumable = output.resume is not None and (folder / checkpoint.SUBDIR).is_dir()
+        # a variant that had not checkpointed yet starts again in its (own, staged) folder
+        sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
+        cfg = variant_config(config, name)
+        results[name] = execute(cfg, grid, num_seeds, seed, sub, stop, run_id=run_id, resume_with=target)
         print()
-    if output.dry_run:
-        return {}
     for axis in grid:
-        plotting.plot_final_vs_axis(results, output.out_dir / f"final_vs_{axis}.png", axis)
-    print("== comparison (final = mean return over the last 10% of iterations; IQM and 95% bootstrap CI over seeds)")
-    for name, result in results.items():
-        print(f"\n{name}:\n{format_summary(result, result.summary())}")
+        plotting.plot_final_vs_axis(results, staging / f"final_vs_{axis}.png", axis, output.metric)
     print(
-        f"\nwrote {output.out_dir}/"
+        f"== comparison (final = mean {output.metric} over the last 10% of iterations; IQM and 95% bootstrap CI "
+        "over seeds)"
+    )
+    for name, result in results.items():
+        print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
+    publish(staging, target)
+    for name, result in results.items():  # the stored metrics moved with their folder
+        if isinstance(result.metrics, StoredMetrics):
+            result.metrics.store.directory = target / name / METRICS_SUBDIR
+    print(
+        f"\nwrote {target}/ (run {run_id}): "
         + " ".join(f"final_vs_{axis}.png" for axis in grid)
         + " and one folder per variant: "
         + ", ".join(variants)
@@ -440,7 +604,9 @@ def _commands(presets: tuple[str, ...]) -> Any:
         train = dataclasses.replace(train, preset=presets, config=apply_presets(presets, train.config))
         sweep = dataclasses.replace(sweep, preset=presets, config=apply_presets(presets, sweep.config))
     defaults = {"train": train, "sweep": sweep, "demo": DemoArgs()}
-    return Union[tuple(Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items())]  # noqa: UP007
+    commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
+    commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
+    return Union[tuple(commands)]  # noqa: UP007
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,6 +623,9 @@ def main(argv: list[str] | None = None) -> int:
         commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
     )
     try:
+        if isinstance(args, EvalArgs):
+            run_eval(args)
+            return 0
         grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
         refuse_flags_that_are_grid_axes(grid, argv)
         with GracefulStop() as stop:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from flax import struct
@@ -70,8 +70,11 @@ class NetworkConfig:
     """Separate actor and critic MLPs."""
 
     actor_hidden: tuple[int, ...] = static((64, 64))
+    """Hidden layer widths of the policy MLP, e.g. --network.actor-hidden 64 64."""
     critic_hidden: tuple[int, ...] = static((64, 64))
-    activation: str = static("tanh")
+    """Hidden layer widths of the value MLP."""
+    activation: Literal["tanh", "relu", "gelu", "silu"] = static("tanh")
+    """Hidden-layer activation of both MLPs."""
 
 
 @struct.dataclass
@@ -83,17 +86,25 @@ class PPOConfig:
     num_minibatches: int = static(4)
     """Minibatches per epoch, split along the environment axis (forward lag)."""
     learning_rate: float = 2.5e-4
+    """Adam step size (its initial value when annealed)."""
     anneal_lr: bool = static(True)
     """Anneal the learning rate linearly to 0 over training."""
     max_grad_norm: float = 0.5
+    """Global gradient-norm clipping of each minibatch step."""
     gamma: float = 0.99
+    """Discount factor."""
     gae_lambda: float = 0.95
+    """lambda of GAE and of V-trace(lambda)."""
     clip_eps: float = 0.2
+    """eps: PPO's ratio clipping range [1 - eps, 1 + eps] (SPO: its penalty scale)."""
     ent_coef: float = 0.01
+    """Weight of the entropy bonus."""
     vf_coef: float = 0.5
+    """Weight of the value loss."""
     clip_value_loss: bool = static(False)
     """PPO-style clipping of the value loss around V_T(s)."""
     vf_clip_eps: float = 0.2
+    """Clipping range of the value loss when clip_value_loss is on."""
     normalize_advantages: bool = static(True)
     """Normalise advantages per minibatch (mean 0, std 1)."""
     kl_coef: float = 1.0
@@ -112,19 +123,19 @@ class VACOConfig:
 
     tv_threshold: float = 0.2
     """delta: the filter's trust-region radius in total variation (inf disables the filter)."""
-    tv_scope: str = static("minibatch")
+    tv_scope: Literal["minibatch", "trajectory", "sample"] = static("minibatch")
     """Scope of the TV estimate: minibatch, trajectory (per env rollout segment) or sample."""
-    filter_ref: str = static("learner")
+    filter_ref: Literal["learner", "behaviour"] = static("learner")
     """The filter's reference policy: learner (pi_T, bounds forward lag) or behaviour (beta, total lag)."""
     align: bool = static(True)
     """Re-estimate advantages with V-trace for pi_T once per iteration (false: GAE, no correction)."""
-    is_weight: str = static("none")
+    is_weight: Literal["none", "truncated"] = static("none")
     """Off-policy weight of the surrogate: none (w = 1) or truncated (w = min(ref/beta, w_max))."""
     w_max: float = 100.0
     """Truncation of the off-policy weight when is_weight=truncated."""
-    tv_estimator: str = static("sample")
+    tv_estimator: Literal["sample", "exact"] = static("sample")
     """Filter's TV estimate: sample (importance-weighted, unbiased) or exact (per-state, discrete actions)."""
-    surrogate: str = static("ratio")
+    surrogate: Literal["ratio", "logprob"] = static("ratio")
     """ratio (r * A) or logprob (stopgrad(min(r, surrogate_cap)) * A * log pi_theta; same gradient at cap=inf)."""
     surrogate_cap: float = math.inf
     """C: upper truncation of the stop-gradient ratio of the logprob surrogate (inf: none)."""
@@ -135,8 +146,10 @@ class VtraceConfig:
     """V-trace(lambda) truncation levels and advantage form (lambda = ppo.gae_lambda)."""
 
     rho_bar: float = 1.0
+    """rho-bar: truncation of the importance weights in the TD errors (inf: none)."""
     c_bar: float = 1.0
-    advantage: str = static("lambda")
+    """c-bar: truncation of the traces (inf: none)."""
+    advantage: Literal["lambda", "q"] = static("lambda")
     """lambda (A = v_t - V(s_t); equals GAE at zero lag) or q (IMPALA's form)."""
 
 
@@ -144,12 +157,13 @@ class VtraceConfig:
 class LagConfig:
     """Backward lag: the simulated fleet of stale actors (spec section 2)."""
 
-    kind: str = static("fixed")
-    """One of fixed, uniform, geometric, spread."""
+    kind: Literal["fixed", "uniform", "geometric", "spread"] = static("fixed")
+    """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at
+    max_lag) or spread (groups evenly over 0..k)."""
     max_lag: int = static(0)
     """Buffer holds max_lag + 1 snapshots (static: it sets the buffer shape)."""
     num_actors: int = static(1)
-    """Actor groups; num_envs must be divisible by it."""
+    """Actor groups, each acting with its own snapshot; env.num_envs must be divisible by it."""
     k: int = 0
     """Lag (fixed, spread) or maximum lag (uniform), in learner updates."""
     p: float = 0.5
@@ -157,10 +171,25 @@ class LagConfig:
 
 
 @struct.dataclass
+class EvalConfig:
+    """Evaluation episodes inside the compiled program, on environments of their own (off by default: zero cost)."""
+
+    every: int = static(0)
+    """Evaluate every N iterations and after the last one (0: never). Logged per iteration as
+    eval/return_deterministic, eval/return_stochastic and eval/length (NaN at iterations without an evaluation)."""
+    episodes: int = static(8)
+    """Episodes per evaluation for each of the two policies (the mode, and a sample), run in parallel."""
+    max_steps: int = static(0)
+    """Steps an evaluation may take (0: the environment's time limit); episodes still running then are not counted."""
+
+
+@struct.dataclass
 class Config:
     """Everything that defines a training run. ``make_train(config)`` never mutates it."""
 
     algorithm: str = static("ppo")
+    """ppo, ppo_decoupled, ppo_kl, spo, impala, vaco, vaco_align_only or vaco_filter_only (see docs/algorithms.md;
+    more with vaco_jax.algorithms.register)."""
     num_iterations: int = static(100)
     """Learner updates; env steps = num_iterations * num_envs * num_steps."""
     env: EnvConfig = group(EnvConfig)
@@ -169,6 +198,7 @@ class Config:
     lag: LagConfig = group(LagConfig)
     vaco: VACOConfig = group(VACOConfig)
     vtrace: VtraceConfig = group(VtraceConfig)
+    eval: EvalConfig = group(EvalConfig)
 
     @property
     def steps_per_iteration(self) -> int:
@@ -325,6 +355,12 @@ def validate(
             isinstance(value, int) and not isinstance(value, bool) and value >= 1,
             f"{path}={value!r} must be a positive integer",
         )
+    for path, value in (("eval.every", config.eval.every), ("eval.max_steps", config.eval.max_steps)):
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"{path}={value!r} must be >= 0")
+    _check(
+        isinstance(config.eval.episodes, int) and config.eval.episodes >= 1,
+        f"eval.episodes={config.eval.episodes!r} must be a positive integer",
+    )
     _check(isinstance(lag.max_lag, int) and lag.max_lag >= 0, f"lag.max_lag={lag.max_lag!r} must be an integer >= 0")
     _check(
         isinstance(env.episode_length, int) and env.episode_length >= 0,
@@ -397,6 +433,44 @@ def validate(
     _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     return config
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """The :class:`Config` a ``config.json`` (or a checkpoint's meta) describes: the inverse of writing it.
+
+    Lists become tuples and the strings "inf", "-inf", "nan" floats again; a field the file lacks (written before
+    the field existed) keeps its default; a key no field has is refused, naming it.
+    """
+    config = Config()
+    known = set(all_fields(config))
+    unknown = sorted(set(_dotted(data)) - known)
+    if unknown:
+        raise ConfigError(f"unknown config field(s) {', '.join(unknown)}: written by another version of vaco_jax?")
+    overrides = {}
+    for path in known:
+        value: Any = data
+        for part in path.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, Mapping) else _MISSING
+        if value is _MISSING:
+            continue
+        default = get_field(config, path)
+        if isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, str) and isinstance(default, float) and value in ("inf", "-inf", "nan"):
+            value = float(value)
+        overrides[path] = value
+    return with_overrides(config, overrides)
+
+
+_MISSING = object()
+
+
+def _dotted(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from _dotted(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
 
 
 def with_overrides(config: Config, overrides: Mapping[str, Any]) -> Config:

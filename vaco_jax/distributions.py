@@ -27,6 +27,7 @@ class Distribution(NamedTuple):
     log_prob: Any  # (params, actions) -> [...]
     entropy: Any  # (params) -> [...]
     discrete: bool
+    mode: Any  # (params) -> the most likely action [...]: the deterministic policy of an evaluation
 
 
 def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
@@ -70,8 +71,18 @@ def gaussian_entropy(params: tuple[jax.Array, jax.Array]) -> jax.Array:
     return jnp.sum(log_std + 0.5 * math.log(2 * math.pi * math.e), axis=-1)
 
 
-CATEGORICAL = Distribution(categorical_sample, categorical_log_prob, categorical_entropy, True)
-DIAG_GAUSSIAN = Distribution(gaussian_sample, gaussian_log_prob, gaussian_entropy, False)
+def categorical_mode(logits: jax.Array) -> jax.Array:
+    """The most likely category [...] (the first of ties)."""
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def gaussian_mode(params: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """The mean [..., A] (unclipped, like a sample; the caller clips to the action bounds)."""
+    return params[0]
+
+
+CATEGORICAL = Distribution(categorical_sample, categorical_log_prob, categorical_entropy, True, categorical_mode)
+DIAG_GAUSSIAN = Distribution(gaussian_sample, gaussian_log_prob, gaussian_entropy, False, gaussian_mode)
 
 
 def for_actions(discrete: bool) -> Distribution:

@@ -65,7 +65,8 @@ class Driver:
     def __init__(self, program: TrainProgram):
         self.program = program
         self._init = jax.jit(program.init_batched)
-        self._chunk = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None)), static_argnums=2, donate_argnums=0)
+        # the first iteration of a chunk is one unbatched scalar for all runs (see TrainProgram.run)
+        self._chunk = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), static_argnums=2, donate_argnums=0)
         self._compiled: dict[tuple, object] = {}
 
     def compiled_chunk(self, states: TrainState, hparams: Config, num_iterations: int):
@@ -79,7 +80,7 @@ class Driver:
         if signature in self._compiled:
             return self._compiled[signature], 0.0
         start = time.perf_counter()
-        compiled = self._chunk.lower(states, hparams, num_iterations).compile()
+        compiled = self._chunk.lower(states, hparams, num_iterations, np.int32(0)).compile()
         self._compiled[signature] = compiled
         return compiled, time.perf_counter() - start
 
@@ -99,6 +100,7 @@ class Driver:
         num_iterations: int | None = None,
         state_callbacks: Sequence[StateCallback] = (),
         should_stop: Callable[[], bool] | None = None,
+        keep_metrics: bool = True,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
@@ -106,6 +108,9 @@ class Driver:
         ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
         ``state_callbacks`` see the states after each chunk, before they are donated to the next one.
         ``should_stop()`` is asked after each chunk's callbacks; if true, the run ends there (fewer iterations).
+        ``keep_metrics=False`` hands each chunk's metrics to the callbacks only (e.g. a
+        :class:`~vaco_jax.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
+        with the number of iterations, and the returned metrics are empty.
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
@@ -116,15 +121,17 @@ class Driver:
         if states is None:
             states = self.init(keys, hparams)
         done, chunks, timings, compile_seconds = 0, [], [], 0.0
+        first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
         while done < total:
             n = min(chunk_size, total - done)
             compiled, seconds = self.compiled_chunk(states, hparams, n)
             compile_seconds += seconds
             t0 = time.perf_counter()
-            states, metrics = compiled(states, hparams)
+            states, metrics = compiled(states, hparams, np.int32(first + done))
             metrics = jax.device_get(metrics)
             timings.append(time.perf_counter() - t0)
-            chunks.append(metrics)
+            if keep_metrics:
+                chunks.append(metrics)
             done += n
             for callback in callbacks:
                 callback(done, metrics)

@@ -24,20 +24,35 @@ def _label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items()) or "all runs"
 
 
+MAX_CURVE_POINTS = 500  # a learning curve is drawn at most at this many iterations, evenly spaced
+
+
+def curve_iterations(num_iterations: int, max_points: int = MAX_CURVE_POINTS) -> np.ndarray:
+    """The iterations a curve is drawn at: all of them up to ``max_points``, else ``max_points`` evenly spaced ones
+    (first and last included), so that a long run's plot reads one metric at a few iterations."""
+    if num_iterations <= max_points:
+        return np.arange(num_iterations)
+    return np.unique(np.linspace(0, num_iterations - 1, max_points).round().astype(np.int64))
+
+
 def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "episode/return") -> Path:
-    """IQM over seeds of ``metric`` against env steps, one line per grid point, 95% CI band."""
+    """IQM over seeds of ``metric`` against env steps, one line per grid point, 95% CI band (at most
+    :data:`MAX_CURVE_POINTS` iterations per line, evenly spaced)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    steps = result.env_steps
+    iterations = curve_iterations(result.num_iterations)
+    steps = result.env_steps[iterations]
+    values = result.at_iterations(metric, iterations)  # [*grid, seed, points]
     for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
-        curves = result.metrics[metric][index]  # [seed, I]
+        curves = values[index]  # [seed, points]
         center = stats.iqm(curves, axis=0)
         (line,) = ax.plot(steps, center, label=_label(point))
         if curves.shape[0] > 1:
             bands = np.array([stats.bootstrap_ci(curves[:, i], num_resamples=300) for i in range(len(steps))])
             ax.fill_between(steps, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())
     ax.set_xlabel("environment steps per run")
-    ax.set_ylabel(f"{metric} (IQM over {len(result.seeds)} seeds)")
+    band = "; band: 95% bootstrap CI of the IQM" if len(result.seeds) > 1 else ""
+    ax.set_ylabel(f"{metric}\n(IQM over {len(result.seeds)} seeds{band})")
     ax.set_title(f"{result.config.algorithm} on {result.config.env.name}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax.distributions import Distribution
-from vaco_jax.envs.base import Env, update_episode_stats
+from vaco_jax.envs.base import ActionSpec, Env, update_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.types import ActorSnapshot, EpisodeStats, Rollout
 
@@ -57,8 +57,6 @@ def collect_rollout(
     num_envs = observations.shape[0]
     per_group = num_envs // groups
     spec = env.action_spec
-    low = None if spec.discrete else jnp.asarray(spec.low)[None]  # [1, A]
-    high = None if spec.discrete else jnp.asarray(spec.high)[None]
     score = jax.vmap(networks.policy)  # over the G stacked snapshots
     flat = lambda x: x.reshape(num_envs, *x.shape[2:])  # noqa: E731  [G, Eg, ...] -> [E, ...]
 
@@ -69,8 +67,7 @@ def collect_rollout(
         actions = dist.sample(act_key, dist_params)  # [G, Eg, ...]
         log_probs = flat(dist.log_prob(dist_params, actions))
         actions = flat(actions)
-        env_actions = actions if spec.discrete else jnp.clip(actions, low, high)
-        env_state, ts = env.step(env_state, env_actions, env_key)
+        env_state, ts = env.step(env_state, to_env_actions(spec, actions), env_key)
         dones = jnp.logical_or(ts.terminated, ts.truncated)
         stats, finished_returns, finished_lengths = update_episode_stats(stats, ts.reward, dones)
         transition = Rollout(
@@ -95,6 +92,14 @@ def collect_rollout(
         env_step, (env_state, observations, episode_stats), keys
     )
     return env_state, observations, episode_stats, score_learner(networks, dist, learner, lags, rollout)
+
+
+def to_env_actions(spec: ActionSpec, actions: jax.Array) -> jax.Array:
+    """The actions an env receives: continuous ones clipped to the action bounds (the batch keeps the unclipped
+    ones, whose log-probabilities the losses use); discrete ones as they are."""
+    if spec.discrete:
+        return actions
+    return jnp.clip(actions, jnp.asarray(spec.low)[None], jnp.asarray(spec.high)[None])
 
 
 def score_learner(

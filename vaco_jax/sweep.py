@@ -10,8 +10,9 @@ numbers), so differences between points are not seed noise.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -20,6 +21,7 @@ import numpy as np
 from vaco_jax import stats
 from vaco_jax.config import Config, ConfigError, get_field, is_traced, with_overrides
 from vaco_jax.driver import ChunkCallback, Driver, StateCallback, stack_hparams
+from vaco_jax.metrics_store import MetricsStore, StoredMetrics
 from vaco_jax.trainer import TrainProgram, validate_config
 
 if TYPE_CHECKING:
@@ -28,12 +30,16 @@ if TYPE_CHECKING:
 
 @dataclass
 class SweepResult:
-    """Metrics of a grid x seeds sweep, ``{name: [*grid, seed, iteration]}``, with named axes."""
+    """Metrics of a grid x seeds sweep, ``{name: [*grid, seed, iteration]}``, with named axes.
+
+    ``metrics`` is a dict of arrays, or a :class:`~vaco_jax.metrics_store.StoredMetrics` mapping that reads them
+    from disk one at a time (a run with ``metrics_dir``); every method below works with both.
+    """
 
     config: Config
     grid: dict[str, list[Any]]  # axis name -> values, in axis order
     seeds: list[int]
-    metrics: dict[str, np.ndarray]
+    metrics: Mapping[str, np.ndarray]
     compile_seconds: float = 0.0
     run_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -43,10 +49,38 @@ class SweepResult:
         return (*self.grid, "seed", "iteration")
 
     @property
+    def num_iterations(self) -> int:
+        """Iterations done (fewer than the config's after an interruption)."""
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.num_iterations
+        return next(iter(self.metrics.values())).shape[-1]
+
+    @property
     def env_steps(self) -> np.ndarray:
         """Environment steps per run after each iteration [I] (int64, counted on the host)."""
-        num_iterations = next(iter(self.metrics.values())).shape[-1]
-        return np.arange(1, num_iterations + 1, dtype=np.int64) * self.config.steps_per_iteration
+        return np.arange(1, self.num_iterations + 1, dtype=np.int64) * self.config.steps_per_iteration
+
+    def iteration_blocks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Every metric in blocks of consecutive iterations, ``(first iteration, {name: [*grid, seed, n]})``: one
+        block for metrics in memory, one per chunk for metrics on disk (writers use it to stay within memory)."""
+        if isinstance(self.metrics, StoredMetrics):
+            yield from self.metrics.blocks()
+        else:
+            yield 0, dict(self.metrics)
+
+    def at_iterations(self, metric: str, iterations: np.ndarray) -> np.ndarray:
+        """``metric`` at the given (sorted) iterations only, ``[*grid, seed, len(iterations)]``."""
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.at_iterations(metric, iterations)
+        return self.metrics[metric][..., np.asarray(iterations, np.int64)]
+
+    def run_scores(self, metric: str = "episode/return", fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+        """Per run, ``[*grid, seed]`` each: the final value (mean over the last ``fraction`` of iterations) and the
+        AUC (mean over all iterations), NaN iterations skipped. Metrics on disk are reduced chunk by chunk."""
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.run_scores(metric, fraction)
+        curves = self.metrics[metric]
+        return stats.final_return(curves, fraction), stats.area_under_curve(curves)
 
     def points(self) -> list[dict[str, Any]]:
         """Every grid point as ``{axis: value}``, in row-major order."""
@@ -74,13 +108,32 @@ class SweepResult:
 
     def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
         """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC."""
+        if metric not in self.metrics:
+            raise KeyError(f"no metric {metric!r}; the metrics are {', '.join(sorted(self.metrics))}")
+        finals, aucs = self.run_scores(metric, fraction)  # [*grid, seed]
         rows = []
         for point, index in zip(self.points(), np.ndindex(*map(len, self.grid.values())), strict=True):
-            curves = self.metrics[metric][index]  # [seed, I]
-            final = stats.summarize(stats.final_return(curves, fraction))
-            auc = stats.summarize(stats.area_under_curve(curves))
-            rows.append({**point, "final": final, "auc": auc})
+            rows.append({**point, "final": stats.summarize(finals[index]), "auc": stats.summarize(aucs[index])})
         return rows
+
+
+class ProgressBar:
+    """A tqdm bar over a run's iterations, advanced by a chunk callback, showing the latest mean training return."""
+
+    def __init__(self, total: int, done: int = 0):
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=total, initial=done, unit="it", desc="training", dynamic_ncols=True)
+
+    def on_chunk(self, done: int, metrics: Mapping[str, np.ndarray]) -> None:
+        returns = np.asarray(metrics["episode/return"])[:, -1]
+        finite = returns[np.isfinite(returns)]
+        if finite.size:
+            self._bar.set_postfix_str(f"return {finite.mean():.1f}", refresh=False)
+        self._bar.update(metrics_length(metrics))
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Config]:
@@ -96,6 +149,11 @@ def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Conf
             raise ConfigError(f"grid for {path} is empty; give at least one value")
     points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     return [validate_config(with_overrides(config, point)) for point in points]
+
+
+def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
+    """Iterations in one chunk's metrics ``{name: [S, n]}``."""
+    return next(iter(metrics.values())).shape[-1]
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
@@ -115,6 +173,8 @@ def run_sweep(
     state_callbacks: Sequence[StateCallback] = (),
     resume: Restored | None = None,
     should_stop: Callable[[], bool] | None = None,
+    metrics_dir: str | Path | None = None,
+    progress: bool = True,
 ) -> SweepResult:
     """Train every grid point x ``num_seeds`` seeds in one compiled program.
 
@@ -128,8 +188,14 @@ def run_sweep(
       driver: a :class:`Driver` to reuse (shares compiled programs between calls).
       state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
       resume: a :func:`vaco_jax.checkpoint.restore` result of these very runs: training continues from its states
-        and its metrics come first (bit-identical to an uninterrupted run).
+        (bit-identical to an uninterrupted run). Needs the ``metrics_dir`` the interrupted run wrote, whose metrics
+        past the checkpoint are dropped and whose earlier ones come first in the result.
       should_stop: asked after each chunk; if true the sweep ends there and the result holds the iterations done.
+      metrics_dir: stream each chunk's metrics to this directory (a :class:`~vaco_jax.metrics_store.MetricsStore`)
+        instead of holding them in host memory; the result then reads them from there, one metric at a time.
+        For long runs: host memory no longer grows with the number of iterations.
+      progress: show a progress bar (tqdm) advanced at every chunk, with the latest mean training return, when the
+        run has more than one chunk; False for none (the CLI prints its own lines).
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
@@ -137,28 +203,45 @@ def run_sweep(
     grid = {path: list(values) for path, values in (grid or {}).items()}
     if num_seeds < 1:
         raise ConfigError(f"num_seeds={num_seeds} must be >= 1")
+    if resume is not None and metrics_dir is None:
+        raise ConfigError("run_sweep(resume=...) needs metrics_dir: the directory of the interrupted run's metrics")
     configs = grid_configs(config, grid)
     driver = driver or Driver(TrainProgram(config))
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
     done = resume.iterations_done if resume else 0
-    out = driver.run(
-        keys,
-        hparams,
-        chunk_size=chunk_size,
-        callbacks=callbacks,
-        states=resume.states if resume else None,
-        num_iterations=config.num_iterations - done,
-        state_callbacks=state_callbacks,
-        should_stop=should_stop,
-    )
-    if resume:
-        out.metrics = {
-            name: np.concatenate([prior, out.metrics[name]], axis=1) if name in out.metrics else prior
-            for name, prior in resume.metrics.items()
-        }
+    store = MetricsStore(metrics_dir) if metrics_dir is not None else None
+    if store is not None:
+        if resume:
+            store.truncate(done)  # metrics written after the checkpoint are computed again
+        if store.iterations != done:
+            raise ConfigError(
+                f"{store.directory} holds metrics for {store.iterations} iterations, but the run starts at "
+                f"iteration {done}: give an empty metrics_dir, or the one of the interrupted run"
+            )
+        callbacks = [lambda end, metrics: store.append(done + end - metrics_length(metrics), metrics), *callbacks]
+    remaining = config.num_iterations - done
+    bar = ProgressBar(config.num_iterations, done) if progress and chunk_size and chunk_size < remaining else None
+    try:
+        out = driver.run(
+            keys,
+            hparams,
+            chunk_size=chunk_size,
+            callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
+            states=resume.states if resume else None,
+            num_iterations=remaining,
+            state_callbacks=state_callbacks,
+            should_stop=should_stop,
+            keep_metrics=store is None,
+        )
+    finally:
+        if bar:
+            bar.close()
     shape = (*(len(v) for v in grid.values()), num_seeds)
-    metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
+    if store is not None:
+        metrics: Mapping[str, np.ndarray] = StoredMetrics(store, shape)
+    else:
+        metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
     return SweepResult(
         config=config,
         grid=grid,

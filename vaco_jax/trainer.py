@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from vaco_jax import algorithms, diagnostics, envs, lag, losses, normalization
+from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization
 from vaco_jax.algorithms import AdvantageInputs
 from vaco_jax.config import Config, ConfigError, validate
 from vaco_jax.distributions import for_actions
@@ -22,6 +22,7 @@ from vaco_jax.types import ActorSnapshot, Rollout, TrainBatch, TrainState
 from vaco_jax.update import Learner, make_optimizer, run_epochs
 
 Metrics = dict[str, jax.Array]
+EVAL_STREAM = 0x5EED  # folded into a state's key for its evaluation: a stream apart from training's
 
 
 def validate_config(config: Config) -> Config:
@@ -102,9 +103,44 @@ class TrainProgram:
         """One state per run [S] (``hparams`` leaves stacked [S]), initialised one at a time."""
         return jax.lax.map(lambda args: self.init(*args), (keys, hparams))
 
-    def run(self, state: TrainState, hparams: Config, num_iterations: int) -> tuple[TrainState, Metrics]:
-        """``num_iterations`` update steps as one ``lax.scan``; metrics [I] per name."""
-        return jax.lax.scan(lambda s, _: self.update_step(s, hparams), state, None, length=num_iterations)
+    def run(
+        self, state: TrainState, hparams: Config, num_iterations: int, first_iteration: jax.Array | None = None
+    ) -> tuple[TrainState, Metrics]:
+        """``num_iterations`` update steps as one ``lax.scan``; metrics [I] per name.
+
+        With ``eval.every`` > 0, the learner is evaluated (:meth:`evaluate`) after every ``eval.every``-th iteration
+        and after the last one, and the :data:`~vaco_jax.evaluation.METRICS` are NaN at the other iterations.
+        ``first_iteration`` (default ``state.iteration``) is the iteration the call starts at: the driver passes it
+        unbatched, so that under ``vmap`` the schedule stays a real branch and skipped evaluations cost nothing.
+        """
+        every = self.config.eval.every
+        if every == 0:
+            return jax.lax.scan(lambda s, _: self.update_step(s, hparams), state, None, length=num_iterations)
+        first = state.iteration if first_iteration is None else first_iteration
+
+        def step(state: TrainState, iteration: jax.Array) -> tuple[TrainState, Metrics]:
+            state, metrics = self.update_step(state, hparams)
+            done = iteration + 1
+            due = (done % every == 0) | (done == self.config.num_iterations)
+            scores = jax.lax.cond(due, lambda: self.evaluate(state), evaluation.skipped)
+            return state, {**metrics, **scores}
+
+        return jax.lax.scan(step, state, first + jnp.arange(num_iterations, dtype=jnp.int32))
+
+    def evaluate(self, state: TrainState, key: jax.Array | None = None) -> Metrics:
+        """The learner's evaluation (:func:`vaco_jax.evaluation.run_episodes`) on ``eval.episodes`` fresh
+        environments per policy; the key is derived from the state's without consuming it (training is unchanged)."""
+        key = jax.random.fold_in(state.key, EVAL_STREAM) if key is None else key
+        scores = evaluation.run_episodes(
+            self.env,
+            self.networks,
+            self.dist,
+            ActorSnapshot(state.params.actor, state.obs_norm),
+            key,
+            episodes=self.config.eval.episodes,
+            max_steps=evaluation.max_steps_for(self.env, self.config.eval.max_steps),
+        )
+        return {name: scores[name] for name in evaluation.METRICS}
 
     # ------------------------------------------------------------------ one iteration
 

@@ -5,12 +5,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vaco_jax.sweep import SweepResult
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file renamed into place: readers see the old file or the
+    whole new one, never a half-written one (results files, benchmark JSON)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+    return path
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -41,13 +52,19 @@ def _finite_or_none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
 
 
+JSON_METRICS_LIMIT = 5_000_000  # metric values above which metrics.json leaves the per-iteration metrics out
+
+
 def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, Any]] | None = None) -> Path:
     """Everything in one JSON file: config, axes, coords, env steps, metrics and the summary.
 
-    NaN (no completed episode in that iteration) is written as null.
+    NaN (no completed episode in that iteration) is written as null. A run with more than
+    :data:`JSON_METRICS_LIMIT` metric values (a long run) leaves the per-iteration metrics out and says where they
+    are (metrics.csv and the run's metrics/ directory), because JSON has to be built in memory as a whole.
     """
     path = Path(path)
-    payload = {
+    num_values = len(result.metrics) * len(result.seeds) * result.num_iterations * len(result.points())
+    payload: dict[str, Any] = {
         "run_id": result.extra.get("run_id"),
         "config": config_dict(result.config),
         "axes": list(result.axes),
@@ -56,12 +73,18 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
         "env_steps": result.env_steps.tolist(),
         "compile_seconds": result.compile_seconds,
         "run_seconds": result.run_seconds,
-        "metrics": {
+    }
+    if num_values <= JSON_METRICS_LIMIT:
+        payload["metrics"] = {
             name: np.vectorize(_finite_or_none, otypes=[object])(value).tolist()
             for name, value in result.metrics.items()
-        },
-        "summary": summary if summary is not None else result.summary(),
-    }
+        }
+    else:
+        payload["metrics_omitted"] = (
+            f"{num_values:,} metric values are more than metrics.json holds ({JSON_METRICS_LIMIT:,}): read "
+            "metrics.csv, or the metrics/ directory with vaco_jax.metrics_store.MetricsStore"
+        )
+    payload["summary"] = summary if summary is not None else result.summary()
     path.write_text(json.dumps(payload, default=_json_default, allow_nan=False))
     return path
 
@@ -69,38 +92,47 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
 def write_csv(result: SweepResult, path: str | Path) -> Path:
     """One row per (grid point, seed, iteration) with every metric as a column.
 
-    Vectorised: one ``np.savetxt`` per (grid point, seed) block of [iterations, metrics], never a Python loop per
-    row. Metrics are written with 9 significant digits (float32 round-trips exactly); NaN as ``nan``.
+    Rows come in blocks of iterations (one block for metrics in memory, one per chunk for metrics on disk), each
+    ordered by grid point, seed, iteration. Vectorised: one ``np.savetxt`` per (block, grid point, seed), never a
+    Python loop per row, and memory for one block only. Metrics are written with 9 significant digits (float32
+    round-trips exactly); NaN as ``nan``.
     """
     path = Path(path)
     names = sorted(result.metrics)
-    steps = result.env_steps
-    iterations = np.arange(1, len(steps) + 1)
+    steps_per_iteration = result.config.steps_per_iteration
     with path.open("w", newline="") as f:
         f.write(",".join([*result.grid, "seed", "iteration", "env_steps", *names]) + "\n")
-        for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
-            for s, seed in enumerate(result.seeds):
-                prefix = ",".join(str(v) for v in [*point.values(), seed]).replace("%", "%%")
-                block = np.column_stack(
-                    [iterations, steps, *(np.asarray(result.metrics[name][(*index, s)], np.float64) for name in names)]
-                )
-                fmt = prefix + ",%d,%d" + ",%.9g" * len(names)
-                np.savetxt(f, block, fmt=fmt)
+        for first, block in result.iteration_blocks():
+            iterations = np.arange(first + 1, first + 1 + next(iter(block.values())).shape[-1], dtype=np.int64)
+            for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
+                for s, seed in enumerate(result.seeds):
+                    prefix = ",".join(str(v) for v in [*point.values(), seed]).replace("%", "%%")
+                    columns = [np.asarray(block[name][(*index, s)], np.float64) for name in names]
+                    table = np.column_stack([iterations, iterations * steps_per_iteration, *columns])
+                    np.savetxt(f, table, fmt=prefix + ",%d,%d" + ",%.9g" * len(names))
     return path
 
 
 def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:
-    """One TensorBoard run per (grid point, seed), scalars indexed by env steps (tensorboardX)."""
+    """One TensorBoard run per (grid point, seed), scalars indexed by env steps (tensorboardX), written block by
+    block of iterations (memory for one block only)."""
     from tensorboardX import SummaryWriter
 
     directory = Path(directory)
+    runs = []
     for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
         label = "_".join(f"{k}={v}" for k, v in point.items()) or "run"
-        for s, seed in enumerate(result.seeds):
-            writer = SummaryWriter(str(directory / f"{label}_seed{seed}"))
-            for name, value in result.metrics.items():
-                for i, step in enumerate(result.env_steps):
-                    if math.isfinite(float(value[(*index, s, i)])):
-                        writer.add_scalar(name, float(value[(*index, s, i)]), int(step))
+        runs += [
+            ((*index, s), SummaryWriter(str(directory / f"{label}_seed{seed}"))) for s, seed in enumerate(result.seeds)
+        ]
+    try:
+        for first, block in result.iteration_blocks():
+            for name, values in block.items():
+                for index, writer in runs:
+                    for i, value in enumerate(np.asarray(values[index], np.float64)):
+                        if math.isfinite(value):
+                            writer.add_scalar(name, value, (first + i + 1) * result.config.steps_per_iteration)
+    finally:
+        for _, writer in runs:
             writer.close()
     return directory

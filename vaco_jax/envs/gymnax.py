@@ -22,15 +22,22 @@ class GymnaxEnv:
     termination.
 
     Args:
-      name: the gymnax id (``CartPole-v1``).
+      name: the gymnax id (``CartPole-v1``), or the name of ``environment``.
       episode_length: the time limit in steps; 0 keeps gymnax's own ``max_steps_in_episode``.
+      environment: your own ``gymnax.environments.environment.Environment`` (instead of a registered id), e.g. to
+        :func:`vaco_jax.envs.register` it: ``register("custom/corridor", lambda: GymnaxEnv("custom/corridor",
+        environment=Corridor()))``.
+      params: that environment's ``EnvParams`` (default: its ``default_params``).
     """
 
-    def __init__(self, name: str, *, episode_length: int = 0):
-        import gymnax
+    def __init__(self, name: str, *, episode_length: int = 0, environment: Any = None, params: Any = None):
+        if environment is None:
+            import gymnax
 
+            environment, default = gymnax.make(name)
+            params = default if params is None else params
         self.name = name
-        self._env, self._params = gymnax.make(name)
+        self._env, self._params = environment, environment.default_params if params is None else params
         if episode_length:
             self._params = self._params.replace(max_steps_in_episode=episode_length)
         space = self._env.action_space(self._params)

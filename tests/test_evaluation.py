@@ -1,0 +1,92 @@
+"""Evaluation episodes: exact on a hand-made env, free of side effects on training, scheduled as configured."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.conftest import tiny_config
+from tests.stub_envs import LeverEnv
+from vaco_jax import evaluation, normalization, run_sweep
+from vaco_jax.config import EvalConfig
+from vaco_jax.distributions import CATEGORICAL
+from vaco_jax.networks import Networks
+from vaco_jax.types import ActorSnapshot
+
+
+def _lever_policy(networks: Networks, logit_of_1: float) -> ActorSnapshot:
+    """A policy that ignores the observation: P(action 1) = sigmoid(logit_of_1)."""
+    params = jax.tree.map(jnp.zeros_like, networks.init(jax.random.key(0)).actor)
+    last = params["params"]["MLP_0"]["Dense_1"]
+    last["bias"] = jnp.array([0.0, logit_of_1])
+    return ActorSnapshot(params, normalization.init(1))
+
+
+@pytest.mark.parametrize("logit, expected_length", [(2.0, 10.0), (-2.0, 1.0)])
+def test_evaluation_scores_a_hand_made_env_exactly(logit, expected_length):
+    env = LeverEnv(horizon=10)
+    networks = Networks(env.action_spec, 1, (4,), (4,), "tanh", False)
+    actor = _lever_policy(networks, logit)
+    run = jax.jit(
+        lambda key: evaluation.run_episodes(env, networks, CATEGORICAL, actor, key, episodes=512, max_steps=10)
+    )
+    scores = jax.device_get(run(jax.random.key(3)))
+    # the mode always pulls the lever (logit > 0: return 10 in 10 steps) or never (0 in 1 step)
+    assert scores["eval/return_deterministic"] == (10.0 if logit > 0 else 0.0)
+    assert scores["eval/length"] == expected_length
+    # the sampled policy: sum_{k=1..10} p^k in expectation, from 512 independent episodes
+    p = 1 / (1 + np.exp(-logit))
+    expected = sum(p**k for k in range(1, 11))
+    stochastic = scores["returns"][512:]
+    standard_error = stochastic.std() / np.sqrt(stochastic.size)
+    assert abs(scores["eval/return_stochastic"] - expected) < 4 * standard_error + 1e-6, (scores, expected)
+    assert np.all(np.isfinite(scores["returns"]))
+
+
+def test_episodes_that_do_not_end_within_the_budget_are_not_counted():
+    env = LeverEnv(horizon=10)
+    networks = Networks(env.action_spec, 1, (4,), (4,), "tanh", False)
+    scores = evaluation.run_episodes(
+        env, networks, CATEGORICAL, _lever_policy(networks, 5.0), jax.random.key(0), episodes=4, max_steps=5
+    )
+    assert np.isnan(scores["eval/return_deterministic"]) and np.isnan(scores["eval/length"])  # none ended in 5 steps
+    assert np.isnan(np.asarray(scores["returns"][:4])).all()
+
+
+@pytest.fixture(scope="module")
+def with_and_without_eval(tiny_driver):
+    config = tiny_config()  # 6 iterations
+    plain = run_sweep(config, {"lag.k": [0, 2]}, num_seeds=2, chunk_size=4, driver=tiny_driver)
+    evaluated = run_sweep(
+        config.replace(eval=EvalConfig(every=4, episodes=3)), {"lag.k": [0, 2]}, num_seeds=2, chunk_size=4
+    )
+    return plain, evaluated
+
+
+def test_evaluation_leaves_training_unchanged_and_runs_on_schedule(with_and_without_eval):
+    plain, evaluated = with_and_without_eval
+    assert set(evaluated.metrics) == set(plain.metrics) | set(evaluation.METRICS)
+    for name in plain.metrics:  # its own key stream: training is bit for bit the same
+        np.testing.assert_array_equal(evaluated.metrics[name], plain.metrics[name], err_msg=name)
+    for name in evaluation.METRICS:
+        values = evaluated.metrics[name]  # [lag, seed, iteration]
+        # after iteration 4 (every 4) and after the last one (6), across a chunk boundary (chunks of 4)
+        assert np.isfinite(values[..., [3, 5]]).all(), name
+        assert np.isnan(values[..., [0, 1, 2, 4]]).all(), name
+    assert (evaluated.metrics["eval/length"][..., [3, 5]] >= 8).all()  # CartPole episodes last 8+ steps
+    row = evaluated.summary("eval/return_deterministic")[0]
+    assert row["final"]["runs"] == 2 and np.isfinite(row["auc"]["iqm"])
+
+
+def test_a_one_program_run_evaluates_like_the_chunked_driver(with_and_without_eval):
+    from vaco_jax import TrainProgram
+
+    _, evaluated = with_and_without_eval
+    program = TrainProgram(
+        tiny_config(eval=EvalConfig(every=4, episodes=3)).replace(lag=tiny_config().lag.replace(k=0))
+    )
+    _, metrics = jax.jit(program)(jax.vmap(jax.random.key)(np.arange(1))[0])
+    for name in evaluation.METRICS:
+        np.testing.assert_allclose(metrics[name], evaluated.metrics[name][0, 0], rtol=1e-5, err_msg=name)

@@ -1,0 +1,129 @@
+"""A saved run read back: its configuration and checkpointed policies, and evaluation episodes played with them.
+
+``vaco-jax eval DIR`` is :func:`evaluate_saved_run` plus a table: it rebuilds the program from the checkpoint's own
+record (config, grid, seeds), restores the policies of every run at the newest checkpoint (or any kept one), and
+plays :func:`vaco_jax.evaluation.run_episodes` with each. By default every run uses the key its in-program
+evaluation would use at that iteration, so with the same number of episodes it reproduces the logged
+``eval/*`` values exactly; ``seed`` draws fresh episodes instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from vaco_jax import checkpoint, evaluation, memory, stats
+from vaco_jax.config import ConfigError, config_from_dict
+from vaco_jax.trainer import EVAL_STREAM, TrainProgram
+from vaco_jax.types import ActorSnapshot
+
+
+@dataclass
+class SavedRunEvaluation:
+    """Evaluation episodes of every run of a saved batch: ``{metric: [*grid, seed]}`` per-run means."""
+
+    run_dir: Path
+    iterations_done: int
+    grid: dict[str, list[Any]]
+    seeds: list[int]
+    episodes: int
+    max_steps: int
+    seed: int | None
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def points(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.grid, values, strict=True)) for values in itertools.product(*self.grid.values())]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per grid point: every metric's per-seed values and IQM with 95% bootstrap CI over seeds."""
+        rows = []
+        for point, index in zip(self.points(), np.ndindex(*map(len, self.grid.values())), strict=True):
+            row: dict[str, Any] = dict(point)
+            for name, values in self.values.items():
+                per_seed = values[index]
+                row[name] = {"per_seed": [None if not np.isfinite(v) else float(v) for v in per_seed]}
+                row[name].update(stats.summarize(per_seed))
+            rows.append(row)
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "iterations_done": self.iterations_done,
+            "episodes_per_policy": self.episodes,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "grid": self.grid,
+            "seeds": self.seeds,
+            "points": self.rows(),
+        }
+
+
+def evaluate_saved_run(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    episodes: int | None = None,
+    max_steps: int | None = None,
+    seed: int | None = None,
+) -> SavedRunEvaluation:
+    """Evaluate the policies of every run saved in ``run_dir`` (its ``checkpoints/``).
+
+    Args:
+      run_dir: the ``--out-dir`` of a ``vaco-jax train`` or ``sweep`` run (or a demo variant's folder).
+      step: the checkpoint (iterations done) to evaluate; None: the newest.
+      episodes: episodes per run and policy; None: the run's ``eval.episodes``.
+      max_steps: step budget per evaluation; None: the run's ``eval.max_steps`` (0: the env's time limit).
+      seed: None evaluates each run with the key its in-program evaluation uses at that iteration; a number draws
+        fresh episodes from ``jax.random.key(seed)``.
+    """
+    run_dir = Path(run_dir)
+    folder = run_dir / checkpoint.SUBDIR
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
+            "(for a demo, one of its variant folders)"
+        )
+    meta = checkpoint.read_meta(folder, step)
+    config = config_from_dict(meta["config"])
+    episodes = config.eval.episodes if episodes is None else episodes
+    max_steps = config.eval.max_steps if max_steps is None else max_steps
+    if episodes < 1 or max_steps < 0:
+        raise ConfigError(f"--episodes {episodes} must be >= 1 and --max-steps {max_steps} >= 0 (0: the time limit)")
+    grid, num_seeds = meta["grid"], int(meta["num_seeds"])
+    num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
+    program = TrainProgram(config)
+    restored = checkpoint.restore(folder, memory.abstract_batch(program, num_points * num_seeds)[0], step)
+    states = restored.states
+    if seed is None:
+        keys = jax.vmap(lambda key: jax.random.fold_in(key, EVAL_STREAM))(states.key)
+    else:
+        keys = jax.random.split(jax.random.key(seed), num_points * num_seeds)
+    budget = evaluation.max_steps_for(program.env, max_steps)
+
+    def play(params, obs_norm, key):
+        actor = ActorSnapshot(params, obs_norm)
+        return evaluation.run_episodes(
+            program.env, program.networks, program.dist, actor, key, episodes=episodes, max_steps=budget
+        )
+
+    scores = jax.device_get(jax.jit(jax.vmap(play))(states.params.actor, states.obs_norm, keys))
+    shape = (*(len(v) for v in grid.values()), num_seeds)
+    return SavedRunEvaluation(
+        run_dir=run_dir,
+        iterations_done=restored.iterations_done,
+        grid=grid,
+        seeds=list(range(int(meta["seed"]), int(meta["seed"]) + num_seeds)),
+        episodes=episodes,
+        max_steps=budget,
+        seed=seed,
+        values={name: np.asarray(scores[name]).reshape(shape) for name in evaluation.METRICS},
+    )
+
+
+__all__ = ["SavedRunEvaluation", "evaluate_saved_run"]
