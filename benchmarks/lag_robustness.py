@@ -16,8 +16,9 @@ statistics are computed over the cells on disk:
 - JSON (``lag_robustness.json``, with command, versions and hardware), a markdown verdict
   (``verdict.md``) and figures (return vs lag with a CI band per variant, TV vs lag, learning curves).
 
-Presets: ``smoke`` (CI, under a minute), ``cpu`` (about 2 hours on 2 CPU cores), ``gpu`` (the
-full grid, 64 seeds, for an accelerator).
+Presets: ``smoke`` (CI, under a minute), ``cpu`` (about 2 hours on 2 CPU cores), ``confirm-fleet`` (the cpu
+study's one positive finding tested again on 64 fresh seeds, 7 minutes), ``gpu`` (the full grid, 64 seeds, for an
+accelerator).
 
 Usage:
   python benchmarks/lag_robustness.py --preset cpu            # runs missing cells, then reports
@@ -183,6 +184,7 @@ class Preset:
     lags: tuple[int, ...]
     uniform_k: int
     seeds: int
+    first_seed: int = 0  # seeds first_seed, first_seed + 1, ...: a confirmation study draws fresh ones
 
     @property
     def envs(self) -> tuple[str, ...]:
@@ -257,6 +259,25 @@ PRESETS: dict[str, Preset] = {
         lags=(0, 2, 4, 8, 16),
         uniform_k=16,
         seeds=16,
+    ),
+    # Confirmation of the cpu study's one positive finding, on 64 fresh seeds (1000..1063; the study used 0..15):
+    # under a heterogeneous fleet (4 actor groups, lag ~ U{0..16} each), vaco-gae+w at delta 0.1 beats
+    # ppo_decoupled on AUC (cpu study: P = 0.72 [0.53, 0.89]). The hypothesis and the delta are fixed in advance.
+    "confirm-fleet": Preset(
+        blocks=(
+            Block(
+                "CartPole-v1",
+                "aggressive",
+                60,
+                (),
+                ("ppo", "ppo_decoupled", "vaco-gae+w"),
+                deltas={"vaco-gae+w": (0.1,)},
+            ),
+        ),
+        lags=(0,),
+        uniform_k=16,
+        seeds=64,
+        first_seed=1000,
     ),
     # the full grid for an accelerator
     "gpu": Preset(
@@ -348,7 +369,10 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
 def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
     """Everything that determines a cell's results (a changed spec reruns the cell)."""
     config, grid = cell_config(preset, cell)
-    return {"config": _config_dict(config), "grid": grid, "seeds": preset.seeds}
+    spec = {"config": _config_dict(config), "grid": grid, "seeds": preset.seeds}
+    if preset.first_seed:  # absent at 0, so that cells committed before the field existed stay valid
+        spec["first_seed"] = preset.first_seed
+    return spec
 
 
 # Config fields added after the cpu study ran, with the values that reproduce the code that ran it: left out of a
@@ -384,7 +408,7 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
     """Train one cell and reduce it to per-seed scores, per-point diagnostics and IQM curves."""
     config, grid = cell_config(preset, cell)
     start = time.perf_counter()
-    sweep = run_sweep(config, grid, num_seeds=preset.seeds)
+    sweep = run_sweep(config, grid, num_seeds=preset.seeds, seed=preset.first_seed, progress=False)
     seconds = time.perf_counter() - start
     points = []
     for point in sweep.points():
@@ -511,7 +535,7 @@ def report(preset_name: str, preset: Preset, out_dir: Path) -> dict[str, Any]:
     }
     _write_json(out_dir / "lag_robustness.json", payload)
     write_text_atomic(out_dir / "verdict.md", verdict_markdown(payload))
-    plot_all(payload, done, out_dir)
+    payload["figures"] = plot_all(payload, done, out_dir)
     return payload
 
 
@@ -571,19 +595,28 @@ def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[
 README_START, README_END = "<!-- lag-robustness verdict: start -->", "<!-- lag-robustness verdict: end -->"
 
 
+def readme_markers(preset: str = "cpu") -> tuple[str, str]:
+    """The README markers of a preset's verdict block (the cpu study's are README_START and README_END)."""
+    if preset == "cpu":
+        return README_START, README_END
+    return f"<!-- lag-robustness verdict {preset}: start -->", f"<!-- lag-robustness verdict {preset}: end -->"
+
+
 def readme_block(payload: dict[str, Any]) -> str:
-    """The verdict table as the README quotes it (between the two markers), from a study's payload."""
+    """The verdict table as the README quotes it (between its preset's markers), from a study's payload."""
+    start, end = readme_markers(payload.get("preset", "cpu"))
     table = [line for line in verdict_summary(_groups(payload["rows"])) if line.startswith("|")]
-    return "\n".join([README_START, *table, README_END])
+    return "\n".join([start, *table, end])
 
 
 def update_readme(payload: dict[str, Any], readme: Path) -> None:
-    """Replace the README's marked verdict block with the one computed from ``payload``."""
+    """Replace the README's marked verdict block of the payload's preset with the one computed from ``payload``."""
+    start_marker, end_marker = readme_markers(payload.get("preset", "cpu"))
     text = readme.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < 0:
-        raise SystemExit(f"{readme} has no {README_START} ... {README_END} block to update")
-    readme.write_text(text[:start] + readme_block(payload) + text[end + len(README_END) :])
+        raise SystemExit(f"{readme} has no {start_marker} ... {end_marker} block to update")
+    readme.write_text(text[:start] + readme_block(payload) + text[end + len(end_marker) :])
 
 
 def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
@@ -684,16 +717,52 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- figures
 
 
-def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> None:
+def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> list[str]:
+    """The study's figures; returns the names of the files written (none for a lag kind without cells)."""
+    written = plot_fixed_lag(payload, done, out_dir)
+    return written + plot_fleet_curves(payload, done, out_dir)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_fleet_curves(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> list[str]:
+    """Learning curves (IQM over seeds) of every variant under the heterogeneous fleet, one panel per env x regime."""
+    panels = sorted({(c.env, c.regime) for c in done if c.lag_kind == "uniform"})
+    if not panels:
+        return []
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels) + 2, 4.5), squeeze=False)
+    for ax, (env, regime) in zip(axes[0], panels, strict=True):
+        for cell, result in done.items():
+            if (cell.env, cell.regime, cell.lag_kind) == (env, regime, "uniform"):
+                for point in result["points"]:
+                    dashed = "--" if point["label"].startswith("vaco") else "-"
+                    ax.plot(point["curves"]["episode/return"], label=point["label"], linestyle=dashed)
+        ax.set_title(f"{env}, {regime} regime, lag ~ U{{0..{payload['preset_spec']['uniform_k']}}} per group")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(f"episode return (IQM over {payload['preset_spec']['seeds']} seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "fleet_learning_curves.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return ["fleet_learning_curves.png"]
+
+
+def plot_fixed_lag(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> list[str]:
+    """AUC and tv/backward against the fixed lag, and learning curves at the largest lag."""
     rows = [r for r in payload["rows"] if r["lag_kind"] == "fixed"]
     panels = sorted({(r["env"], r["regime"]) for r in rows})
     if not panels:
-        return
+        return []
+    plt = _pyplot()
     seeds = payload["preset_spec"]["seeds"]
     # one colour and line style per label in every panel, and one legend for all of them
     labels = sorted({r["label"] for r in payload["rows"]})
@@ -752,6 +821,7 @@ def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir:
     legend(fig)
     fig.savefig(out_dir / "learning_curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    return ["return_vs_lag.png", "tv_vs_lag.png", "learning_curves.png"]
 
 
 # ----------------------------------------------------------------------------- command line
@@ -791,7 +861,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.update_readme:
         update_readme(payload, args.update_readme)
     print((out_dir / "verdict.md").read_text())
-    print(f"wrote {out_dir}/lag_robustness.json, verdict.md, return_vs_lag.png, tv_vs_lag.png, learning_curves.png")
+    print(f"wrote {out_dir}/: lag_robustness.json, verdict.md, {', '.join(payload.get('figures', []))}")
     if payload["cells_missing"]:
         print(f"{len(payload['cells_missing'])} cells missing: rerun the same command to continue")
 

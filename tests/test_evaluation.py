@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import tiny_config
-from tests.stub_envs import LeverEnv
+from tests.stub_envs import LeverEnv, TargetEnv
 from vaco_jax import evaluation, normalization, run_sweep
 from vaco_jax.config import EvalConfig
-from vaco_jax.distributions import CATEGORICAL
+from vaco_jax.distributions import CATEGORICAL, DIAG_GAUSSIAN
 from vaco_jax.networks import Networks
 from vaco_jax.types import ActorSnapshot
 
@@ -90,3 +90,19 @@ def test_a_one_program_run_evaluates_like_the_chunked_driver(with_and_without_ev
     _, metrics = jax.jit(program)(jax.vmap(jax.random.key)(np.arange(1))[0])
     for name in evaluation.METRICS:
         np.testing.assert_allclose(metrics[name], evaluated.metrics[name][0, 0], rtol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("mean, expected", [(0.5, 0.0), (3.0, -8 * 0.25)])
+def test_continuous_evaluation_acts_with_the_clipped_mean(mean, expected):
+    """TargetEnv pays -mean_i (a_i - 0.5)^2 per step for 8 steps: the mean 0.5 earns 0; the mean 3.0 reaches the
+    env clipped to the bound 1, earning -0.25 per step."""
+    env = TargetEnv(action_size=3, horizon=8, target=0.5)
+    networks = Networks(env.action_spec, 3, (4,), (4,), "tanh", False)
+    params = jax.tree.map(jnp.zeros_like, networks.init(jax.random.key(0)).actor)
+    params["params"]["MLP_0"]["Dense_1"]["bias"] = jnp.full(3, mean)
+    actor = ActorSnapshot(params, normalization.init(3))
+    scores = evaluation.run_episodes(env, networks, DIAG_GAUSSIAN, actor, jax.random.key(1), episodes=8, max_steps=8)
+    np.testing.assert_allclose(scores["eval/return_deterministic"], expected, atol=1e-6)
+    assert scores["eval/length"] == 8
+    if mean == 0.5:  # samples (std 1) land away from the optimum the mean sits on
+        assert scores["eval/return_stochastic"] < scores["eval/return_deterministic"] - 0.5

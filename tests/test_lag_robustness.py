@@ -69,10 +69,12 @@ def test_a_rerun_resumes_and_trains_nothing_that_is_on_disk(study, smoke, monkey
 def test_update_readme_rewrites_only_the_marked_block(study, smoke, tmp_path):
     payload = json.loads((smoke / "lag_robustness.json").read_text())
     readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{study.README_START}\nold table\n{study.README_END}\nafter\n")
+    start, end = study.readme_markers("smoke")
+    readme.write_text(f"before\n{start}\nold table\n{end}\nafter\n{study.README_START}\ncpu table\n")
     study.update_readme(payload, readme)
     text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith("\nafter\n") and "old table" not in text
+    assert text.startswith("before\n") and "old table" not in text
+    assert text.endswith(f"\nafter\n{study.README_START}\ncpu table\n")  # another preset's block is left alone
     assert "| CartPole-v1 | aggressive | 0 |" in text
 
 
@@ -87,9 +89,20 @@ def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
     )
 
 
-def test_every_committed_cpu_cell_still_matches_its_spec(study):
-    """A new config field or a changed default must not silently turn the committed study into a 2-hour rerun."""
-    preset = study.PRESETS["cpu"]
-    out_dir = _PATH.parent / "results" / "lag_robustness" / "cpu"
-    stale = [cell.id for cell in study.cells_of(preset) if study.load_cell(out_dir, preset, cell) is None]
+@pytest.mark.parametrize("preset", ["cpu", "confirm-fleet"])
+def test_every_committed_cell_still_matches_its_spec(study, preset):
+    """A new config field or a changed default must not silently turn a committed study into a rerun."""
+    out_dir = _PATH.parent / "results" / "lag_robustness" / preset
+    cells = study.cells_of(study.PRESETS[preset])
+    stale = [cell.id for cell in cells if study.load_cell(out_dir, study.PRESETS[preset], cell) is None]
     assert not stale, f"these committed cells no longer match their spec: {stale}"
+
+
+def test_the_readme_quotes_the_committed_fleet_confirmation(study):
+    """The confirmation on fresh seeds, as the README quotes it, is the one computed from its committed cells."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/confirm-fleet/lag_robustness.json").read_text())
+    assert payload["preset_spec"]["first_seed"] == 1000 and payload["preset_spec"]["seeds"] == 64
+    assert study.readme_block(payload) in (root / "README.md").read_text(), (
+        "run python benchmarks/lag_robustness.py --preset confirm-fleet --report --update-readme README.md"
+    )
