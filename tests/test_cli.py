@@ -326,3 +326,33 @@ def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch
         assert "{" + ",".join(LAG_KINDS) + "}" in text  # --lag.kind's choices
         algorithm_help = text[text.index("--algorithm ") :][:400]
         assert all(name in algorithm_help for name in ALGORITHMS), algorithm_help
+
+
+def _read_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Every scalar of a TensorBoard run directory, ``{tag: {step: value}}``, read from the TFRecord event files
+    (8-byte length, 4-byte CRC, an Event proto, 4-byte CRC per record)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in sorted(run_dir.glob("events.out.tfevents*")):
+        data, offset = path.read_bytes(), 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+            offset += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
+    payload = json.loads((sweep_dir / "metrics.json").read_text())
+    scalars = _read_scalars(sweep_dir / "tb" / "lag.k=4_seed1")
+    steps = payload["env_steps"]
+    for name in ("tv/backward", "loss/total", "episode/return", "eval/return_deterministic"):
+        want = {step: v for step, v in zip(steps, payload["metrics"][name][1][1], strict=True) if v is not None}
+        assert set(scalars[name]) == set(want), name  # NaN iterations (no episode, no evaluation) are left out
+        for step, value in want.items():
+            assert scalars[name][step] == pytest.approx(value, rel=1e-6), (name, step)

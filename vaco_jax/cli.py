@@ -25,7 +25,7 @@ from vaco_jax import checkpoint, evaluation, memory, plotting, writers
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
-from vaco_jax.metrics_store import StoredMetrics
+from vaco_jax.metrics_store import MetricsStore, StoredMetrics
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
 from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
@@ -413,26 +413,44 @@ def execute(
         offset=restored.iterations_done if restored else 0,
         save_now=(lambda: stop.requested) if stop is not None else None,
     )
+    offset = restored.iterations_done if restored else 0
+    tensorboard = None
+    if output.tensorboard:  # written as the run goes: tensorboard --logdir <out>/tb shows it while it trains
+        seeds = list(range(seed, seed + num_seeds))
+        tensorboard = writers.TensorBoardWriter(out / "tb", grid, seeds, config.steps_per_iteration)
+        if restored:  # rewrite the events up to the checkpoint (the interrupted run's files may hold later ones)
+            shutil.rmtree(out / "tb", ignore_errors=True)
+            store = MetricsStore(out / METRICS_SUBDIR)
+            store.truncate(offset)
+            for first, metrics in store.iter_all():
+                tensorboard.write(first, metrics)
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * num_runs:,} env steps in all)",
         flush=True,
     )
-    result = run_sweep(
-        config,
-        grid,
-        num_seeds=num_seeds,
-        seed=seed,
-        chunk_size=output.chunk_size,
-        callbacks=[_progress(config, num_runs, output.quiet, restored.iterations_done if restored else 0)],
-        driver=Driver(program),
-        state_callbacks=[saver.on_states],
-        resume=restored,
-        should_stop=(lambda: stop.requested) if stop is not None else None,
-        metrics_dir=out / METRICS_SUBDIR,
-        progress=False,  # the CLI prints one line per chunk instead
-    )
+    try:
+        result = run_sweep(
+            config,
+            grid,
+            num_seeds=num_seeds,
+            seed=seed,
+            chunk_size=output.chunk_size,
+            callbacks=[
+                _progress(config, num_runs, output.quiet, offset),
+                *([tensorboard.on_chunk] if tensorboard else []),
+            ],
+            driver=Driver(program),
+            state_callbacks=[saver.on_states],
+            resume=restored,
+            should_stop=(lambda: stop.requested) if stop is not None else None,
+            metrics_dir=out / METRICS_SUBDIR,
+            progress=False,  # the CLI prints one line per chunk instead
+        )
+    finally:
+        if tensorboard:
+            tensorboard.close()
     done = result.num_iterations
     partial = done < config.num_iterations
     metric = output.metric
@@ -448,8 +466,6 @@ def execute(
     plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
     for axis in grid:
         plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
-    if output.tensorboard:
-        writers.write_tensorboard(result, out / "tb")
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
         f"final = mean {metric} over the last 10% of iterations, AUC = mean over all iterations\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -113,26 +114,62 @@ def write_csv(result: SweepResult, path: str | Path) -> Path:
     return path
 
 
+class TensorBoardWriter:
+    """TensorBoard event files written as the run goes: one TensorBoard run per (grid point, seed) under
+    ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
+
+    Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
+    or :meth:`write` for blocks already on hand; :meth:`close` flushes. ``first_iteration`` counts iterations done
+    before (a resumed run).
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        grid: dict[str, list[Any]],
+        seeds: list[int],
+        steps_per_iteration: int,
+        first_iteration: int = 0,
+    ):
+        self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
+        self.done = first_iteration
+        self.labels = []
+        for values in itertools.product(*grid.values()):
+            label = "_".join(f"{k}={v}" for k, v in zip(grid, values, strict=True)) or "run"
+            self.labels += [f"{label}_seed{seed}" for seed in seeds]  # the run axis order: points x seeds
+        self._writers: list[Any] | None = None
+
+    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
+        """A chunk's metrics ``{name: [S, n]}`` (S = points x seeds, in that order)."""
+        self.write(self.done, metrics)
+
+    def write(self, first: int, metrics: dict[str, np.ndarray]) -> None:
+        if self._writers is None:
+            from tensorboardX import SummaryWriter
+
+            self._writers = [SummaryWriter(str(self.directory / label)) for label in self.labels]
+        for name, values in metrics.items():
+            values = np.asarray(values, np.float64).reshape(len(self.labels), -1)
+            for writer, run in zip(self._writers, values, strict=True):
+                for i, value in enumerate(run):
+                    if math.isfinite(value):
+                        writer.add_scalar(name, value, (first + i + 1) * self.steps_per_iteration)
+        self.done = first + next(iter(metrics.values())).shape[-1]
+        for writer in self._writers:
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers or []:
+            writer.close()
+
+
 def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:
     """One TensorBoard run per (grid point, seed), scalars indexed by env steps (tensorboardX), written block by
     block of iterations (memory for one block only)."""
-    from tensorboardX import SummaryWriter
-
-    directory = Path(directory)
-    runs = []
-    for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
-        label = "_".join(f"{k}={v}" for k, v in point.items()) or "run"
-        runs += [
-            ((*index, s), SummaryWriter(str(directory / f"{label}_seed{seed}"))) for s, seed in enumerate(result.seeds)
-        ]
+    writer = TensorBoardWriter(directory, result.grid, result.seeds, result.config.steps_per_iteration)
     try:
         for first, block in result.iteration_blocks():
-            for name, values in block.items():
-                for index, writer in runs:
-                    for i, value in enumerate(np.asarray(values[index], np.float64)):
-                        if math.isfinite(value):
-                            writer.add_scalar(name, value, (first + i + 1) * result.config.steps_per_iteration)
+            writer.write(first, {name: values.reshape(-1, values.shape[-1]) for name, values in block.items()})
     finally:
-        for _, writer in runs:
-            writer.close()
-    return directory
+        writer.close()
+    return Path(directory)
