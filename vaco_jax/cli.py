@@ -404,26 +404,17 @@ def execute(
         print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
     out = _prepare_out_dir(output, run_id)
+    offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
         out / checkpoint.SUBDIR,
         meta,
         every=output.checkpoint_every,
         total=config.num_iterations,
         keep=output.keep_checkpoints,
-        offset=restored.iterations_done if restored else 0,
+        offset=offset,
         save_now=(lambda: stop.requested) if stop is not None else None,
     )
-    offset = restored.iterations_done if restored else 0
-    tensorboard = None
-    if output.tensorboard:  # written as the run goes: tensorboard --logdir <out>/tb shows it while it trains
-        seeds = list(range(seed, seed + num_seeds))
-        tensorboard = writers.TensorBoardWriter(out / "tb", grid, seeds, config.steps_per_iteration)
-        if restored:  # rewrite the events up to the checkpoint (the interrupted run's files may hold later ones)
-            shutil.rmtree(out / "tb", ignore_errors=True)
-            store = MetricsStore(out / METRICS_SUBDIR)
-            store.truncate(offset)
-            for first, metrics in store.iter_all():
-                tensorboard.write(first, metrics)
+    tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
@@ -453,22 +444,10 @@ def execute(
             tensorboard.close()
     done = result.num_iterations
     partial = done < config.num_iterations
-    metric = output.metric
-    rows = [
-        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
-        for row in result.summary(metric)
-    ]
-    writers.write_text_atomic(out / "config.json", json.dumps(writers.config_dict(config), indent=2))
-    result.extra["run_id"] = run_id
-    writers.write_json(result, out / "metrics.json", rows)
-    writers.write_csv(result, out / "metrics.csv")
-    writers.write_text_atomic(out / "summary.json", json.dumps(rows, indent=2))
-    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
-    for axis in grid:
-        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
+    rows = write_results(result, out, output.metric, run_id)
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
-        f"final = mean {metric} over the last 10% of iterations, AUC = mean over all iterations\n"
+        f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
     )
     print(format_summary(result, rows))
     print(
@@ -484,6 +463,44 @@ def execute(
         )
         raise Interrupted(stop.exit_code if stop is not None else 1)
     return result
+
+
+def _tensorboard_writer(
+    out: Path, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
+) -> writers.TensorBoardWriter:
+    """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
+    resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
+    ones."""
+    tensorboard = writers.TensorBoardWriter(
+        out / "tb", grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
+    )
+    if offset:
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        store = MetricsStore(out / METRICS_SUBDIR)
+        store.truncate(offset)
+        for first, metrics in store.iter_all():
+            tensorboard.write(first, metrics)
+    return tensorboard
+
+
+def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
+    """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
+    (``partial`` and ``iterations_done`` say whether the run ended early)."""
+    done = result.num_iterations
+    partial = done < result.config.num_iterations
+    rows = [
+        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
+        for row in result.summary(metric)
+    ]
+    writers.write_text_atomic(out / "config.json", json.dumps(writers.config_dict(result.config), indent=2))
+    result.extra["run_id"] = run_id
+    writers.write_json(result, out / "metrics.json", rows)
+    writers.write_csv(result, out / "metrics.csv")
+    writers.write_text_atomic(out / "summary.json", json.dumps(rows, indent=2))
+    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
+    for axis in result.grid:
+        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
+    return rows
 
 
 def variant_config(config: Config, name: str) -> Config:
