@@ -176,6 +176,7 @@ class Block:
     uniform_variants: tuple[str, ...] = ()  # a fleet of 4 actor groups, k ~ U{0..uniform_k} per group
     deltas: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # variant -> its delta grid
     num_envs: int | None = None  # override of ENVS' num_envs
+    uniform_ks: tuple[int, ...] = ()  # fleet spreads swept in one program (lag.k grid); () = the preset's uniform_k
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,6 +280,33 @@ PRESETS: dict[str, Preset] = {
         seeds=64,
         first_seed=1000,
     ),
+    # Does VACO's edge over decoupled PPO under a fleet grow with the fleet's spread, and does it carry to Pendulum?
+    # 32 fresh seeds (2000..2031); CartPole at spreads U{0..4} to U{0..32}, Pendulum at U{0..16}.
+    "fleet-spread": Preset(
+        blocks=(
+            Block(
+                "CartPole-v1",
+                "aggressive",
+                60,
+                (),
+                ("ppo", "ppo_decoupled", "vaco-gae+w"),
+                deltas={"vaco-gae+w": (0.1,)},
+                uniform_ks=(4, 8, 16, 32),
+            ),
+            Block(
+                "Pendulum-v1",
+                "aggressive",
+                50,
+                (),
+                ("ppo", "ppo_decoupled", "vaco-gae+w"),
+                deltas={"vaco-gae+w": (0.05, 0.1)},
+            ),
+        ),
+        lags=(0,),
+        uniform_k=16,
+        seeds=32,
+        first_seed=2000,
+    ),
     # the full grid for an accelerator
     "gpu": Preset(
         blocks=tuple(
@@ -351,8 +379,9 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
         lag = LagConfig(kind="fixed", max_lag=max(preset.lags), num_actors=1)
         grid: dict[str, list[Any]] = {"lag.k": list(preset.lags)}
     else:
-        lag = LagConfig(kind="uniform", max_lag=preset.uniform_k, num_actors=4, k=preset.uniform_k)
-        grid = {}
+        ks = block.uniform_ks or (preset.uniform_k,)
+        lag = LagConfig(kind="uniform", max_lag=max(ks), num_actors=4, k=ks[0])
+        grid = {"lag.k": list(ks)} if block.uniform_ks else {}
     config = Config(
         algorithm=variant.algorithm,
         num_iterations=block.iterations,
@@ -414,7 +443,10 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
     for point in sweep.points():
         selected = sweep.sel(**{axis.replace(".", "_"): value for axis, value in point.items()})
         returns = selected["episode/return"]  # [seed, I]
-        lag = point.get("lag.k", f"U{{0..{preset.uniform_k}}}")
+        if cell.lag_kind == "uniform":
+            lag = f"U{{0..{point.get('lag.k', preset.uniform_k)}}}"
+        else:
+            lag = point["lag.k"]
         points.append(
             {
                 "label": _label(cell.variant, point),
@@ -744,8 +776,9 @@ def plot_fleet_curves(payload: dict[str, Any], done: dict[Cell, dict[str, Any]],
             if (cell.env, cell.regime, cell.lag_kind) == (env, regime, "uniform"):
                 for point in result["points"]:
                     dashed = "--" if point["label"].startswith("vaco") else "-"
-                    ax.plot(point["curves"]["episode/return"], label=point["label"], linestyle=dashed)
-        ax.set_title(f"{env}, {regime} regime, lag ~ U{{0..{payload['preset_spec']['uniform_k']}}} per group")
+                    label = f"{point['label']} {point['lag']}"
+                    ax.plot(point["curves"]["episode/return"], label=label, linestyle=dashed)
+        ax.set_title(f"{env}, {regime} regime, 4 actor groups, lag ~ U{{0..k}} per group")
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"episode return (IQM over {payload['preset_spec']['seeds']} seeds)")
         ax.grid(alpha=0.3)
