@@ -17,8 +17,8 @@ statistics are computed over the cells on disk:
   (``verdict.md``) and figures (return vs lag with a CI band per variant, TV vs lag, learning curves).
 
 Presets: ``smoke`` (CI, under a minute), ``cpu`` (about 2 hours on 2 CPU cores), ``confirm-fleet`` (the cpu
-study's one positive finding tested again on 64 fresh seeds, 7 minutes), ``gpu`` (the full grid, 64 seeds, for an
-accelerator).
+study's one positive finding tested again on 64 fresh seeds, 7 minutes), ``fleet-spread`` (that finding across
+fleet spreads and on Pendulum, 32 fresh seeds, 25 minutes), ``gpu`` (the full grid, 64 seeds, for an accelerator).
 
 Usage:
   python benchmarks/lag_robustness.py --preset cpu            # runs missing cells, then reports
@@ -771,13 +771,24 @@ def plot_fleet_curves(payload: dict[str, Any], done: dict[Cell, dict[str, Any]],
         return []
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels) + 2, 4.5), squeeze=False)
+    colours = plt.cm.tab10(np.arange(10))
     for ax, (env, regime) in zip(axes[0], panels, strict=True):
-        for cell, result in done.items():
-            if (cell.env, cell.regime, cell.lag_kind) == (env, regime, "uniform"):
-                for point in result["points"]:
-                    dashed = "--" if point["label"].startswith("vaco") else "-"
-                    label = f"{point['label']} {point['lag']}"
-                    ax.plot(point["curves"]["episode/return"], label=label, linestyle=dashed)
+        points = [
+            p for c, r in done.items() if (c.env, c.regime, c.lag_kind) == (env, regime, "uniform") for p in r["points"]
+        ]
+        labels = list(dict.fromkeys(p["label"] for p in points))  # one colour per variant
+        spreads = sorted({p["lag"] for p in points}, key=_lag_order)  # one line style per fleet spread
+        styles = ["-", "--", "-.", ":"]
+        for point in points:
+            curve = np.asarray(point["curves"]["episode/return"], np.float64)
+            ended = np.flatnonzero(np.isfinite(curve))  # iterations in which episodes ended (Pendulum: not all)
+            ax.plot(
+                ended,
+                curve[ended],
+                label=f"{point['label']} {point['lag']}",
+                color=colours[labels.index(point["label"]) % 10],
+                linestyle=styles[spreads.index(point["lag"]) % len(styles)],
+            )
         ax.set_title(f"{env}, {regime} regime, 4 actor groups, lag ~ U{{0..k}} per group")
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"episode return (IQM over {payload['preset_spec']['seeds']} seeds)")

@@ -89,7 +89,7 @@ def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
     )
 
 
-@pytest.mark.parametrize("preset", ["cpu", "confirm-fleet"])
+@pytest.mark.parametrize("preset", ["cpu", "confirm-fleet", "fleet-spread"])
 def test_every_committed_cell_still_matches_its_spec(study, preset):
     """A new config field or a changed default must not silently turn a committed study into a rerun."""
     out_dir = _PATH.parent / "results" / "lag_robustness" / preset
@@ -98,11 +98,12 @@ def test_every_committed_cell_still_matches_its_spec(study, preset):
     assert not stale, f"these committed cells no longer match their spec: {stale}"
 
 
-def test_the_readme_quotes_the_committed_fleet_confirmation(study):
-    """The confirmation on fresh seeds, as the README quotes it, is the one computed from its committed cells."""
+@pytest.mark.parametrize("preset, first_seed", [("confirm-fleet", 1000), ("fleet-spread", 2000)])
+def test_the_readme_quotes_the_committed_fleet_studies(study, preset, first_seed):
+    """The studies on fresh seeds, as the README quotes them, are the ones computed from their committed cells."""
     root = Path(__file__).resolve().parents[1]
-    payload = json.loads((root / "benchmarks/results/lag_robustness/confirm-fleet/lag_robustness.json").read_text())
-    assert payload["preset_spec"]["first_seed"] == 1000 and payload["preset_spec"]["seeds"] == 64
+    payload = json.loads((root / f"benchmarks/results/lag_robustness/{preset}/lag_robustness.json").read_text())
+    assert payload["preset_spec"]["first_seed"] == first_seed  # seeds the cpu study (0..15) never used
     assert study.readme_block(payload) in (root / "README.md").read_text(), (
-        "run python benchmarks/lag_robustness.py --preset confirm-fleet --report --update-readme README.md"
+        f"run python benchmarks/lag_robustness.py --preset {preset} --report --update-readme README.md"
     )
