@@ -82,6 +82,12 @@ VARIANTS: dict[str, Variant] = {
     for v in [
         Variant("ppo", "ppo", about="PPO-clip around beta (the baseline)"),
         Variant("ppo_decoupled", "ppo_decoupled", about="PPO-clip around pi_T, weight min(pi_T/beta, 100)"),
+        Variant(
+            "ppo_decoupled/wide-clip",
+            "ppo_decoupled",
+            grid={"ppo.clip_eps": [0.3, 0.4]},
+            about="decoupled PPO with a wider clip: does a larger step alone match VACO's filter?",
+        ),
         Variant("ppo_kl", "ppo_kl", {"ppo.kl_adaptive": True}, about="adaptive KL penalty, target 0.01"),
         Variant("spo", "spo", about="SPO's quadratic penalty around beta"),
         Variant("impala", "impala", about="V-trace q-form policy gradient, advantages every step"),
@@ -271,7 +277,7 @@ PRESETS: dict[str, Preset] = {
                 "aggressive",
                 60,
                 (),
-                ("ppo", "ppo_decoupled", "vaco-gae+w"),
+                ("ppo", "ppo_decoupled", "vaco-gae+w", "ppo_decoupled/wide-clip"),
                 deltas={"vaco-gae+w": (0.1,)},
             ),
         ),
@@ -429,7 +435,8 @@ def _spec_hash(spec: dict[str, Any]) -> str:
 
 def _label(variant: str, point: dict[str, Any]) -> str:
     """``vaco-gae+w d=0.05``: the variant and its non-lag grid values."""
-    extras = [f"d={v:g}" if k == "vaco.tv_threshold" else f"{k}={v}" for k, v in point.items() if k != "lag.k"]
+    short = {"vaco.tv_threshold": "d", "ppo.clip_eps": "eps"}
+    extras = [f"{short[k]}={v:g}" if k in short else f"{k}={v}" for k, v in point.items() if k != "lag.k"]
     return " ".join([variant, *extras])
 
 
