@@ -255,6 +255,17 @@ def _is_output_dir(path: Path) -> bool:
     return any(child.is_dir() and (child / MARKER).exists() for child in path.iterdir())
 
 
+def _listing(directory: Path) -> list[str]:
+    """The entries of ``directory``, sorted, folders with a trailing slash (what a message says was removed)."""
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in directory.iterdir())
+
+
+def _write_marker(directory: Path, run_id: str, **extra: Any) -> None:
+    """Mark ``directory`` as vaco-jax output of run ``run_id`` (what --overwrite may clear, --resume reads)."""
+    record = {"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
+    (directory / MARKER).write_text(json.dumps(record) + "\n")
+
+
 def clear_output_dir(out: Path) -> list[str]:
     """Remove everything in the vaco-jax output directory ``out`` (--overwrite), say what went; the names, sorted.
 
@@ -267,7 +278,7 @@ def clear_output_dir(out: Path) -> list[str]:
             f"--overwrite: {out} holds files that are not vaco-jax results, so nothing was removed: "
             "choose another --out-dir"
         )
-    removed = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    removed = _listing(out)
     for path in out.iterdir():
         shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
     if removed:
@@ -288,7 +299,7 @@ def _prepare_out_dir(output: Output, run_id: str) -> Path:
     if output.overwrite and output.resume is None:
         clear_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text(json.dumps({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+    _write_marker(out, run_id)
     return out
 
 
@@ -524,7 +535,7 @@ def publish(staging: Path, target: Path) -> None:
     aside = target.with_name(f"{target.name}.replaced-{new_run_id()}")
     if target.exists():
         if any(target.iterdir()):
-            removed = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+            removed = _listing(target)
             print(f"vaco-jax: --overwrite: replaced in {target}: {', '.join(removed)}", flush=True)
         target.rename(aside)
     staging.rename(target)
@@ -592,7 +603,7 @@ def compare(
                 )
         run_id = new_run_id()
         staging.mkdir(parents=True, exist_ok=True)
-        (staging / MARKER).write_text(json.dumps({"run_id": run_id, "variants": list(variants)}) + "\n")
+        _write_marker(staging, run_id, variants=list(variants))
     results = {}
     for name in variants:
         folder = staging / name

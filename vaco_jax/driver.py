@@ -80,9 +80,14 @@ class Driver:
         if signature in self._compiled:
             return self._compiled[signature], 0.0
         start = time.perf_counter()
-        compiled = self._chunk.lower(states, hparams, num_iterations, np.int32(0)).compile()
+        compiled = self.lower_chunk(states, hparams, num_iterations).compile()
         self._compiled[signature] = compiled
         return compiled, time.perf_counter() - start
+
+    def lower_chunk(self, states: TrainState, hparams: Config, num_iterations: int):
+        """The chunk program lowered for these shapes (arrays or ``jax.ShapeDtypeStruct``), not yet compiled; the
+        chunk's first iteration is a traced scalar, so one program serves every chunk of that length."""
+        return self._chunk.lower(states, hparams, num_iterations, np.int32(0))
 
     def init(self, keys: jax.Array, hparams: Config) -> TrainState:
         states = self._init(keys, hparams)

@@ -123,7 +123,7 @@ def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, co
     )
     if compile:
         start = time.perf_counter()
-        compiled = Driver(program)._chunk.lower(states, hparams, chunk_size, np.int32(0)).compile()
+        compiled = Driver(program).lower_chunk(states, hparams, chunk_size).compile()
         report.compile_seconds = time.perf_counter() - start
         analysis = compiled.memory_analysis()
         report.temporaries = int(analysis.temp_size_in_bytes)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax import stats
-from vaco_jax.sweep import SweepResult
+from vaco_jax.sweep import SweepResult, indexed_points
 
 
 def _pyplot():
@@ -43,7 +43,7 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     iterations = curve_iterations(result.num_iterations)
     steps = result.env_steps[iterations]
     values = result.at_iterations(metric, iterations)  # [*grid, seed, points]
-    for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
+    for point, index in indexed_points(result.grid):
         curves = values[index]  # [seed, points]
         center = stats.iqm(curves, axis=0)
         (line,) = ax.plot(steps, center, label=_label(point))

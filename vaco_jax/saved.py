@@ -9,7 +9,6 @@ evaluation would use at that iteration, so with the same number of episodes it r
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ import numpy as np
 
 from vaco_jax import checkpoint, evaluation, memory, stats
 from vaco_jax.config import ConfigError, config_from_dict
-from vaco_jax.trainer import EVAL_STREAM, TrainProgram
-from vaco_jax.types import ActorSnapshot
+from vaco_jax.sweep import indexed_points
+from vaco_jax.trainer import TrainProgram
 
 
 @dataclass
@@ -36,13 +35,10 @@ class SavedRunEvaluation:
     seed: int | None
     values: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def points(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.grid, values, strict=True)) for values in itertools.product(*self.grid.values())]
-
     def rows(self) -> list[dict[str, Any]]:
         """Per grid point: every metric's per-seed values and IQM with 95% bootstrap CI over seeds."""
         rows = []
-        for point, index in zip(self.points(), np.ndindex(*map(len, self.grid.values())), strict=True):
+        for point, index in indexed_points(self.grid):
             row: dict[str, Any] = dict(point)
             for name, values in self.values.items():
                 per_seed = values[index]
@@ -97,22 +93,15 @@ def evaluate_saved_run(
         raise ConfigError(f"--episodes {episodes} must be >= 1 and --max-steps {max_steps} >= 0 (0: the time limit)")
     grid, num_seeds = meta["grid"], int(meta["num_seeds"])
     num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
-    program = TrainProgram(config)
+    # the run's program with this evaluation budget (eval.* shapes no training state, so the checkpoint fits it)
+    program = TrainProgram(config.replace(eval=config.eval.replace(episodes=episodes, max_steps=max_steps)))
     restored = checkpoint.restore(folder, memory.abstract_batch(program, num_points * num_seeds)[0], step)
-    states = restored.states
-    if seed is None:
-        keys = jax.vmap(lambda key: jax.random.fold_in(key, EVAL_STREAM))(states.key)
+    if seed is None:  # each run's own evaluation key at that iteration (TrainProgram.evaluate derives it)
+        scores = jax.jit(jax.vmap(program.evaluate))(restored.states)
     else:
         keys = jax.random.split(jax.random.key(seed), num_points * num_seeds)
-    budget = evaluation.max_steps_for(program.env, max_steps)
-
-    def play(params, obs_norm, key):
-        actor = ActorSnapshot(params, obs_norm)
-        return evaluation.run_episodes(
-            program.env, program.networks, program.dist, actor, key, episodes=episodes, max_steps=budget
-        )
-
-    scores = jax.device_get(jax.jit(jax.vmap(play))(states.params.actor, states.obs_norm, keys))
+        scores = jax.jit(jax.vmap(program.evaluate))(restored.states, keys)
+    scores = jax.device_get(scores)
     shape = (*(len(v) for v in grid.values()), num_seeds)
     return SavedRunEvaluation(
         run_dir=run_dir,
@@ -120,7 +109,7 @@ def evaluate_saved_run(
         grid=grid,
         seeds=list(range(int(meta["seed"]), int(meta["seed"]) + num_seeds)),
         episodes=episodes,
-        max_steps=budget,
+        max_steps=evaluation.max_steps_for(program.env, max_steps),
         seed=seed,
         values={name: np.asarray(scores[name]).reshape(shape) for name in evaluation.METRICS},
     )

@@ -84,7 +84,7 @@ class SweepResult:
 
     def points(self) -> list[dict[str, Any]]:
         """Every grid point as ``{axis: value}``, in row-major order."""
-        return [dict(zip(self.grid, values, strict=True)) for values in itertools.product(*self.grid.values())]
+        return grid_points(self.grid)
 
     def sel(self, **point: Any) -> dict[str, np.ndarray]:
         """Metrics at one grid point, ``{name: [seed, iteration]}``; keys use ``_`` for ``.``.
@@ -112,7 +112,7 @@ class SweepResult:
             raise KeyError(f"no metric {metric!r}; the metrics are {', '.join(sorted(self.metrics))}")
         finals, aucs = self.run_scores(metric, fraction)  # [*grid, seed]
         rows = []
-        for point, index in zip(self.points(), np.ndindex(*map(len, self.grid.values())), strict=True):
+        for point, index in indexed_points(self.grid):
             rows.append({**point, "final": stats.summarize(finals[index]), "auc": stats.summarize(aucs[index])})
         return rows
 
@@ -147,8 +147,17 @@ def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Conf
             )
         if len(values) == 0:
             raise ConfigError(f"grid for {path} is empty; give at least one value")
-    points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
-    return [validate_config(with_overrides(config, point)) for point in points]
+    return [validate_config(with_overrides(config, point)) for point in grid_points(grid)]
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every point of ``grid`` as ``{axis: value}``, row-major: the order of the run axis (points x seeds)."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def indexed_points(grid: Mapping[str, Sequence[Any]]) -> Iterator[tuple[dict[str, Any], tuple[int, ...]]]:
+    """``(point, its index into the grid axes)`` for every grid point, row-major."""
+    return zip(grid_points(grid), np.ndindex(*map(len, grid.values())), strict=True)
 
 
 def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import os
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from vaco_jax.sweep import SweepResult
+from vaco_jax.sweep import SweepResult, grid_points, indexed_points, metrics_length
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -86,8 +85,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
             "metrics.csv, or the metrics/ directory with vaco_jax.metrics_store.MetricsStore"
         )
     payload["summary"] = summary if summary is not None else result.summary()
-    path.write_text(json.dumps(payload, default=_json_default, allow_nan=False))
-    return path
+    return write_text_atomic(path, json.dumps(payload, default=_json_default, allow_nan=False))
 
 
 def write_csv(result: SweepResult, path: str | Path) -> Path:
@@ -104,8 +102,8 @@ def write_csv(result: SweepResult, path: str | Path) -> Path:
     with path.open("w", newline="") as f:
         f.write(",".join([*result.grid, "seed", "iteration", "env_steps", *names]) + "\n")
         for first, block in result.iteration_blocks():
-            iterations = np.arange(first + 1, first + 1 + next(iter(block.values())).shape[-1], dtype=np.int64)
-            for point, index in zip(result.points(), np.ndindex(*map(len, result.grid.values())), strict=True):
+            iterations = np.arange(first + 1, first + 1 + metrics_length(block), dtype=np.int64)
+            for point, index in indexed_points(result.grid):
                 for s, seed in enumerate(result.seeds):
                     prefix = ",".join(str(v) for v in [*point.values(), seed]).replace("%", "%%")
                     columns = [np.asarray(block[name][(*index, s)], np.float64) for name in names]
@@ -119,8 +117,7 @@ class TensorBoardWriter:
     ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
 
     Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
-    or :meth:`write` for blocks already on hand; :meth:`close` flushes. ``first_iteration`` counts iterations done
-    before (a resumed run).
+    or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes.
     """
 
     def __init__(
@@ -129,14 +126,14 @@ class TensorBoardWriter:
         grid: dict[str, list[Any]],
         seeds: list[int],
         steps_per_iteration: int,
-        first_iteration: int = 0,
     ):
         self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
-        self.done = first_iteration
-        self.labels = []
-        for values in itertools.product(*grid.values()):
-            label = "_".join(f"{k}={v}" for k, v in zip(grid, values, strict=True)) or "run"
-            self.labels += [f"{label}_seed{seed}" for seed in seeds]  # the run axis order: points x seeds
+        self.done = 0  # iterations written so far: where the next chunk starts
+        self.labels = [  # the run axis order: points x seeds
+            f"{'_'.join(f'{k}={v}' for k, v in point.items()) or 'run'}_seed{seed}"
+            for point in grid_points(grid)
+            for seed in seeds
+        ]
         self._writers: list[Any] | None = None
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
@@ -154,7 +151,7 @@ class TensorBoardWriter:
                 for i, value in enumerate(run):
                     if math.isfinite(value):
                         writer.add_scalar(name, value, (first + i + 1) * self.steps_per_iteration)
-        self.done = first + next(iter(metrics.values())).shape[-1]
+        self.done = first + metrics_length(metrics)
         for writer in self._writers:
             writer.flush()
 
