@@ -136,3 +136,24 @@ def test_vtrace_rejects_unknown_advantage_form():
     data = {k: jnp.asarray(v) for k, v in random_off_policy(0, shape=(3,)).items()}
     with pytest.raises(ValueError, match="vtrace.advantage='z' is unknown"):
         advantages.vtrace(**data, gamma=0.9, lambda_=0.9, advantage="z")
+
+
+@pytest.mark.parametrize("advantage", ["lambda", "q"])
+def test_vtrace_untruncated_stays_finite_at_extreme_ratios(advantage):
+    """rho_bar = c_bar = inf with log-ratios of +-200 (e^200 overflows float32): the log-ratio is bounded before
+    exp, as in the losses, so V-trace equals its float64 reference at the bounded ratios and is finite."""
+    from vaco_jax.tv import LOG_RATIO_BOUND
+
+    data = random_off_policy(3)
+    steps = np.arange(data["rewards"].shape[0])[:, None]  # isolated huge ratios in time: traces do not compound
+    extreme = data["behaviour_log_probs"] + np.where(steps % 3 == 0, 200.0, -200.0)
+    data = {**data, "log_probs": extreme.astype(np.float32)}
+    kwargs = dict(gamma=0.97, lambda_=0.9, rho_bar=np.inf, c_bar=np.inf, advantage=advantage)
+    adv, target = advantages.vtrace(**{k: jnp.asarray(v) for k, v in data.items()}, **kwargs)
+    assert np.isfinite(adv).all() and np.isfinite(target).all()
+    bounded = data["behaviour_log_probs"] + np.clip(
+        data["log_probs"] - data["behaviour_log_probs"], -LOG_RATIO_BOUND, LOG_RATIO_BOUND
+    )
+    ref_adv, ref_target = reference.vtrace(**{**data, "log_probs": bounded.astype(np.float64)}, **kwargs)
+    for got, want in ((target, ref_target), (adv, ref_adv)):  # float32 at magnitudes up to e^20
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6 * np.abs(want).max())

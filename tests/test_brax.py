@@ -97,6 +97,62 @@ def test_action_repeat_sums_rewards_and_shortens_the_episode():
     np.testing.assert_array_equal(reward[survived], 3.0)  # inverted_pendulum pays 1 per brax step
 
 
+class _EndsAtBraxStep5(Wrapper):
+    """A stub episode: brax step n pays reward n and observes n in its first component; step 5 terminates."""
+
+    def reset(self, rng):
+        state = self.env.reset(rng)
+        return state.replace(obs=state.obs.at[0].set(0.0), info={**state.info, "count": jnp.zeros(())})
+
+    def step(self, state, action):
+        count = state.info["count"] + 1
+        state = self.env.step(state, action)
+        return state.replace(
+            obs=state.obs.at[0].set(count),
+            reward=count,
+            done=(count == 5).astype(jnp.float32),
+            info={**state.info, "count": count},
+        )
+
+
+def test_a_termination_mid_repeat_ends_the_step_where_it_happened():
+    """action_repeat 3: agent step 2 holds brax steps 4, 5, 6 and the episode terminates at step 5, so it pays
+    4 + 5 (not 6) and its final observation is brax step 5's, not one from after the termination."""
+    env = BraxEnv("inverted_pendulum", backend="spring", action_repeat=3)
+    env._env = _EndsAtBraxStep5(env._env)
+    _, (ts, _) = _random_steps(env, num_envs=2, num_steps=3)
+    np.testing.assert_array_equal(np.asarray(ts.terminated)[:, 0], [False, True, False])
+    np.testing.assert_array_equal(np.asarray(ts.reward)[:2, 0], [1 + 2 + 3, 4 + 5])
+    np.testing.assert_array_equal(np.asarray(ts.final_observation)[:2, 0, 0], [3, 5])
+    assert np.asarray(ts.observation)[1, 0, 0] == 0  # then a fresh start
+
+
+@pytest.mark.slow
+def test_a_hopper_fall_is_a_termination_and_is_never_bootstrapped():
+    """End to end through the trainer's rollout and advantage estimation on brax/hopper: a fall is reported as a
+    termination (not a truncation, well before the time limit), and the next observation after it never reaches
+    an advantage, while that after a truncation does."""
+    from tests.conftest import rollout_with_lags, tiny_config
+    from vaco_jax import EnvConfig, TrainProgram
+    from vaco_jax.driver import stack_hparams
+
+    config = tiny_config(env=EnvConfig(name="brax/hopper", num_envs=8, num_steps=64, episode_length=40))
+    program = TrainProgram(config)
+    hparams = jax.tree.map(lambda x: x[0], stack_hparams([program.config]))
+    state = program.init(jax.random.key(0), hparams)
+    rollout = rollout_with_lags(program, state, [0, 0])
+    terminated, truncated = np.asarray(rollout.terminations), np.asarray(rollout.truncations)
+    assert terminated.any() and truncated.any() and not (terminated & truncated).any()
+    assert np.asarray(rollout.episode_lengths)[terminated].max() < 40  # falls, before the 40-step limit
+    advantages = lambda r: np.asarray(program.estimate_advantages(state, r, hparams)[0].advantages)  # noqa: E731
+    base = advantages(rollout)
+    moved = lambda mask: rollout.replace(  # noqa: E731
+        next_observations=jnp.where(mask[..., None], rollout.next_observations + 5.0, rollout.next_observations)
+    )
+    np.testing.assert_array_equal(advantages(moved(jnp.asarray(terminated))), base)  # never bootstrapped
+    assert not np.allclose(advantages(moved(jnp.asarray(truncated))), base)  # bootstrapped from V(s'_t)
+
+
 class _NaNWhenPushedHard(Wrapper):
     """A stub physics failure: the observation becomes NaN whenever the first action component exceeds 0.8."""
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
-from vaco_jax.checkpoint import SUBDIR, restore
+from vaco_jax.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
 from vaco_jax.cli import METRICS_SUBDIR, main
 from vaco_jax.config import ConfigError
 from vaco_jax.memory import abstract_batch
@@ -133,14 +133,14 @@ def test_sigint_stops_at_a_chunk_boundary_with_readable_partial_results(referenc
 
 
 class _StopDuring:
-    """A stop request that comes once ``folder`` has metrics (a second variant is training)."""
+    """A stop request that comes once ``folder`` exists (a second variant is training)."""
 
     def __init__(self, folder: Path):
         self.folder, self.exit_code = folder, 130
 
     @property
     def requested(self) -> bool:
-        return (self.folder / METRICS_SUBDIR).is_dir()
+        return self.folder.is_dir()
 
 
 def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsys):
@@ -173,3 +173,92 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
         assert {row["run_id"] for row in rows} == {new_id} and not rows[0]["partial"]
         assert json.loads((out / variant / "metrics.json").read_text())["seeds"] == [7, 8]
     assert not list(tmp_path.glob("demo.replaced-*"))
+
+
+def test_resume_refuses_a_reordered_grid_or_run_order():
+    """Runs are laid out in grid-axis order: the same axes in another order pair states with other hyperparameters."""
+    config = _config()
+    saved = json.loads(json.dumps(run_meta(config, {"lag.k": [0, 1], "ppo.learning_rate": [1e-3, 3e-4]}, 0, 2)))
+    check_resumable(saved, run_meta(config, {"lag.k": [0, 1], "ppo.learning_rate": [1e-3, 3e-4]}, 0, 2))
+    with pytest.raises(ConfigError, match="grid axis order"):
+        check_resumable(saved, run_meta(config, {"ppo.learning_rate": [1e-3, 3e-4], "lag.k": [0, 1]}, 0, 2))
+    with pytest.raises(ConfigError, match="grid"):
+        check_resumable(saved, run_meta(config, {"lag.k": [1, 0], "ppo.learning_rate": [1e-3, 3e-4]}, 0, 2))
+
+
+def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
+    from tests.conftest import tiny_config
+    from vaco_jax.driver import stack_hparams
+    from vaco_jax.sweep import seed_keys
+
+    program = tiny_driver.program
+    states = tiny_driver.init(seed_keys(0, 2), stack_hparams([program.config] * 2))
+    saver = Checkpointer(tmp_path / SUBDIR, {"config": {}}, every=0, total=1)
+    saver.save(1, states)
+    assert restore(tmp_path / SUBDIR, abstract_batch(program, 2)[0]).iterations_done == 1
+    wider = tiny_config(network=program.config.network.replace(actor_hidden=(32, 16)))  # same leaf count
+    with pytest.raises(ConfigError, match=r"shape .* different configuration"):
+        restore(tmp_path / SUBDIR, abstract_batch(TrainProgram(wider), 2)[0])
+    with pytest.raises(ConfigError, match="shape"):  # more runs than were saved
+        restore(tmp_path / SUBDIR, abstract_batch(program, 4)[0])
+
+
+def test_a_second_sigint_aborts_at_once_with_where_to_resume(tmp_path):
+    """During a long compiled chunk a Python handler would wait for the chunk; the second signal must not."""
+    out = tmp_path / "aborted"
+    flags = [*FLAGS, "--num-iterations", "400", "--chunk-size", "200", "--checkpoint-every", "0"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vaco_jax.cli", *flags, "--out-dir", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not (out / METRICS_SUBDIR).exists() and not (out / SUBDIR).exists():
+        time.sleep(0.01)  # the run has started (its checkpoint folder exists before the first chunk)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    sent = time.time()
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert time.time() - sent < 10, "the second SIGINT waited for the compiled chunk"
+    assert process.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("vaco-jax: SIGINT again: aborting now;") and "--overwrite" in last, last
+
+
+class _StopAtFirstChunk:
+    requested, exit_code = True, 130
+
+
+def test_resume_is_exact_with_normalisation_a_fleet_vaco_and_a_remainder_chunk(tmp_path):
+    """The resume of the hardest case: observation normaliser on, a fleet of actor groups with random lags, VACO's
+    filter and align, a grid, and a last chunk shorter than the others (7 iterations in chunks of 3)."""
+    from tests.conftest import tiny_config
+    from vaco_jax.cli import Interrupted, Output, execute
+    from vaco_jax.config import LagConfig
+
+    config = tiny_config(num_iterations=7, algorithm="vaco", lag=LagConfig(max_lag=4, num_actors=2, kind="uniform"))
+    assert config.env.normalize_observations
+    grid, stopped, whole = {"lag.k": [2, 4]}, tmp_path / "stopped", tmp_path / "whole"
+    with pytest.raises(Interrupted):
+        execute(config, grid, 2, 0, Output(out_dir=stopped, chunk_size=3, quiet=True), _StopAtFirstChunk())
+    assert _steps(stopped) == [3]
+    execute(config, grid, 2, 0, Output(out_dir=stopped, resume=stopped, chunk_size=3, quiet=True))
+    execute(config, grid, 2, 0, Output(out_dir=whole, chunk_size=3, quiet=True))
+    template = abstract_batch(TrainProgram(config), 4)[0]
+    finals = [restore(d / SUBDIR, template) for d in (stopped, whole)]
+    assert finals[0].iterations_done == finals[1].iterations_done == 7
+    for a, b in zip(*(jax.tree.leaves(jax.tree.map(_host, f.states)) for f in finals), strict=True):
+        np.testing.assert_array_equal(a, b)
+    stores = [MetricsStore(d / METRICS_SUBDIR) for d in (stopped, whole)]
+    for name in stores[1].names():
+        np.testing.assert_array_equal(stores[0].load(name), stores[1].load(name), err_msg=name)
+
+
+def _host(x):
+    return np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)

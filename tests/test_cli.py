@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vaco_jax import output_dir as output_dir_module
 from vaco_jax.cli import main
 from vaco_jax.config import ConfigError
+from vaco_jax.output_dir import MARKER
 
 TINY = [
     "--num-iterations",
@@ -47,6 +49,24 @@ def sweep_dir(tmp_path_factory):
     evaluation = ["--eval.every", "4", "--eval.episodes", "2"]  # after iterations 4 and 6
     assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *evaluation, *TINY]) == 0
     return out
+
+
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(sweep_dir, capsys):
+    evaluation = ["--eval.every", "4", "--eval.episodes", "2"]
+    before = {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()}
+    argv = ["sweep", "--grid", "lag.k=0,4", "--resume", str(sweep_dir), "--tensorboard", *evaluation, *TINY]
+    assert main(argv) == 0
+    assert "is complete (6 of 6 iterations): nothing to resume, nothing was changed" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()} == before
+
+
+def test_resume_before_the_first_checkpoint_says_nothing_was_saved(tmp_path, capsys):
+    out = tmp_path / "killed"
+    (out / "checkpoints").mkdir(parents=True)  # what a run killed while compiling leaves
+    output_dir_module.write_marker(out, "run-1", ["checkpoints", "metrics"])
+    assert main(["train", "--resume", str(out), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "stopped before its first checkpoint, so nothing was saved" in err and "--overwrite" in err
 
 
 def test_eval_command_reproduces_the_logged_evaluation_from_the_checkpoint(sweep_dir, capsys, tmp_path):
@@ -104,29 +124,43 @@ def test_refuses_to_overwrite_results(sweep_dir, capsys):
     assert "already holds results" in capsys.readouterr().err
 
 
-def test_overwrite_replaces_the_whole_directory_and_says_what_went(tmp_path, capsys):
+def test_overwrite_replaces_what_vaco_jax_wrote_and_never_a_users_file(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *TINY]) == 0
     first = json.loads((out / "metrics.json").read_text())["run_id"]
-    (out / "old_notes.txt").write_text("from an earlier run")
+    manifest = set(json.loads((out / MARKER).read_text())["manifest"])
+    assert {"tb", "final_vs_lag.k.png", "metrics", "checkpoints", "summary.json"} <= manifest
+    (out / "notes.txt").write_text("the user's own notes")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
     capsys.readouterr()
+    assert main(["train", "--out-dir", str(out), "--overwrite", *TINY]) == 2  # a user's file: refused whole
+    assert "holds files that vaco-jax did not write (notes.txt), so nothing was written or removed" in (
+        capsys.readouterr().err
+    )
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing removed, nothing added
+    assert (out / "notes.txt").read_text() == "the user's own notes"
+
+    (out / "notes.txt").unlink()
     assert main(["train", "--out-dir", str(out), "--overwrite", *TINY]) == 0  # no grid, no tensorboard this time
     said = capsys.readouterr().out
     assert "--overwrite: removed from" in said and "tb/" in said and "final_vs_lag.k.png" in said
     assert not (out / "tb").exists() and not (out / "final_vs_lag.k.png").exists()
-    assert not (out / "old_notes.txt").exists()
     rows = json.loads((out / "summary.json").read_text())
     second = json.loads((out / "metrics.json").read_text())["run_id"]
     assert second != first and all(row["run_id"] == second for row in rows)  # one run's files only
+    assert not list(out.rglob("*.tmp"))  # every atomic write renamed its temporary into place
 
 
-def test_overwrite_never_clears_a_directory_that_is_not_vaco_jax_output(tmp_path, capsys):
+def test_a_run_never_starts_in_or_clears_a_directory_of_other_files(tmp_path, capsys):
     out = tmp_path / "mine"
-    out.mkdir()
-    (out / "thesis.tex").write_text("precious")
-    assert main(["train", "--out-dir", str(out), "--overwrite", *TINY]) == 2
-    assert "holds files that are not vaco-jax results, so nothing was removed" in capsys.readouterr().err
-    assert (out / "thesis.tex").read_text() == "precious"
+    (out / "src").mkdir(parents=True)
+    (out / "notes.txt").write_text("precious")
+    (out / "src" / "main.py").write_text("print('mine')")
+    for flags in ([], ["--overwrite"]):  # the reported case: --out-dir . in a project folder, then --overwrite
+        assert main(["train", "--out-dir", str(out), *flags, *TINY]) == 2
+        assert "holds files that vaco-jax did not write (notes.txt, src/)" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "src"]  # no marker, no checkpoints/ left
+    assert (out / "notes.txt").read_text() == "precious" and (out / "src" / "main.py").exists()
 
 
 @pytest.mark.parametrize(
@@ -255,9 +289,13 @@ def test_every_bad_input_in_the_readme_gets_its_error(capsys, monkeypatch):
         if command.startswith("vaco-jax "):
             argv = shlex.split(command)[1:]
             out_dir = Path(argv[argv.index("--out-dir") + 1]) if "--out-dir" in argv else None
+            before = sorted(out_dir.iterdir()) if out_dir is not None and out_dir.is_dir() else None
             assert main(argv) == 2, command
             assert error in capsys.readouterr().err, command
-            assert out_dir is None or out_dir.name == "README.md" or not out_dir.exists(), command
+            if before is not None:  # an existing folder (the repository's docs/, or '' = here) is left as it was
+                assert sorted(out_dir.iterdir()) == before, command
+            else:  # nothing was created
+                assert out_dir is None or out_dir.name == "README.md" or not out_dir.exists(), command
         else:
             with pytest.raises((ConfigError, KeyError)) as info:
                 eval(command, namespace)

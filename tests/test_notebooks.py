@@ -44,9 +44,14 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     before = sorted(p.name for p in (ROOT / "notebooks").iterdir())
     notebook = nbformat.read(path, as_version=4)
+    checkout = tmp_path  # a checkout's shape: the kernel starts in its notebooks/ folder, as Jupyter does
+    (checkout / "pyproject.toml").write_text("")
+    (checkout / "vaco_jax").mkdir()
+    (checkout / "notebooks").mkdir()
     NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(checkout / "notebooks")}}
     ).execute()
+    assert list((checkout / "notebooks").iterdir()) == []  # written to the checkout's runs/, not notebooks/runs/
     written = sorted(p.name for p in (tmp_path / "runs" / "notebooks" / path.stem).iterdir())
     assert written and all(name.endswith(".png") for name in written), written
     assert sorted(p.name for p in (ROOT / "notebooks").iterdir()) == before  # nothing written next to the notebooks

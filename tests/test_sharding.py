@@ -1,4 +1,4 @@
-"""Runs are sharded over several devices and give the same numbers as on one device."""
+"""Runs are sharded over several devices, give the same numbers as on one device, and resume sharded."""
 
 from __future__ import annotations
 
@@ -21,13 +21,27 @@ from vaco_jax import Driver, TrainProgram
 from vaco_jax.driver import run_sharding
 assert jax.device_count() == 2, jax.devices()
 assert run_sharding(4) is not None
-out = _run(Driver(TrainProgram(tiny_config())), ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1])
+import numpy as np
+from vaco_jax import checkpoint
+from vaco_jax.driver import stack_hparams
+from vaco_jax.sweep import seed_keys
+driver = Driver(TrainProgram(tiny_config()))
+out = _run(driver, ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1])
 assert len(out.states.iteration.sharding.device_set) == 2
+# a resume on two devices: states restored from a checkpoint's host arrays are placed with the run sharding
+keys, hparams = seed_keys(0, 4), stack_hparams([tiny_config()] * 4)
+full = driver.run(keys, hparams, chunk_size=3)
+half = driver.run(keys, hparams, chunk_size=3, num_iterations=3)
+restored = checkpoint._from_host(checkpoint._to_host(half.states), half.states)
+rest = driver.run(keys, hparams, chunk_size=3, states=restored, num_iterations=3)
+assert len(rest.states.iteration.sharding.device_set) == 2, rest.states.iteration.sharding
+for name in ("loss/total", "episode/return", "tv/forward"):
+    np.testing.assert_array_equal(rest.metrics[name], full.metrics[name][:, 3:], err_msg=name)
 print(json.dumps({{name: value.tolist() for name, value in out.metrics.items()}}))
 """
 
 
-def test_two_devices_match_one_device(tiny_driver):
+def test_two_devices_match_one_device_and_resume_sharded(tiny_driver):
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(root)}
     cache = str(root / ".jax_cache")

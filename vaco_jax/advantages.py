@@ -13,6 +13,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from vaco_jax.tv import ratios
+
 
 def td_errors(
     rewards: jax.Array, values: jax.Array, next_values: jax.Array, terminations: jax.Array, *, gamma: float | jax.Array
@@ -161,7 +163,7 @@ def vtrace(
         raise ValueError(f"vtrace.advantage={advantage!r} is unknown; choose 'lambda' or 'q'")
     chex.assert_equal_shape([rewards, values, next_values, terminations, truncations, log_probs, behaviour_log_probs])
     chex.assert_type([rewards, values, next_values, log_probs, behaviour_log_probs], float)
-    weights = jnp.exp(log_probs - behaviour_log_probs)
+    weights = ratios(log_probs, behaviour_log_probs)  # log-ratio bounded before exp: finite at rho_bar = inf
     rhos = jnp.minimum(rho_bar, weights)
     traces = lambda_ * jnp.minimum(c_bar, weights)
     deltas = td_errors(rewards, values, next_values, terminations, gamma=gamma)

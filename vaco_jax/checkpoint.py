@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,29 @@ import jax
 import numpy as np
 
 from vaco_jax.config import Config, ConfigError, all_fields, traced_fields
+from vaco_jax.output_dir import CHECKPOINTS_SUBDIR
 from vaco_jax.types import TrainState
 
-SUBDIR = "checkpoints"
+SUBDIR = CHECKPOINTS_SUBDIR
 
 
 def _is_key(leaf: Any) -> bool:
     return jax.dtypes.issubdtype(getattr(leaf, "dtype", np.float32), jax.dtypes.prng_key)
+
+
+class NoCheckpoint(ConfigError):
+    """A directory holds no complete checkpoint (the run stopped before its first one, or it is not a run)."""
+
+
+def state_layout(states: TrainState) -> list[list]:
+    """``[path, shape]`` of every leaf as saved (keys as raw key data), in the order of the state tree."""
+    paths = jax.tree_util.tree_flatten_with_path(states)[0]
+    return [[jax.tree_util.keystr(path), list(_saved_shape(x))] for path, x in paths]
+
+
+def _saved_shape(leaf: Any) -> tuple[int, ...]:
+    """The shape a leaf (array or ``jax.ShapeDtypeStruct``) is saved with: a key as its raw key data."""
+    return tuple(jax.eval_shape(jax.random.key_data, leaf).shape) if _is_key(leaf) else tuple(np.shape(leaf))
 
 
 def _to_host(states: TrainState) -> dict[str, np.ndarray]:
@@ -56,21 +73,53 @@ def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainSt
     restored = []
     for i, like in enumerate(leaves):
         value = np.asarray(saved[f"leaf_{i:05d}"])
+        shape = value.shape[: len(like.shape)] if _is_key(like) else value.shape
+        if tuple(shape) != tuple(like.shape):
+            path = jax.tree_util.keystr(jax.tree_util.tree_flatten_with_path(template)[0][i][0])
+            raise ConfigError(
+                f"the checkpoint's state {path} has shape {tuple(shape)} and this program's {tuple(like.shape)}: "
+                "it was written by a different configuration or version"
+            )
         restored.append(jax.random.wrap_key_data(value) if _is_key(like) else jax.numpy.asarray(value, like.dtype))
     return jax.tree.unflatten(treedef, restored)
+
+
+def _check_layout(saved_layout: list | None, template: TrainState) -> None:
+    """Refuse a checkpoint whose state tree (leaf paths and shapes) is not this program's."""
+    if saved_layout is None:  # written before layouts were recorded: the shape check in _from_host still runs
+        return
+    current = state_layout(template)
+    if [path for path, _ in saved_layout] != [path for path, _ in current]:
+        missing = sorted({p for p, _ in current} - {p for p, _ in saved_layout})
+        extra = sorted({p for p, _ in saved_layout} - {p for p, _ in current})
+        raise ConfigError(
+            "the checkpoint's state tree is not this program's"
+            + (f" (this program has {', '.join(missing[:3])} that the checkpoint lacks)" if missing else "")
+            + (f" (the checkpoint has {', '.join(extra[:3])} that this program lacks)" if extra else "")
+            + ": it was written by a different configuration or version"
+        )
 
 
 def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int) -> dict[str, Any]:
     """What identifies a batch of runs: resuming requires all of it to match."""
     from vaco_jax import writers
+    from vaco_jax.sweep import grid_points
 
+    grid = {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()}
     return {
         "config": writers.config_dict(config),
-        "grid": {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()},
+        "grid": grid,
         "seed": seed,
         "num_seeds": num_seeds,
-        "versions": {"vaco_jax": _version("vaco_jax"), "jax": jax.__version__},
+        # the run axis in order: a resume must pair every saved state with the same grid point and seed
+        "runs": [[*point.values(), s] for point in grid_points(grid) for s in range(seed, seed + num_seeds)],
+        "versions": versions(),
     }
+
+
+def versions() -> dict[str, str]:
+    """The package versions a checkpoint records (a resume under others is allowed, with a warning)."""
+    return {"vaco_jax": _version("vaco_jax"), "jax": jax.__version__}
 
 
 def _version(package: str) -> str:
@@ -94,6 +143,10 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     for key in ("grid", "seed", "num_seeds"):
         if saved[key] != current[key]:
             found.append(f"{key} (checkpoint {saved[key]!r}, now {current[key]!r})")
+    if list(saved["grid"]) != list(current["grid"]):  # equal dicts in another order lay the runs out differently
+        found.append(f"grid axis order (checkpoint {list(saved['grid'])}, now {list(current['grid'])})")
+    elif "runs" in saved and saved["runs"] != current["runs"] and not found:
+        found.append("the order of the runs (grid point, seed)")
     return found
 
 
@@ -107,9 +160,9 @@ def _lookup(tree: Mapping[str, Any], path: str) -> Any:
 
 
 class Checkpointer:
-    """A driver state callback (``on_states``) that saves every ``every`` iterations, at the end and when
-    ``save_now()`` says so (a stop request), keeping the last ``keep`` checkpoints. ``offset`` counts iterations
-    done before this call (a resumed run).
+    """A driver state callback (``on_states``) that saves every ``every`` iterations and at the chunk where the run
+    ends (its last, or the one a stop request ends it at), keeping the last ``keep`` checkpoints. ``offset`` counts
+    iterations done before this call (a resumed run).
     """
 
     def __init__(
@@ -121,28 +174,25 @@ class Checkpointer:
         total: int,
         keep: int = 2,
         offset: int = 0,
-        save_now: Callable[[], bool] | None = None,
     ):
         import orbax.checkpoint as ocp
 
         self.directory = Path(directory).absolute()
         self.meta, self.every, self.total, self.offset = meta, every, total, offset
         self.last_saved = offset
-        self.save_now = save_now  # e.g. a stop request: save at this chunk boundary whatever ``every`` says
         self._manager = ocp.CheckpointManager(
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         )
 
-    def on_states(self, done: int, states: TrainState) -> None:
+    def on_states(self, done: int, states: TrainState, last: bool = False) -> None:
         done += self.offset
-        requested = self.save_now is not None and self.save_now()
-        if done == self.total or requested or (self.every and done - self.last_saved >= self.every):
+        if last or done == self.total or (self.every and done - self.last_saved >= self.every):
             self.save(done, states)
 
     def save(self, done: int, states: TrainState) -> None:
         import orbax.checkpoint as ocp
 
-        meta = {**self.meta, "iterations_done": done}
+        meta = {**self.meta, "iterations_done": done, "state_layout": state_layout(states)}
         self._manager.save(
             done,
             args=ocp.args.Composite(
@@ -172,11 +222,11 @@ def _manager_and_step(directory: Path, step: int | None):
 
     directory = Path(directory).absolute()
     if not directory.is_dir():
-        raise ConfigError(f"no checkpoints in {directory}; give the --out-dir of a vaco-jax train or sweep run")
+        raise NoCheckpoint(f"no checkpoints in {directory}; give the --out-dir of a vaco-jax train or sweep run")
     manager = ocp.CheckpointManager(directory)
     steps = sorted(manager.all_steps())
     if not steps:
-        raise ConfigError(f"no complete checkpoint in {directory}")
+        raise NoCheckpoint(f"no complete checkpoint in {directory}")
     if step is None:
         step = steps[-1]
     elif step not in steps:
@@ -202,12 +252,20 @@ def restore(directory: Path, template: TrainState, step: int | None = None) -> R
         step,
         args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()),
     )
-    return Restored(states=_from_host(saved["state"], template), meta=dict(saved["meta"]))
+    meta = dict(saved["meta"])
+    _check_layout(meta.get("state_layout"), template)
+    return Restored(states=_from_host(saved["state"], template), meta=meta)
 
 
 def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> None:
     """Refuse to resume runs that differ from the checkpointed ones, naming every difference."""
     found = differences(saved_meta, current_meta)
+    if saved_meta.get("versions") != current_meta["versions"] and not found:
+        print(
+            f"vaco-jax: warning: the checkpoint was written by {saved_meta.get('versions')} and this is "
+            f"{current_meta['versions']}: the resumed run may not be bit-identical to an uninterrupted one",
+            file=sys.stderr,
+        )
     if found:
         raise ConfigError(
             "cannot resume: the command differs from the interrupted run in "
@@ -216,4 +274,15 @@ def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, An
         )
 
 
-__all__ = ["Checkpointer", "Restored", "read_meta", "restore", "run_meta", "check_resumable", "differences"]
+__all__ = [
+    "Checkpointer",
+    "NoCheckpoint",
+    "Restored",
+    "state_layout",
+    "versions",
+    "read_meta",
+    "restore",
+    "run_meta",
+    "check_resumable",
+    "differences",
+]

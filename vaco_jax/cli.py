@@ -9,31 +9,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
-import os
 import shutil
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 import tyro
 
-from vaco_jax import checkpoint, evaluation, memory, plotting, writers
+from vaco_jax import checkpoint, evaluation, memory, output_dir, plotting, writers
+from vaco_jax.algorithms import ALGORITHMS
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
 from vaco_jax.presets import PRESETS, apply_preset, apply_presets
-from vaco_jax.sweep import SweepResult, grid_configs, run_sweep
+from vaco_jax.sweep import SweepResult, check_seeds, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
-
-RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
-METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.metrics_store), written as the run goes
-RUN_STATE = (METRICS_SUBDIR, checkpoint.SUBDIR)  # what a killed run leaves behind before any result file
-
 
 ReportedMetric = Literal[
     "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
@@ -192,6 +188,8 @@ def run_eval(args: EvalArgs) -> Path:
     )
     print(_table(header, lines))
     out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
+    if out.parent.absolute() == args.run_dir.absolute() and output_dir.read_marker(args.run_dir) is not None:
+        output_dir.record_entries(args.run_dir, [out.name])  # a later --overwrite may remove it, nothing else
     writers.write_text_atomic(out, json.dumps(writers._strict_json(result.to_json()), indent=2))
     print(f"\nwrote {out}")
     return out
@@ -222,16 +220,8 @@ def check_output(output: Output) -> None:
             f"--checkpoint-every {output.checkpoint_every} must be >= 0 (0: only at the end) and "
             f"--keep-checkpoints {output.keep_checkpoints} >= 1"
         )
-    out = output.out_dir
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out-dir {out} is a file, not a directory: choose a directory path")
-    existing = out
-    while not existing.exists():  # the nearest existing ancestor is where the directory would be created
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"--out-dir {out}: {existing} is a file, so the directory cannot be created there")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out-dir {out} is not writable ({existing} denies it): choose a directory you can write")
+    output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
+    output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
 
 
 def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> None:
@@ -245,62 +235,15 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
             )
 
 
-MARKER = ".vaco-jax-run"  # written into every output directory: what --overwrite may clear
-
-
-def _is_output_dir(path: Path) -> bool:
-    """Whether ``path`` holds vaco-jax results (its marker, result files, or a demo's variant folders)."""
-    if (path / MARKER).exists() or any((path / name).exists() for name in (*RESULT_FILES, "config.json")):
-        return True
-    return any(child.is_dir() and (child / MARKER).exists() for child in path.iterdir())
-
-
-def _listing(directory: Path) -> list[str]:
-    """The entries of ``directory``, sorted, folders with a trailing slash (what a message says was removed)."""
-    return sorted(p.name + ("/" if p.is_dir() else "") for p in directory.iterdir())
-
-
-def _write_marker(directory: Path, run_id: str, **extra: Any) -> None:
-    """Mark ``directory`` as vaco-jax output of run ``run_id`` (what --overwrite may clear, --resume reads)."""
-    record = {"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
-    (directory / MARKER).write_text(json.dumps(record) + "\n")
-
-
-def clear_output_dir(out: Path) -> list[str]:
-    """Remove everything in the vaco-jax output directory ``out`` (--overwrite), say what went; the names, sorted.
-
-    A directory that does not look like vaco-jax output is refused, so that a mistyped --out-dir never loses data.
-    """
-    if not out.exists() or not any(out.iterdir()):
-        return []
-    if not _is_output_dir(out):
-        raise ConfigError(
-            f"--overwrite: {out} holds files that are not vaco-jax results, so nothing was removed: "
-            "choose another --out-dir"
-        )
-    removed = _listing(out)
-    for path in out.iterdir():
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-    if removed:
-        print(f"vaco-jax: --overwrite: removed from {out}: {', '.join(removed)}", flush=True)
-    return removed
-
-
-def _prepare_out_dir(output: Output, run_id: str) -> Path:
-    """The output directory, ready for this run: refused if it holds results (unless --overwrite, which clears
-    it and says what went, or --resume, which continues in it); marked with this run's id."""
-    out = output.out_dir
-    existing = [name for name in (*RESULT_FILES, *RUN_STATE) if (out / name).exists()]
-    if existing and not output.overwrite and output.resume is None:
-        raise ConfigError(
-            f"{out} already holds results ({', '.join(existing)}); pass --overwrite to replace them, "
-            f"--resume {out} to continue an interrupted run there, or choose another --out-dir"
-        )
-    if output.overwrite and output.resume is None:
-        clear_output_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_marker(out, run_id)
-    return out
+def run_entries(grid: dict[str, list], tensorboard: bool) -> list[str]:
+    """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may remove)."""
+    return [
+        "config.json",
+        *output_dir.RESULT_FILES,
+        *output_dir.RUN_STATE,
+        *(f"final_vs_{axis}.png" for axis in grid),
+        *(["tb"] if tensorboard else []),
+    ]
 
 
 def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
@@ -379,6 +322,10 @@ def execute(
     *,
     run_id: str | None = None,
     resume_with: Path | None = None,
+    reload_complete: bool = False,
+    published_as: Path | None = None,
+    presets: tuple[str, ...] = (),
+    label: str | None = None,
 ) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None).
@@ -387,12 +334,18 @@ def execute(
     boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
     :class:`Interrupted` is raised. ``run_id`` names the run in every file (a new one if None); ``resume_with`` is
     the directory the user passes to ``--resume`` to finish an interrupted run (default: the output directory).
+    ``--resume`` of a run that is already complete says so, changes nothing and returns None, unless
+    ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
+    is where a staged folder will be once its result set is complete (named in the final message). ``presets``
+    are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
+    algorithm, with its presets).
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
     program = TrainProgram(config)  # validates before anything compiles or is written
     grid_configs(config, grid)
+    check_seeds(seed, num_seeds)
     if output.metric.startswith("eval/") and config.eval.every == 0:
         raise ConfigError(
             f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
@@ -410,11 +363,20 @@ def execute(
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     restored = None
     if output.resume is not None:
-        restored = checkpoint.restore(output.resume / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
-        checkpoint.check_resumable(restored.meta, meta)
+        restored = _restore(output.resume, program, num_runs, meta)
+        if restored.iterations_done >= config.num_iterations and not reload_complete:
+            print(
+                f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
+                "iterations): nothing to resume, nothing was changed",
+                flush=True,
+            )
+            return None
         print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
-    out = _prepare_out_dir(output, run_id)
+    entries = run_entries(grid, output.tensorboard)
+    out = output_dir.prepare(
+        output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
+    )
     offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
         out / checkpoint.SUBDIR,
@@ -423,8 +385,9 @@ def execute(
         total=config.num_iterations,
         keep=output.keep_checkpoints,
         offset=offset,
-        save_now=(lambda: stop.requested) if stop is not None else None,
     )
+    if stop is not None:
+        stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
     tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
     print(
         f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
@@ -446,7 +409,7 @@ def execute(
             driver=Driver(program),
             state_callbacks=[saver.on_states],
             resume=restored,
-            should_stop=(lambda: stop.requested) if stop is not None else None,
+            should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
             metrics_dir=out / METRICS_SUBDIR,
             progress=False,  # the CLI prints one line per chunk instead
         )
@@ -455,6 +418,8 @@ def execute(
             tensorboard.close()
     done = result.num_iterations
     partial = done < config.num_iterations
+    result.extra["presets"] = list(presets)
+    result.extra["label"] = label or (f"{config.algorithm} ({' + '.join(presets)})" if presets else config.algorithm)
     rows = write_results(result, out, output.metric, run_id)
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
@@ -465,6 +430,7 @@ def execute(
         f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
         + "".join(f" final_vs_{axis}.png" for axis in grid)
         + (" tb/" if output.tensorboard else "")
+        + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
     )
     if partial:
         print(
@@ -474,6 +440,29 @@ def execute(
         )
         raise Interrupted(stop.exit_code if stop is not None else 1)
     return result
+
+
+def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
+    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``)."""
+    try:
+        restored = checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+    except checkpoint.NoCheckpoint as error:
+        raise ConfigError(
+            f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
+            f"from. Start it again with the same command and --out-dir {directory} --overwrite instead of --resume"
+        ) from None
+    checkpoint.check_resumable(restored.meta, meta)
+    return restored
+
+
+def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
+    """What a second Ctrl-C says: where the last complete checkpoint is, and how to resume from it."""
+    if saver.last_saved == saver.offset and saver.offset == 0:
+        return f"no checkpoint was written yet; run the command again with --overwrite to start over in {resume_dir}"
+    return (
+        f"the last complete checkpoint is at iteration {saver.last_saved} in {saver.directory}; "
+        f"resume with the same command and --resume {resume_dir}"
+    )
 
 
 def _tensorboard_writer(
@@ -503,7 +492,8 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
         for row in result.summary(metric)
     ]
-    writers.write_text_atomic(out / "config.json", json.dumps(writers.config_dict(result.config), indent=2))
+    record = {**writers.config_dict(result.config), "presets": result.extra.get("presets", [])}
+    writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)
     writers.write_csv(result, out / "metrics.csv")
@@ -517,30 +507,6 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
 def variant_config(config: Config, name: str) -> Config:
     """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
     return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
-
-
-def new_run_id() -> str:
-    """A short random id, recorded in the marker, metrics.json and every summary row of a run's files."""
-    return uuid.uuid4().hex[:12]
-
-
-def staging_dir(out_dir: Path) -> Path:
-    """Where a multi-variant command builds its results until every variant is done: ``<out-dir>.incomplete``."""
-    return out_dir.with_name(out_dir.name + ".incomplete")
-
-
-def publish(staging: Path, target: Path) -> None:
-    """Put the complete result set ``staging`` in place of ``target``: the old directory is renamed aside, the new
-    one renamed in, then the old one removed, so ``target`` never mixes the two and a crash loses neither."""
-    aside = target.with_name(f"{target.name}.replaced-{new_run_id()}")
-    if target.exists():
-        if any(target.iterdir()):
-            removed = _listing(target)
-            print(f"vaco-jax: --overwrite: replaced in {target}: {', '.join(removed)}", flush=True)
-        target.rename(aside)
-    staging.rename(target)
-    if aside.exists():
-        shutil.rmtree(aside)
 
 
 def compare(
@@ -566,8 +532,10 @@ def compare(
     target = output.resume if output.resume is not None else output.out_dir
     output = dataclasses.replace(output, out_dir=target)
     check_output(output)
+    check_seeds(seed, num_seeds)
     staging = staging_dir(target)
     for name in variants:  # validate every variant, and where it will write, before the first one trains
+        check_variant_name(name)
         TrainProgram(variant_config(config, name))
         grid_configs(variant_config(config, name), grid)
     if output.dry_run:
@@ -577,10 +545,14 @@ def compare(
         return {}
     if output.resume is not None:
         if not staging.is_dir():
+            if _is_complete_set(target, variants):
+                print(f"vaco-jax: {target} is complete: nothing to resume, nothing was changed", flush=True)
+                return {}
             raise ConfigError(
                 f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
                 "a multi-variant command keeps its results there until every variant is done)"
             )
+        output_dir.refuse_foreign(staging, "it cannot be resumed")
         run_id = json.loads((staging / MARKER).read_text())["run_id"]
     else:
         if staging.exists():
@@ -589,21 +561,18 @@ def compare(
                     f"{staging} holds an interrupted result set: pass --resume {target} to finish it, or "
                     "--overwrite to start again"
                 )
-            clear_output_dir(staging)
+            output_dir.clear(staging)
         if target.exists() and any(target.iterdir()):
             if not output.overwrite:
                 raise ConfigError(
                     f"{target} already holds results; pass --overwrite to replace them (when the new set is "
                     "complete) or choose another --out-dir"
                 )
-            if not _is_output_dir(target):
-                raise ConfigError(
-                    f"--overwrite: {target} holds files that are not vaco-jax results, so nothing will be replaced: "
-                    "choose another --out-dir"
-                )
+            output_dir.refuse_foreign(target, "nothing will be replaced")
         run_id = new_run_id()
         staging.mkdir(parents=True, exist_ok=True)
-        _write_marker(staging, run_id, variants=list(variants))
+        entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
+        output_dir.write_marker(staging, run_id, entries, variants=list(variants))
     results = {}
     for name in variants:
         folder = staging / name
@@ -611,7 +580,20 @@ def compare(
         # a variant that had not checkpointed yet starts again in its (own, staged) folder
         sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
         cfg = variant_config(config, name)
-        results[name] = execute(cfg, grid, num_seeds, seed, sub, stop, run_id=run_id, resume_with=target)
+        results[name] = execute(
+            cfg,
+            grid,
+            num_seeds,
+            seed,
+            sub,
+            stop,
+            run_id=run_id,
+            resume_with=target,
+            reload_complete=True,
+            published_as=target / name,
+            presets=(name,) if name in PRESETS else (),
+            label=name,
+        )
         print()
     for axis in grid:
         plotting.plot_final_vs_axis(results, staging / f"final_vs_{axis}.png", axis, output.metric)
@@ -629,9 +611,41 @@ def compare(
         f"\nwrote {target}/ (run {run_id}): "
         + " ".join(f"final_vs_{axis}.png" for axis in grid)
         + " and one folder per variant: "
-        + ", ".join(variants)
+        + ", ".join(f"{target / name}/" for name in variants)
     )
     return results
+
+
+def check_variant_name(name: str) -> None:
+    """Refuse a demo variant that is neither an algorithm nor a preset, listing both (with the closest match)."""
+    if name in PRESETS or name in ALGORITHMS:
+        return
+    close = difflib.get_close_matches(name, [*ALGORITHMS, *PRESETS], n=1)
+    raise ConfigError(
+        f"--algorithms {name}: no algorithm or preset has that name"
+        + (f" (did you mean {close[0]}?)" if close else "")
+        + f". Algorithms: {', '.join(sorted(ALGORITHMS))}. Presets: {', '.join(PRESETS)}"
+    )
+
+
+def _is_complete_set(target: Path, variants: tuple[str, ...]) -> bool:
+    """Whether ``target`` holds a finished result set of ``variants`` (every variant's summary not partial)."""
+    for name in variants:
+        try:
+            rows = json.loads((target / name / "summary.json").read_text())
+        except (OSError, ValueError):
+            return False
+        if not rows or any(row.get("partial", True) for row in rows):
+            return False
+    return True
+
+
+def refuse_empty_paths(argv: list[str]) -> None:
+    """An empty path flag (``--out-dir ''``) would mean the current directory: refuse it instead."""
+    for i, arg in enumerate(argv):
+        for flag in ("--out-dir", "--resume", "--out"):
+            if arg == f"{flag}=" or (arg == flag and i + 1 < len(argv) and not argv[i + 1].strip()):
+                raise ConfigError(f"{flag} is empty: give a directory path, e.g. {flag} runs/my-run")
 
 
 def _presets_in(argv: list[str]) -> tuple[str, ...]:
@@ -657,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
     argv = sys.argv[1:] if argv is None else argv
     try:
+        refuse_empty_paths(argv)
         presets = _presets_in(argv)
         # an unknown name is left to tyro, which refuses it and lists the choices
         commands = _commands(presets if all(p in PRESETS for p in presets) else ())
@@ -676,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(args, DemoArgs):
                 compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
             else:
-                execute(args.config, grid, args.num_seeds, args.seed, args.output, stop)
+                execute(args.config, grid, args.num_seeds, args.seed, args.output, stop, presets=args.preset)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

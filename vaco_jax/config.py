@@ -439,8 +439,10 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     """The :class:`Config` a ``config.json`` (or a checkpoint's meta) describes: the inverse of writing it.
 
     Lists become tuples and the strings "inf", "-inf", "nan" floats again; a field the file lacks (written before
-    the field existed) keeps its default; a key no field has is refused, naming it.
+    the field existed) keeps its default; a key no field has is refused, naming it. A config.json's ``presets``
+    (the presets that made the config, a record only) is skipped.
     """
+    data = {key: value for key, value in data.items() if key != "presets"}
     config = Config()
     known = set(all_fields(config))
     unknown = sorted(set(_dotted(data)) - known)

@@ -22,7 +22,8 @@ from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import TrainState
 
 ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
-StateCallback = Callable[[int, TrainState], None]  # (iterations done, states [S]) after each chunk, e.g. a checkpoint
+# (iterations done, states [S], last: whether the run ends after this chunk) after each chunk, e.g. a checkpointer
+StateCallback = Callable[[int, TrainState, bool], None]
 
 
 @dataclass
@@ -111,8 +112,9 @@ class Driver:
 
         ``states`` resumes from earlier states (their ``iteration`` counts on);
         ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
-        ``state_callbacks`` see the states after each chunk, before they are donated to the next one.
-        ``should_stop()`` is asked after each chunk's callbacks; if true, the run ends there (fewer iterations).
+        ``state_callbacks`` see the states after each chunk, before they are donated to the next one, and whether
+        the run ends there. ``should_stop()`` is asked once after each chunk, before any callback (the decision is
+        latched: a stop request that arrives later counts at the next chunk); if true, the run ends there.
         ``keep_metrics=False`` hands each chunk's metrics to the callbacks only (e.g. a
         :class:`~vaco_jax.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
         with the number of iterations, and the returned metrics are empty.
@@ -125,6 +127,8 @@ class Driver:
         start = time.perf_counter()
         if states is None:
             states = self.init(keys, hparams)
+        elif sharding is not None:  # restored states (a resume) are laid out like fresh ones
+            states = jax.device_put(states, sharding)
         done, chunks, timings, compile_seconds = 0, [], [], 0.0
         first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
         while done < total:
@@ -138,11 +142,12 @@ class Driver:
             if keep_metrics:
                 chunks.append(metrics)
             done += n
+            stopping = done < total and should_stop is not None and bool(should_stop())
             for callback in callbacks:
                 callback(done, metrics)
             for state_callback in state_callbacks:
-                state_callback(done, states)
-            if should_stop is not None and should_stop():
+                state_callback(done, states, stopping or done == total)
+            if stopping:
                 break
         merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         run_seconds = time.perf_counter() - start

@@ -10,12 +10,13 @@ metrics live on disk; it loads a metric when asked for it.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from vaco_jax.output_dir import open_atomic
 
 CHUNK_PATTERN = re.compile(r"chunk_(\d{9})_(\d{9})\.npz")
 
@@ -36,12 +37,8 @@ class MetricsStore:
             raise ValueError(f"chunk starts at iteration {first} but the store holds {self.iterations}: chunks append")
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"chunk_{first:09d}_{end:09d}.npz"
-        temporary = path.with_name(path.name + ".tmp")
-        with temporary.open("wb") as f:
+        with open_atomic(path, "wb") as f:
             np.savez(f, **{name: np.asarray(value) for name, value in metrics.items()})
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
         return path
 
     def chunks(self) -> list[tuple[int, int, Path]]:

@@ -24,6 +24,15 @@ def _label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items()) or "all runs"
 
 
+def run_label(result: SweepResult) -> str:
+    """What a figure calls a run: its demo variant or presets when it has them (``extra["label"]``), else the
+    algorithm."""
+    return result.extra.get("label") or result.config.algorithm
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # one per compared variant, so that overlapping points stay visible
+
+
 MAX_CURVE_POINTS = 500  # a learning curve is drawn at most at this many iterations, evenly spaced
 
 
@@ -53,7 +62,7 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     ax.set_xlabel("environment steps per run")
     band = "; band: 95% bootstrap CI of the IQM" if len(result.seeds) > 1 else ""
     ax.set_ylabel(f"{metric}\n(IQM over {len(result.seeds)} seeds{band})")
-    ax.set_title(f"{result.config.algorithm} on {result.config.env.name}")
+    ax.set_title(f"{run_label(result)} on {result.config.env.name}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -62,11 +71,13 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     return Path(path)
 
 
-def errorbar_iqm(ax, x: list, summaries: list[dict], label: str | None) -> None:
-    """Draw IQMs with their bootstrap intervals (``stats.summarize`` dicts) as one line with error bars."""
+def errorbar_iqm(ax, x: list, summaries: list[dict], label: str | None, *, marker: str = "o", shift: float = 0.0):
+    """Draw IQMs with their bootstrap intervals (``stats.summarize`` dicts) as one line with error bars, its points
+    moved right by ``shift`` (x units), so that the lines of several variants at the same x stay apart."""
     y = np.array([summary["iqm"] for summary in summaries])
     err = np.array([[summary["iqm"] - summary["ci_low"], summary["ci_high"] - summary["iqm"]] for summary in summaries])
-    ax.errorbar(x, y, yerr=np.nan_to_num(err.T), marker="o", capsize=3, label=label)
+    x = np.asarray(x, np.float64) + shift
+    ax.errorbar(x, y, yerr=np.nan_to_num(err.T), marker=marker, capsize=3, label=label)
 
 
 def plot_final_vs_axis(
@@ -78,8 +89,12 @@ def plot_final_vs_axis(
     the same axes); other grid axes become separate lines.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     named = results if isinstance(results, Mapping) else {"": results}
+    first = next(iter(named.values()))
+    values = np.unique(np.asarray(first.grid[axis], np.float64))
+    spacing = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+    lines = []
     for name, result in named.items():
         others = [a for a in result.grid if a != axis]
         groups: dict[tuple, list[dict]] = {}
@@ -89,11 +104,16 @@ def plot_final_vs_axis(
             label = " ".join(
                 part for part in (name, _label(dict(zip(others, key, strict=True))) if others else "") if part
             )
-            errorbar_iqm(ax, [row[axis] for row in group], [row["final"] for row in group], label or None)
-    first = next(iter(named.values()))
-    ax.set_xlabel(axis)
-    ax.set_ylabel(f"final {metric} (IQM, 95% CI over {len(first.seeds)} seeds)")
-    ax.set_title(f"{' vs '.join(named) if len(named) > 1 else first.config.algorithm} on {first.config.env.name}")
+            lines.append((label, group))
+    for i, (label, group) in enumerate(lines):  # side by side around each x, never hidden under one another
+        shift = 0.06 * spacing * (i - (len(lines) - 1) / 2)
+        x, finals = [row[axis] for row in group], [row["final"] for row in group]
+        errorbar_iqm(ax, x, finals, label or None, marker=MARKERS[i % len(MARKERS)], shift=shift)
+    ax.set_xticks(values)
+    ax.set_xlabel(axis + (" (variants drawn side by side around each value)" if len(lines) > 1 else ""))
+    ax.set_ylabel(f"final {metric}\n(IQM, 95% CI over {len(first.seeds)} seeds)")
+    title = run_label(first) if len(named) == 1 else f"{len(named)} variants"
+    ax.set_title(f"final {metric} against {axis}: {title} on {first.config.env.name}", fontsize=10)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)

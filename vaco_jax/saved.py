@@ -18,7 +18,7 @@ import numpy as np
 
 from vaco_jax import checkpoint, evaluation, memory, stats
 from vaco_jax.config import ConfigError, config_from_dict
-from vaco_jax.sweep import indexed_points
+from vaco_jax.sweep import check_seeds, indexed_points
 from vaco_jax.trainer import TrainProgram
 
 
@@ -79,6 +79,8 @@ def evaluate_saved_run(
         fresh episodes from ``jax.random.key(seed)``.
     """
     run_dir = Path(run_dir)
+    if seed is not None:
+        check_seeds(seed, 1)
     folder = run_dir / checkpoint.SUBDIR
     if not folder.is_dir():
         raise ConfigError(

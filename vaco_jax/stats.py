@@ -1,4 +1,10 @@
-"""Statistics across seeds (spec section 6): IQM, bootstrap intervals, final return, AUC."""
+"""Statistics across seeds (spec section 6): IQM, bootstrap intervals, final return, AUC.
+
+One rule for runs without a finite score (a run that diverged: NaN or infinite return): it is never dropped, it
+counts as the worst score. :func:`summarize` fills it with ``floor`` (default: the worst finite score among the
+runs compared) and reports how many there were; :func:`probability_of_improvement` ranks it below every finite
+run (two such runs tie). Dropping them would flatter an unstable method.
+"""
 
 from __future__ import annotations
 
@@ -56,17 +62,32 @@ def _nanmean(x: np.ndarray) -> np.ndarray:
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def summarize(per_run: np.ndarray, seed: int = 0) -> dict[str, float]:
-    """IQM with a 95% bootstrap interval, mean and std over runs ``per_run [N]``."""
-    low, high = bootstrap_ci(per_run, seed=seed)
-    finite = per_run[np.isfinite(per_run)]
+def worst_filled(per_run: np.ndarray, floor: float | None = None) -> np.ndarray:
+    """``per_run`` [..., N] with every non-finite score (a diverged run) replaced by ``floor``, by default the
+    worst finite score along the last axis (all NaN if no run has one)."""
+    values = np.asarray(per_run, np.float64)
+    finite = np.isfinite(values)
+    if floor is None:
+        floor = np.where(finite, values, np.inf).min(axis=-1, keepdims=True)
+        floor = np.where(np.isinf(floor), np.nan, floor)
+    return np.where(finite, values, floor)
+
+
+def summarize(per_run: np.ndarray, seed: int = 0, floor: float | None = None) -> dict[str, float]:
+    """IQM with a 95% bootstrap interval, mean and std over runs ``per_run [N]``; a run without a finite score
+    counts as ``floor`` (default: the worst finite run, see the module docstring) and is counted in ``diverged``."""
+    per_run = np.asarray(per_run, np.float64).reshape(-1)
+    values = worst_filled(per_run, floor)
+    low, high = bootstrap_ci(values, seed=seed)
+    scored = values[np.isfinite(values)]
     return {
-        "iqm": float(iqm(per_run)),
+        "iqm": float(iqm(values)),
         "ci_low": low,
         "ci_high": high,
-        "mean": float(finite.mean()) if finite.size else float("nan"),
-        "std": float(finite.std()) if finite.size else float("nan"),
-        "runs": int(finite.size),
+        "mean": float(scored.mean()) if scored.size else float("nan"),
+        "std": float(scored.std()) if scored.size else float("nan"),
+        "runs": int(per_run.size),
+        "diverged": int((~np.isfinite(per_run)).sum()),
     }
 
 
@@ -85,7 +106,8 @@ def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> fl
         P(X > Y) = (1 / M) * sum_m  (1 / (N_x * N_y)) * sum_{i, j} S(x_{i,m}, y_{j,m}),
         S(x, y) = 1 if x > y, 1/2 if x = y, 0 otherwise
 
-    (the Mann-Whitney U statistic normalised to [0, 1]). 0.5 means no difference.
+    (the Mann-Whitney U statistic normalised to [0, 1]). 0.5 means no difference. A run without a finite score
+    (diverged) ranks below every finite one, and ties with another such run.
 
     Args:
       scores_x: [N_x] or [N_x, M] per-run scores of X (runs x tasks).
@@ -98,9 +120,15 @@ def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> fl
     x, y = _as_runs_by_task(scores_x), _as_runs_by_task(scores_y)
     if x.shape[1] != y.shape[1]:
         raise ValueError(f"scores_x has {x.shape[1]} tasks and scores_y {y.shape[1]}: give both the same tasks")
-    diff = x[:, None, :] - y[None, :, :]  # [N_x, N_y, M]
-    per_task = np.mean((diff > 0) + 0.5 * (diff == 0), axis=(0, 1))
+    x, y = _diverged_lowest(x), _diverged_lowest(y)
+    left, right = x[:, None, :], y[None, :, :]  # [N_x, N_y, M] when compared
+    per_task = np.mean((left > right) + 0.5 * (left == right), axis=(0, 1))
     return float(np.mean(per_task))
+
+
+def _diverged_lowest(scores: np.ndarray) -> np.ndarray:
+    """Scores with every non-finite one (a diverged run) as -inf: below every finite score."""
+    return np.where(np.isfinite(scores), scores, -np.inf)
 
 
 def _resample_within_tasks(rng: np.random.Generator, scores: np.ndarray, num_resamples: int) -> np.ndarray:
@@ -127,10 +155,11 @@ def stratified_bootstrap_ci(
 
     ``statistic`` maps a [runs, tasks] matrix to a number; the default is the IQM over all
     runs and tasks pooled (rliable's aggregate IQM). Stratifying keeps every task's share of
-    the sample fixed, so a task with a wide spread cannot crowd out the others.
+    the sample fixed, so a task with a wide spread cannot crowd out the others. A diverged run counts as its
+    task's worst finite score (:func:`worst_filled`).
     """
     statistic = statistic or (lambda m: float(iqm(m.reshape(-1))))
-    matrix = _as_runs_by_task(scores)
+    matrix = worst_filled(_as_runs_by_task(scores).T).T
     rng = np.random.default_rng(seed)
     samples = np.array([statistic(m) for m in _resample_within_tasks(rng, matrix, num_resamples)])
     return _percentile_interval(samples, confidence)

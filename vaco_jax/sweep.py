@@ -86,24 +86,33 @@ class SweepResult:
         """Every grid point as ``{axis: value}``, in row-major order."""
         return grid_points(self.grid)
 
-    def sel(self, **point: Any) -> dict[str, np.ndarray]:
-        """Metrics at one grid point, ``{name: [seed, iteration]}``; keys use ``_`` for ``.``.
+    def sel(self, seed: int | None = None, **point: Any) -> dict[str, np.ndarray]:
+        """Metrics at one grid point, ``{name: [seed, iteration]}`` (``[iteration]`` with ``seed=``).
 
-        Every grid axis needs a value and no other key is accepted (KeyError naming the axes otherwise), so a typo
-        never returns the whole result.
+        Axes are named as :attr:`axes` prints them (``sel(**{"lag.k": 4})``) or with ``_`` for ``.``
+        (``sel(lag_k=4)``). Every grid axis needs a value and no other key is accepted (KeyError naming the axes
+        otherwise), so a typo never returns the whole result; ``seed`` is one of :attr:`seeds`.
         """
-        known = {axis.replace(".", "_") for axis in self.grid}
-        unknown = sorted(set(point) - known)
-        if unknown:
-            raise KeyError(f"sel() got unknown axis {', '.join(unknown)}; the axes are {', '.join(sorted(known))}")
+        by_key = {axis.replace(".", "_"): axis for axis in self.grid}
+        chosen: dict[str, Any] = {}
+        for key, value in point.items():
+            axis = key if key in self.grid else by_key.get(key)
+            if axis is None:
+                raise KeyError(f"sel() got unknown axis {key}; the axes are {', '.join(self.grid) or 'none'} and seed")
+            if axis in chosen:
+                raise KeyError(f"sel() got {axis} twice (as {axis} and {axis.replace('.', '_')})")
+            chosen[axis] = value
         index = []
         for axis, values in self.grid.items():
-            key = axis.replace(".", "_")
-            if key not in point:
-                raise KeyError(f"sel() needs a value for {key}; axes are {list(self.grid)}")
-            if point[key] not in values:
-                raise KeyError(f"{axis}={point[key]!r} is not in the grid {values}")
-            index.append(values.index(point[key]))
+            if axis not in chosen:
+                raise KeyError(f"sel() needs a value for {axis}; the axes are {list(self.grid)}")
+            if chosen[axis] not in values:
+                raise KeyError(f"{axis}={chosen[axis]!r} is not in the grid {values}")
+            index.append(values.index(chosen[axis]))
+        if seed is not None:
+            if seed not in self.seeds:
+                raise KeyError(f"seed={seed!r} is not among the seeds {self.seeds[0]} .. {self.seeds[-1]}")
+            index.append(self.seeds.index(seed))
         return {name: value[tuple(index)] for name, value in self.metrics.items()}
 
     def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
@@ -165,9 +174,25 @@ def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
     return next(iter(metrics.values())).shape[-1]
 
 
+MAX_SEED = 2**32 - 1  # JAX's 32-bit seeds: a larger one would wrap onto a smaller one's key (2**32 + 5 onto 5)
+
+
+def check_seeds(seed: int, num_seeds: int) -> None:
+    """Refuse seed ranges that do not map one-to-one onto keys: seeds ``seed .. seed + num_seeds - 1`` must lie in
+    ``[0, MAX_SEED]``, and there must be at least one."""
+    if num_seeds < 1:
+        raise ConfigError(f"--num-seeds {num_seeds} must be >= 1 (seeds per grid point)")
+    if seed < 0 or seed + num_seeds - 1 > MAX_SEED:
+        raise ConfigError(
+            f"seeds {seed} .. {seed + num_seeds - 1} are outside 0 .. {MAX_SEED} (2**32 - 1), where every seed "
+            "gets a key of its own (larger ones would wrap onto smaller ones): choose --seed in that range"
+        )
+
+
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     """Keys [num_seeds] for seeds ``seed, seed + 1, ...``; seed s gets the same key in every sweep."""
-    return jax.vmap(jax.random.key)(np.arange(seed, seed + num_seeds))
+    check_seeds(seed, num_seeds)
+    return jax.vmap(jax.random.key)(np.arange(seed, seed + num_seeds, dtype=np.uint32))
 
 
 def run_sweep(
@@ -210,8 +235,7 @@ def run_sweep(
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
     """
     grid = {path: list(values) for path, values in (grid or {}).items()}
-    if num_seeds < 1:
-        raise ConfigError(f"num_seeds={num_seeds} must be >= 1")
+    check_seeds(seed, num_seeds)
     if resume is not None and metrics_dir is None:
         raise ConfigError("run_sweep(resume=...) needs metrics_dir: the directory of the interrupted run's metrics")
     configs = grid_configs(config, grid)

@@ -5,23 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vaco_jax.output_dir import open_atomic, write_text_atomic
 from vaco_jax.sweep import SweepResult, grid_points, indexed_points, metrics_length
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file renamed into place: readers see the old file or the
-    whole new one, never a half-written one (results files, benchmark JSON)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-    return path
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -99,7 +89,7 @@ def write_csv(result: SweepResult, path: str | Path) -> Path:
     path = Path(path)
     names = sorted(result.metrics)
     steps_per_iteration = result.config.steps_per_iteration
-    with path.open("w", newline="") as f:
+    with open_atomic(path, "w", newline="") as f:  # whole or absent, like every result file
         f.write(",".join([*result.grid, "seed", "iteration", "env_steps", *names]) + "\n")
         for first, block in result.iteration_blocks():
             iterations = np.arange(first + 1, first + 1 + metrics_length(block), dtype=np.int64)

@@ -11,7 +11,7 @@ observation for bootstrapping. This adapter instead
 * reports truncation (the time limit, ``episode_length`` brax steps) separately
   from termination (the env's own ``done``, e.g. a fallen hopper),
 * repeats each action ``action_repeat`` times, summing the rewards of the steps
-  before the episode ended,
+  up to the one the episode ended at (the state, and so the final observation, stays where it ended),
 * catches non-finite observations or rewards from the physics: that environment
   is reset, the step is marked truncated with reward 0 and the previous (finite)
   observation as ``final_observation``, and it is counted in ``TimeStep.nonfinite``
@@ -172,9 +172,12 @@ class BraxEnv:
 
         def one(carry, _):
             core, reward, ended = carry
-            core = self._env.step(core, action)
-            reward = reward + jnp.where(ended, 0.0, core.reward)
-            return (core, reward, ended | (core.done > 0.5)), None
+            stepped = self._env.step(core, action)
+            reward = reward + jnp.where(ended, 0.0, stepped.reward)
+            # once the episode ended mid-repeat the state stays where it ended: the final observation is the one
+            # the episode ended in, never one from the steps after a termination
+            core = jax.tree.map(lambda new, old: jnp.where(ended, old, new), stepped, core)
+            return (core, reward, ended | (stepped.done > 0.5)), None
 
         init = (core, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
         if self.action_repeat == 1:

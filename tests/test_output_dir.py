@@ -1,0 +1,121 @@
+"""Output directories: vaco-jax removes only what its runs wrote (by marker and manifest), and writes atomically."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vaco_jax import output_dir
+from vaco_jax.config import ConfigError
+from vaco_jax.output_dir import MARKER
+
+
+def _run_dir(path, entries=("config.json", "metrics.json", "metrics", "checkpoints")):
+    """A directory as a run leaves it: marked, its manifest naming what it wrote, those entries present."""
+    path.mkdir(parents=True, exist_ok=True)
+    output_dir.write_marker(path, "run-1", entries)
+    for name in entries:
+        if "." in name:
+            (path / name).write_text("{}")
+        else:
+            (path / name).mkdir()
+            (path / name / "inside").write_text("x")
+    return path
+
+
+def test_clear_removes_exactly_the_manifest(tmp_path):
+    out = _run_dir(tmp_path / "run")
+    assert output_dir.foreign_entries(out) == []
+    removed = output_dir.clear(out)
+    assert removed == sorted([MARKER, "checkpoints/", "config.json", "metrics.json", "metrics/"])
+    assert list(out.iterdir()) == []
+
+
+def test_a_file_the_run_did_not_write_blocks_clear_and_prepare(tmp_path):
+    out = _run_dir(tmp_path / "run")
+    (out / "notes.txt").write_text("mine")
+    (out / "data").mkdir()
+    assert output_dir.foreign_entries(out) == ["data/", "notes.txt"]
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(ConfigError, match=r"did not write \(data/, notes.txt\), so nothing was removed"):
+        output_dir.clear(out)
+    with pytest.raises(ConfigError, match="did not write"):
+        output_dir.prepare(out, "run-2", ["config.json"], overwrite=True, resume=False)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_an_unmarked_directory_is_foreign_as_a_whole(tmp_path):
+    (tmp_path / "metrics.json").write_text("{}")  # looks like results, but no run marked it
+    assert output_dir.foreign_entries(tmp_path) == ["metrics.json"]
+    with pytest.raises(ConfigError):
+        output_dir.clear(tmp_path)
+
+
+def test_a_file_inside_a_demo_variant_folder_is_found(tmp_path):
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    output_dir.write_marker(demo, "run-1", ["ppo", "final_vs_lag.k.png"])
+    _run_dir(demo / "ppo")
+    (demo / "ppo" / "my_plot.py").write_text("mine")
+    assert output_dir.foreign_entries(demo) == ["ppo/my_plot.py"]
+    staging = output_dir.staging_dir(demo)
+    _run_dir(staging)
+    with pytest.raises(ConfigError, match="it was not replaced"):
+        output_dir.publish(staging, demo)
+    assert (demo / "ppo" / "my_plot.py").read_text() == "mine" and staging.is_dir()  # both sets kept
+
+
+def test_a_directory_written_before_manifests_is_read_by_its_known_names(tmp_path):
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / MARKER).write_text(json.dumps({"run_id": "old"}))  # a marker of an earlier version: no manifest
+    for name in ("metrics.json", "summary.json", "final_vs_lag.k.png", "eval_40.json"):
+        (out / name).write_text("{}")
+    (out / "tb").mkdir()
+    assert output_dir.foreign_entries(out) == []
+    (out / "thesis.tex").write_text("mine")
+    assert output_dir.foreign_entries(out) == ["thesis.tex"]
+
+
+def test_record_entries_extends_the_manifest(tmp_path):
+    out = _run_dir(tmp_path / "run")
+    output_dir.record_entries(out, ["eval.json"])
+    (out / "eval.json").write_text("{}")
+    assert output_dir.foreign_entries(out) == []
+    assert json.loads((out / MARKER).read_text())["run_id"] == "run-1"
+
+
+def test_atomic_writes_leave_the_old_file_on_failure_and_no_temporary(tmp_path):
+    path = tmp_path / "summary.json"
+    output_dir.write_text_atomic(path, "old")
+    with pytest.raises(RuntimeError), output_dir.open_atomic(path) as handle:
+        handle.write("half of the new")
+        raise RuntimeError("crash mid-write")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+    with output_dir.open_atomic(path) as first, output_dir.open_atomic(tmp_path / "other.json") as second:
+        assert first.name != second.name  # unique temporaries: two writers never share one
+        first.write("new"), second.write("other")
+    assert path.read_text() == "new"
+
+
+@pytest.mark.parametrize("path", ["/proc/nope/x", "/sys/foo"])
+def test_impossible_locations_are_refused_and_nothing_is_created(path):
+    from pathlib import Path
+
+    with pytest.raises(ConfigError, match="cannot be written"):
+        output_dir.check_location(Path(path))
+    assert not Path(path).exists()
+
+
+def test_notebooks_write_to_the_checkouts_runs_wherever_the_kernel_starts(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "vaco_jax").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    for start in (tmp_path, tmp_path / "notebooks"):
+        assert output_dir.notebook_dir("01_quickstart", start) == tmp_path / "runs/notebooks/01_quickstart"
+    elsewhere = tmp_path / "content"  # Colab: no checkout above the working directory
+    elsewhere.mkdir()
+    (tmp_path / "pyproject.toml").unlink()
+    assert output_dir.notebook_dir("02", elsewhere) == elsewhere / "runs/notebooks/02"
