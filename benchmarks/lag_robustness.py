@@ -415,6 +415,12 @@ def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
 NEUTRAL_FIELDS: dict[str, dict[str, Any]] = {
     "env": {"episode_length": 0, "action_repeat": 1, "backend": ""},
     "eval": {"every": 0, "episodes": 8, "max_steps": 0},  # evaluation off: the program the study ran
+    "ppo": {"w_mode": "truncate"},  # the decoupled weight truncated, as before the mask option existed
+    # the lag-robust baselines' groups, at their defaults (they change no algorithm that existed before them)
+    "impact": {"rho_max": 2.0, "advantages": "vtrace"},
+    "m2po": {"tau": 0.04},
+    "geppo": {"advantages": "vtrace", "adaptive_lr": True, "adapt_factor": 0.03, "adapt_min": 0.5, "adapt_max": 1.0},
+    "cispo": {"eps_high": 0.28, "truncation": "cispo"},
 }
 
 

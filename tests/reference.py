@@ -137,8 +137,9 @@ def vaco_filter_loss(log_probs, ref_log_probs, behaviour_log_probs, advantages, 
     return -total / lp.size
 
 
-def ppo_decoupled_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max):
-    """-mean_i w_i * min(r_i A_i, clip(r_i) A_i), r = pi/pi_prox, w = min(pi_prox/beta, w_max), one sample at a time."""
+def ppo_decoupled_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max, mask=False):
+    """-mean_i w_i * min(r_i A_i, clip(r_i) A_i), r = pi/pi_prox, w = min(pi_prox/beta, w_max), one sample at a time
+    (``mask``: w = pi_prox/beta, and 0 above w_max)."""
     total = 0.0
     for lp, lx, lb, a in zip(
         *(
@@ -148,6 +149,88 @@ def ppo_decoupled_loss(log_probs, proximal_log_probs, behaviour_log_probs, advan
         strict=True,
     ):
         r = np.exp(lp - lx)
-        w = min(np.exp(lx - lb), w_max)
+        w = np.exp(lx - lb)
+        w = (0.0 if w > w_max else w) if mask else min(w, w_max)
         total += w * min(r * a, min(max(r, 1 - clip_eps), 1 + clip_eps) * a)
     return -total / np.size(log_probs)
+
+
+# ----------------------------------------------------------------------------- lag-robust baselines, from the papers
+# Each returns (loss, gradient of the loss with respect to every log pi_theta(a_i|s_i)), one sample at a time, with
+# the gradient taken from the case analysis of the objective (which branch of the min/clip is active), not by autodiff.
+
+
+def _clip_case(q, a, low, high):
+    """Objective min(q A, clip(q, low, high) A) and its derivative in log pi_theta (d q / d log pi = q), by the sign
+    of A: A >= 0 gives A min(q, high) (slope q A below high), A < 0 gives A max(q, low) (slope q A above low)."""
+    if a >= 0:
+        return (min(q, high) * a, q * a if q < high else 0.0)
+    return (max(q, low) * a, q * a if q > low else 0.0)
+
+
+def impact_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, rho_max):
+    """IMPACT (Luo et al. 2020, eq. 3 with RLlib's clip on the product): q = min(pi_T/beta, rho_max) * pi/pi_T."""
+    lp, lx, lb, adv = _samples(log_probs, proximal_log_probs, behaviour_log_probs, advantages)
+    n, total, grad = len(lp), 0.0, np.zeros(len(lp))
+    for i in range(n):
+        rho = min(math.exp(lx[i] - lb[i]), rho_max)
+        q = rho * math.exp(lp[i] - lx[i])
+        value, slope = _clip_case(q, adv[i], 1.0 - clip_eps, 1.0 + clip_eps)
+        total += value
+        grad[i] = -slope / n
+    return -total / n, grad.reshape(np.shape(log_probs))
+
+
+def geppo_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps):
+    """GePPO (Queeney et al. 2021, eq. 12): min(r A, clip(r, w - eps, w + eps) A), r = pi/beta, w = pi_k/beta."""
+    lp, lx, lb, adv = _samples(log_probs, proximal_log_probs, behaviour_log_probs, advantages)
+    n, total, grad = len(lp), 0.0, np.zeros(len(lp))
+    for i in range(n):
+        r, w = math.exp(lp[i] - lb[i]), math.exp(lx[i] - lb[i])
+        value, slope = _clip_case(r, adv[i], w - clip_eps, w + clip_eps)
+        total += value
+        grad[i] = -slope / n
+    return -total / n, grad.reshape(np.shape(log_probs))
+
+
+def m2po_keep(proximal_log_probs, behaviour_log_probs, tau):
+    """M2PO's mask by its definition: remove the sample of largest squared log-ratio, one at a time, while the mean
+    squared log-ratio of the rest exceeds tau (ties: the earlier sample first)."""
+    lx, lb = _samples(proximal_log_probs, behaviour_log_probs)
+    squared = [(x - b) ** 2 for x, b in zip(lx, lb, strict=True)]
+    kept = list(range(len(squared)))
+    while kept and sum(squared[i] for i in kept) / len(kept) > tau:
+        largest = max(kept, key=lambda i: (squared[i], -i))
+        kept.remove(largest)
+    keep = np.zeros(len(squared))
+    keep[kept] = 1.0
+    return keep.reshape(np.shape(proximal_log_probs))
+
+
+def m2po_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max, tau):
+    """Decoupled PPO (r = pi/pi_T, w = min(pi_T/beta, w_max)) on M2PO's kept samples, averaged over them."""
+    keep = m2po_keep(proximal_log_probs, behaviour_log_probs, tau).reshape(-1)
+    lp, lx, lb, adv = _samples(log_probs, proximal_log_probs, behaviour_log_probs, advantages)
+    count, total, grad = max(keep.sum(), 1.0), 0.0, np.zeros(len(lp))
+    for i in np.flatnonzero(keep):
+        w = min(math.exp(lx[i] - lb[i]), w_max)
+        value, slope = _clip_case(math.exp(lp[i] - lx[i]), adv[i], 1.0 - clip_eps, 1.0 + clip_eps)
+        total += w * value
+        grad[i] = -w * slope / count
+    return -total / count, grad.reshape(np.shape(log_probs))
+
+
+def cispo_loss(log_probs, behaviour_log_probs, advantages, eps_high, truncation):
+    """CISPO (MiniMax 2025, eq. 4, no lower bound): -mean(sg(min(r, 1 + eps_high)) A log pi); TOPR (Le Roux et al.
+    2025): the weight is 1 for A >= 0 and clip(r, 0, 1) for A < 0. The gradient in log pi is -c A / N."""
+    lp, lb, adv = _samples(log_probs, behaviour_log_probs, advantages)
+    n, total, grad = len(lp), 0.0, np.zeros(len(lp))
+    for i in range(n):
+        r = math.exp(lp[i] - lb[i])
+        if truncation == "cispo":
+            c = min(r, 1.0 + eps_high)
+        else:
+            c = 1.0 if adv[i] >= 0 else min(max(r, 0.0), 1.0)
+        total += c * adv[i] * lp[i]
+        grad[i] = -c * adv[i] / n
+    return -total / n, grad.reshape(np.shape(log_probs))

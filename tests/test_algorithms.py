@@ -107,6 +107,10 @@ def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
         ("vaco", "vtrace", "learner", False),
         ("vaco_align_only", "vtrace", "learner", False),
         ("vaco_filter_only", "gae", "learner", False),
+        ("impact", "vtrace", "learner", False),
+        ("m2po", "gae", "learner", False),
+        ("geppo", "vtrace", "learner", False),
+        ("cispo", "gae", "behaviour", False),
     ],
 )
 def test_registry_composes_the_spec_table(name, advantage, ref, every_step):
@@ -144,11 +148,14 @@ def test_decoupled_weight_changes_nothing_at_zero_lag_and_something_under_lag():
     assert max(differences) > 1e-6
 
 
-def _stale_state_gradient(config):
-    """The first gradient of a batch collected by an actor one update behind the learner."""
+def _stale_state_gradient(config, move=lambda x, key: x * 1.5):
+    """The first gradient of a batch collected by an actor one update behind the learner (``move`` makes the
+    learner pi_T from the actor's parameters)."""
     program = TrainProgram(config)
     state = program.init(jax.random.key(0))
-    moved = jax.tree.map(lambda x: x * 1.5, state.params.actor)  # a different learner pi_T
+    leaves, treedef = jax.tree.flatten(state.params.actor)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    moved = jax.tree.unflatten(treedef, [move(x, k) for x, k in zip(leaves, keys, strict=True)])  # pi_T
     state = state.replace(
         params=state.params.replace(actor=moved),
         lag_buffer=lag.push(state.lag_buffer, ActorSnapshot(moved, state.obs_norm), 1),
@@ -173,3 +180,65 @@ def test_adaptive_ppo_kl_changes_its_coefficient():
     config = config.replace(ppo=config.ppo.replace(kl_adaptive=True, kl_target=1e-6))
     coef = run_sweep(config, num_seeds=1).metrics["kl/coef"][0]
     np.testing.assert_allclose(coef, [1.0, 2.0, 4.0, 8.0])  # KL far above target: doubled every iteration
+
+
+def _baseline(name: str, **groups):
+    """``tiny_config`` for a lag-robust baseline, with GAE advantages and no adaptive step (the zero-lag case)."""
+    config = tiny_config(algorithm=name)
+    config = config.replace(
+        impact=config.impact.replace(advantages="gae"), geppo=config.geppo.replace(advantages="gae", adaptive_lr=False)
+    )
+    return config.replace(**{k: getattr(config, k).replace(**v) for k, v in groups.items()})
+
+
+@pytest.mark.parametrize("name", ["impact", "m2po", "geppo", "ppo_decoupled"])
+def test_trust_region_baselines_have_ppo_clips_gradient_at_zero_lag(name):
+    """Through the whole pipeline (rollout, advantages, minibatch loss): pi_T = beta at iteration 0, so IMPACT's
+    weight is 1, M2PO masks nothing, GePPO's clip is centred on 1, decoupled PPO's masked weight is 1."""
+    config = _baseline(name, ppo={"w_mode": "mask"} if name == "ppo_decoupled" else {})
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9),
+        _first_step_gradient(tiny_config(algorithm="ppo")),
+        _first_step_gradient(config),
+    )
+
+
+def _far(x, key):
+    """A learner far from the actor: log-ratios of order 1, so that every weight, clip and mask is reached."""
+    return x + 0.5 * jax.random.normal(key, x.shape)
+
+
+@pytest.mark.parametrize("name", ["impact", "m2po", "geppo", "cispo"])
+def test_under_lag_each_baseline_differs_from_ppo(name):
+    """(IMPACT's first step is PPO's until rho is truncated: rho * pi/pi_T = pi_T/beta = PPO's r; on CartPole's
+    two actions from a near-uniform beta, pi_T/beta < 2, so the test truncates at 1.2.)"""
+    config = _baseline(name, impact={"rho_max": 1.2})
+    stale = _stale_state_gradient(config, _far), _stale_state_gradient(tiny_config(algorithm="ppo"), _far)
+    differences = jax.tree.leaves(jax.tree.map(lambda a, b: float(np.abs(a - b).max()), *stale))
+    assert max(differences) > 1e-6
+
+
+def test_every_baseline_trains_under_a_lagged_fleet_with_finite_metrics():
+    for name in ("impact", "m2po", "geppo", "cispo"):
+        config = tiny_config(algorithm=name, num_iterations=4)
+        config = config.replace(lag=config.lag.replace(kind="uniform", k=4))
+        result = run_sweep(config, num_seeds=1)
+        for metric in ("loss/total", "loss/policy", "grad_norm", "tv/forward", "is/weight_mean"):
+            assert np.isfinite(result.metrics[metric]).all(), (name, metric)
+    assert "m2po/kept" in run_sweep(tiny_config(algorithm="m2po", num_iterations=1), num_seeds=1).metrics
+
+
+def test_geppo_adapts_its_step_size_to_the_updates_tv():
+    """A trust region far tighter than any update (eps = 1e-4): TV > eps/2 every iteration, so the step-size scale
+    is divided by 1 + f each time; with f = 1e6 the policy then stops moving (the scale reaches the optimiser)."""
+    config = tiny_config(algorithm="geppo", num_iterations=4).replace(
+        env=tiny_config().env.replace(normalize_observations=False)
+    )
+    config = config.replace(ppo=config.ppo.replace(clip_eps=1e-4))
+    scale = run_sweep(config, num_seeds=1).metrics["geppo/lr_scale"][0]
+    np.testing.assert_allclose(scale, 1.03 ** -np.arange(4), rtol=1e-6)
+    frozen = config.replace(geppo=config.geppo.replace(adapt_factor=1e6, adapt_min=0.0))  # never grows back
+    tv = run_sweep(frozen, num_seeds=1).metrics["tv/forward"][0]
+    assert tv[0] > 1e-3 and np.all(tv[1:] < 1e-4 * tv[0]), tv
+    loose = config.replace(ppo=config.ppo.replace(clip_eps=10.0))  # TV < adapt_min * eps / 2: the step grows
+    np.testing.assert_allclose(run_sweep(loose, num_seeds=1).metrics["geppo/lr_scale"][0], 1.03 ** np.arange(4))

@@ -50,6 +50,13 @@ def test_losses_match_float64_references(seed):
         got, metrics = losses.ppo_decoupled_loss(*map(jnp.asarray, (lp, ref, beh, adv)), clip_eps=0.2, w_max=1.5)
         expected = reference.ppo_decoupled_loss(lp, ref, beh, adv, 0.2, 1.5)
         assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-6)
+        masked, metrics = losses.ppo_decoupled_loss(
+            *map(jnp.asarray, (lp, ref, beh, adv)), clip_eps=0.2, w_max=1.5, w_mode="mask"
+        )
+        expected = reference.ppo_decoupled_loss(lp, ref, beh, adv, 0.2, 1.5, mask=True)
+        assert float(masked) == pytest.approx(expected, rel=1e-5, abs=1e-6)
+        dropped = np.mean(np.exp(ref.astype(np.float64) - beh) > 1.5)
+        assert float(metrics["is/masked_frac"]) == pytest.approx(dropped) and (beh is ref or 0 < dropped < 1)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -107,9 +114,9 @@ def test_tv_scopes_average_over_the_right_groups():
 def test_adaptive_kl_coefficient_rule():
     hparams = Config(ppo=PPOConfig(kl_target=0.01))
     state = {"kl_coef": jnp.float32(1.0)}
-    assert float(adapt_kl_coef(state, jnp.float32(0.02), hparams)[0]["kl_coef"]) == 2.0
-    assert float(adapt_kl_coef(state, jnp.float32(0.005), hparams)[0]["kl_coef"]) == 0.5
-    assert float(adapt_kl_coef(state, jnp.float32(0.01), hparams)[0]["kl_coef"]) == 1.0
+    assert float(adapt_kl_coef(state, {"kl/update": jnp.float32(0.02)}, hparams)[0]["kl_coef"]) == 2.0
+    assert float(adapt_kl_coef(state, {"kl/update": jnp.float32(0.005)}, hparams)[0]["kl_coef"]) == 0.5
+    assert float(adapt_kl_coef(state, {"kl/update": jnp.float32(0.01)}, hparams)[0]["kl_coef"]) == 1.0
 
 
 def _value_loss_reference(values, targets, old, eps):

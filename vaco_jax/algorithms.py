@@ -15,6 +15,12 @@ against, and which policy loss to use. Adding one means adding a factory to
 | vaco               | V-trace once per iteration (GAE if no align) | vaco.filter_ref | vaco_filter_loss     |
 | vaco_align_only    | V-trace once per iteration                  | vaco.filter_ref  | filter off (delta=inf) |
 | vaco_filter_only   | GAE                                         | vaco.filter_ref  | vaco_filter_loss     |
+| impact             | V-trace for pi_T (impact.advantages)        | pi_T (target)    | impact_loss          |
+| m2po               | GAE                                         | pi_T             | m2po_loss            |
+| geppo              | V-trace for pi_T (geppo.advantages)         | pi_T (weight)    | geppo_loss, adaptive step size |
+| cispo              | GAE                                         | beta             | cispo_loss (or TOPR) |
+
+The lag-robust baselines' losses are in :mod:`vaco_jax.lag_robust_losses`.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from vaco_jax import advantages, losses
+from vaco_jax import lag_robust_losses as lrl
 from vaco_jax.config import Config
 from vaco_jax.distributions import DistParams
 from vaco_jax.tv import state_tv
@@ -77,12 +84,20 @@ def _no_state(hparams: Config) -> AlgoState:
     return ()
 
 
-def _keep_state(state: AlgoState, kl: jax.Array, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+Signals = dict[str, jax.Array]  # this iteration's scalars an algorithm state may adapt to: kl/update, tv/forward
+
+
+def _keep_state(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
     return state, {}
 
 
 class Algorithm(NamedTuple):
-    """A named composition of an advantage estimator and a policy loss."""
+    """A named composition of an advantage estimator and a policy loss.
+
+    ``update_state`` adapts the algorithm's own state once per iteration from that iteration's ``Signals`` (PPO-KL's
+    coefficient, GePPO's step size); ``step_scale``, when given, multiplies every optimiser update by a factor read
+    from that state (a learning-rate scale: Adam's update is linear in the step size).
+    """
 
     name: str
     advantage_fn: AdvantageFn
@@ -90,7 +105,8 @@ class Algorithm(NamedTuple):
     ratio_ref: str  # "behaviour" (beta) or "learner" (pi_T): the policy the loss's ratios are taken against
     advantages_every_step: bool = False  # recompute advantages at every gradient step (IMPALA)
     init_state: Callable[[Config], AlgoState] = _no_state
-    update_state: Callable[[AlgoState, jax.Array, Config], tuple[AlgoState, losses.Metrics]] = _keep_state
+    update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = _keep_state
+    step_scale: Callable[[AlgoState], jax.Array] | None = None
 
 
 # ----------------------------------------------------------------------------- advantage estimators
@@ -138,15 +154,21 @@ def _ppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, s
     return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
 
 
-def _ppo_decoupled_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
-    return losses.ppo_decoupled_loss(
-        log_probs,
-        batch.ref_log_probs,
-        batch.behaviour_log_probs,
-        adv,
-        clip_eps=hparams.ppo.clip_eps,
-        w_max=hparams.ppo.w_max,
-    )
+def _ppo_decoupled_loss(options: Config) -> PolicyLossFn:
+    """Decoupled PPO with the static weight mode ``options.ppo.w_mode`` bound."""
+
+    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+        return losses.ppo_decoupled_loss(
+            log_probs,
+            batch.ref_log_probs,
+            batch.behaviour_log_probs,
+            adv,
+            clip_eps=hparams.ppo.clip_eps,
+            w_max=hparams.ppo.w_max,
+            w_mode=options.ppo.w_mode,
+        )
+
+    return loss
 
 
 def _ppo_kl_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
@@ -187,16 +209,91 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     return loss
 
 
+def _impact_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    return lrl.impact_loss(
+        log_probs,
+        batch.ref_log_probs,
+        batch.behaviour_log_probs,
+        adv,
+        clip_eps=hparams.ppo.clip_eps,
+        rho_max=hparams.impact.rho_max,
+    )
+
+
+def _m2po_loss(options: Config) -> PolicyLossFn:
+    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+        return lrl.m2po_loss(
+            log_probs,
+            batch.ref_log_probs,
+            batch.behaviour_log_probs,
+            adv,
+            clip_eps=hparams.ppo.clip_eps,
+            w_max=hparams.ppo.w_max,
+            tau=hparams.m2po.tau,
+            w_mode=options.ppo.w_mode,
+        )
+
+    return loss
+
+
+def _geppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    loss, metrics = lrl.geppo_loss(
+        log_probs, batch.ref_log_probs, batch.behaviour_log_probs, adv, clip_eps=hparams.ppo.clip_eps
+    )
+    return loss, {**metrics, **({"geppo/lr_scale": state["lr_scale"]} if state else {})}
+
+
+def _cispo_loss(options: Config) -> PolicyLossFn:
+    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+        return lrl.cispo_loss(
+            log_probs,
+            batch.behaviour_log_probs,
+            adv,
+            eps_high=hparams.cispo.eps_high,
+            truncation=options.cispo.truncation,
+        )
+
+    return loss
+
+
 def _kl_state(hparams: Config) -> AlgoState:
     return {"kl_coef": jnp.asarray(hparams.ppo.kl_coef, jnp.float32)}
 
 
-def adapt_kl_coef(state: AlgoState, kl: jax.Array, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
-    """Adaptive beta_kl, once per iteration: x2 when KL > 1.5 x target, /2 when KL < target / 1.5."""
-    target = hparams.ppo.kl_target
+def adapt_kl_coef(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+    """Adaptive beta_kl, once per iteration: x2 when KL > 1.5 x target, /2 when KL < target / 1.5 (KL: the
+    iteration's ``kl/update``, KL(beta || pi_{T+1}))."""
+    kl, target = signals["kl/update"], hparams.ppo.kl_target
     coef = state["kl_coef"]
     coef = jnp.where(kl > 1.5 * target, coef * 2.0, jnp.where(kl < target / 1.5, coef / 2.0, coef))
     return {"kl_coef": coef}, {}
+
+
+def _lr_scale_state(hparams: Config) -> AlgoState:
+    return {"lr_scale": jnp.ones((), jnp.float32)}
+
+
+def adapt_geppo_lr(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+    """GePPO's adaptive step size, once per iteration, from the update's TV(pi_{T+1}, pi_T) = 0.5 E_beta|r - w|
+    (``tv/forward``) against the trust region's eps / 2:
+
+        scale / (1 + f)   if TV > adapt_max * eps / 2
+        scale * (1 + f)   if TV < adapt_min * eps / 2          (f = geppo.adapt_factor)
+    """
+    g, half = hparams.geppo, hparams.ppo.clip_eps / 2.0
+    tv, scale = signals["tv/forward"], state["lr_scale"]
+    grow = 1.0 + g.adapt_factor
+    scale = jnp.where(tv > g.adapt_max * half, scale / grow, jnp.where(tv < g.adapt_min * half, scale * grow, scale))
+    return {"lr_scale": scale}, {}
+
+
+def _read_lr_scale(state: AlgoState) -> jax.Array:
+    return state["lr_scale"]
+
+
+def baseline_advantages(choice: str) -> AdvantageFn:
+    """A baseline's advantages: ``vtrace`` (V-trace(lambda) for pi_T, its paper's) or ``gae``."""
+    return vtrace_advantages("lambda") if choice == "vtrace" else gae_advantages
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -206,8 +303,8 @@ def _ppo(config: Config) -> Algorithm:
     return Algorithm("ppo", gae_advantages, _ppo_loss, ratio_ref="behaviour")
 
 
-def _ppo_decoupled(config: Config) -> Algorithm:
-    return Algorithm("ppo_decoupled", gae_advantages, _ppo_decoupled_loss, ratio_ref="learner")
+def _ppo_decoupled_algorithm(config: Config) -> Algorithm:
+    return Algorithm("ppo_decoupled", gae_advantages, _ppo_decoupled_loss(config), ratio_ref="learner")
 
 
 def _ppo_kl(config: Config) -> Algorithm:
@@ -223,6 +320,33 @@ def _impala(config: Config) -> Algorithm:
     return Algorithm("impala", vtrace_advantages("q"), _impala_loss, "behaviour", advantages_every_step=True)
 
 
+def _impact(config: Config) -> Algorithm:
+    return Algorithm("impact", baseline_advantages(config.impact.advantages), _impact_loss, ratio_ref="learner")
+
+
+def _m2po(config: Config) -> Algorithm:
+    return Algorithm("m2po", gae_advantages, _m2po_loss(config), ratio_ref="learner")
+
+
+def _geppo(config: Config) -> Algorithm:
+    estimator = baseline_advantages(config.geppo.advantages)
+    if not config.geppo.adaptive_lr:
+        return Algorithm("geppo", estimator, _geppo_loss, ratio_ref="learner")
+    return Algorithm(
+        "geppo",
+        estimator,
+        _geppo_loss,
+        ratio_ref="learner",
+        init_state=_lr_scale_state,
+        update_state=adapt_geppo_lr,
+        step_scale=_read_lr_scale,
+    )
+
+
+def _cispo(config: Config) -> Algorithm:
+    return Algorithm("cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour")
+
+
 def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Config], Algorithm]:
     """VACO or one of its ablations; ``align=None`` reads ``vaco.align`` from the config."""
 
@@ -236,13 +360,17 @@ def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Co
 
 ALGORITHMS: dict[str, Callable[[Config], Algorithm]] = {
     "ppo": _ppo,
-    "ppo_decoupled": _ppo_decoupled,
+    "ppo_decoupled": _ppo_decoupled_algorithm,
     "ppo_kl": _ppo_kl,
     "spo": _spo,
     "impala": _impala,
     "vaco": _vaco_factory("vaco", align=None, filtered=True),
     "vaco_align_only": _vaco_factory("vaco_align_only", align=True, filtered=False),
     "vaco_filter_only": _vaco_factory("vaco_filter_only", align=False, filtered=True),
+    "impact": _impact,
+    "m2po": _m2po,
+    "geppo": _geppo,
+    "cispo": _cispo,
 }
 
 

@@ -132,11 +132,16 @@ def _version(package: str) -> str:
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Human-readable differences between two :func:`run_meta` records (versions excepted)."""
     found = []
+    from vaco_jax import writers
+
     saved_config, current_config = saved["config"], current["config"]
     config = Config()
+    defaults = writers.config_dict(config)
     traced = set(traced_fields(config))
     for path in all_fields(config):
         old, new = _lookup(saved_config, path), _lookup(current_config, path)
+        if old is None and new == _lookup(defaults, path):  # a field added since the checkpoint, at its default
+            continue
         if old != new:
             kind = "traced" if path in traced else "static"
             found.append(f"{kind} field {path} (checkpoint {old!r}, now {new!r})")

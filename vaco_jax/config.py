@@ -26,6 +26,9 @@ IS_WEIGHTS = ("none", "truncated")
 TV_ESTIMATORS = ("sample", "exact")
 SURROGATES = ("ratio", "logprob")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
+W_MODES = ("truncate", "mask")
+BASELINE_ADVANTAGES = ("vtrace", "gae")
+CISPO_TRUNCATIONS = ("cispo", "topr")
 
 
 class ConfigError(ValueError):
@@ -114,7 +117,55 @@ class PPOConfig:
     kl_target: float = 0.01
     """ppo_kl: the KL target of the adaptive coefficient."""
     w_max: float = 100.0
-    """ppo_decoupled: truncation w_max of the off-policy weight min(pi_T/beta, w_max)."""
+    """ppo_decoupled (and m2po): the bound w_max of the off-policy weight pi_T/beta (see w_mode)."""
+    w_mode: Literal["truncate", "mask"] = static("truncate")
+    """ppo_decoupled (and m2po): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the samples whose weight
+    exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
+
+
+@struct.dataclass
+class ImpactConfig:
+    """IMPACT / APPO (Luo et al. 2020): a clipped target-network ratio times a truncated importance weight."""
+
+    rho_max: float = 2.0
+    """Truncation of the importance weight clip(pi_T/beta, 0, rho_max) (2 in IMPACT and RLlib's APPO)."""
+    advantages: Literal["vtrace", "gae"] = static("vtrace")
+    """V-trace(lambda) for the target network pi_T, as in the paper (vtrace.rho_bar, vtrace.c_bar), or GAE."""
+
+
+@struct.dataclass
+class M2POConfig:
+    """M2PO (arXiv 2510.01161): drop the stalest samples until the second moment of log(pi_T/beta) is <= tau."""
+
+    tau: float = 0.04
+    """The largest mean squared log-ratio log(pi_T/beta) of the samples kept (0.04 in the paper)."""
+
+
+@struct.dataclass
+class GePPOConfig:
+    """GePPO (Queeney et al. 2021): PPO's clip centred on the off-policy weight pi_T/beta, TV-adaptive step size."""
+
+    advantages: Literal["vtrace", "gae"] = static("vtrace")
+    """V-trace(lambda) for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.rho_bar, c_bar) or GAE."""
+    adaptive_lr: bool = static(True)
+    """Adapt the step size once per iteration from the update's TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
+    adapt_factor: float = 0.03
+    """Step-size factor: divided by (1 + adapt_factor) when TV > adapt_max * eps/2, multiplied when TV < adapt_min *
+    eps/2."""
+    adapt_min: float = 0.5
+    """Lower TV threshold, as a multiple of the trust region's eps/2."""
+    adapt_max: float = 1.0
+    """Upper TV threshold, as a multiple of the trust region's eps/2."""
+
+
+@struct.dataclass
+class CISPOConfig:
+    """CISPO (MiniMax-M1) and TOPR: a policy gradient weighted by a stop-gradient truncated importance ratio."""
+
+    eps_high: float = 0.28
+    """The weight is min(pi_theta/beta, 1 + eps_high) (no lower bound, as in MiniMax-M1)."""
+    truncation: Literal["cispo", "topr"] = static("cispo")
+    """cispo (min(r, 1 + eps_high)) or topr (1 for A >= 0, clip(r, 0, 1) for A < 0: Tapered Off-Policy REINFORCE)."""
 
 
 @struct.dataclass
@@ -188,8 +239,8 @@ class Config:
     """Everything that defines a training run. ``make_train(config)`` never mutates it."""
 
     algorithm: str = static("ppo")
-    """ppo, ppo_decoupled, ppo_kl, spo, impala, vaco, vaco_align_only or vaco_filter_only (see docs/algorithms.md;
-    more with vaco_jax.algorithms.register)."""
+    """ppo, ppo_decoupled, ppo_kl, spo, impala, impact, m2po, geppo, cispo, vaco, vaco_align_only or
+    vaco_filter_only (see docs/algorithms.md; more with vaco_jax.algorithms.register)."""
     num_iterations: int = static(100)
     """Learner updates; env steps = num_iterations * num_envs * num_steps."""
     env: EnvConfig = group(EnvConfig)
@@ -198,6 +249,10 @@ class Config:
     lag: LagConfig = group(LagConfig)
     vaco: VACOConfig = group(VACOConfig)
     vtrace: VtraceConfig = group(VtraceConfig)
+    impact: ImpactConfig = group(ImpactConfig)
+    m2po: M2POConfig = group(M2POConfig)
+    geppo: GePPOConfig = group(GePPOConfig)
+    cispo: CISPOConfig = group(CISPOConfig)
     eval: EvalConfig = group(EvalConfig)
 
     @property
@@ -424,6 +479,10 @@ def validate(
         ("vaco.is_weight", vaco.is_weight, IS_WEIGHTS),
         ("vaco.tv_estimator", vaco.tv_estimator, TV_ESTIMATORS),
         ("vaco.surrogate", vaco.surrogate, SURROGATES),
+        ("ppo.w_mode", ppo.w_mode, W_MODES),
+        ("impact.advantages", config.impact.advantages, BASELINE_ADVANTAGES),
+        ("geppo.advantages", config.geppo.advantages, BASELINE_ADVANTAGES),
+        ("cispo.truncation", config.cispo.truncation, CISPO_TRUNCATIONS),
     ):
         _check(value in choices, f"{path}={value!r} is unknown; choose one of {', '.join(choices)}")
     _check_number("vaco.w_max", vaco.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
@@ -432,6 +491,13 @@ def validate(
     )
     _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number("impact.rho_max", config.impact.rho_max, low=0, low_open=True, allow_inf=True)
+    _check_number("m2po.tau", config.m2po.tau, low=0, allow_inf=True, hint=" (inf: mask nothing)")
+    _check_number("cispo.eps_high", config.cispo.eps_high, low=0, allow_inf=True, hint=" (inf: no truncation)")
+    geppo = config.geppo
+    _check_number("geppo.adapt_factor", geppo.adapt_factor, low=0)
+    _check_number("geppo.adapt_min", geppo.adapt_min, low=0)
+    _check_number("geppo.adapt_max", geppo.adapt_max, low=0, low_open=True)
     return config
 
 

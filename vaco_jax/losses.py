@@ -12,7 +12,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from vaco_jax.config import IS_WEIGHTS, SURROGATES, TV_SCOPES
+from vaco_jax.config import IS_WEIGHTS, SURROGATES, TV_SCOPES, W_MODES
 from vaco_jax.tv import LOG_RATIO_BOUND, ratios, sample_tv
 
 Metrics = dict[str, jax.Array]
@@ -69,6 +69,7 @@ def ppo_decoupled_loss(
     *,
     clip_eps: float | jax.Array,
     w_max: float | jax.Array,
+    w_mode: str = "truncate",
 ) -> tuple[jax.Array, Metrics]:
     """Decoupled PPO: the trust region is centred on a recent policy, the off-policy correction is a weight.
 
@@ -76,7 +77,9 @@ def ppo_decoupled_loss(
         w    = stopgrad( min(pi_prox(a|s) / beta(a|s), w_max) )
         L_pi = -mean( w * min(r * A, clip(r, 1 - eps, 1 + eps) * A) )
 
-    At zero lag (pi_prox = beta) w = 1 and this is PPO-clip.
+    With ``w_mode="mask"`` a weight above w_max drops its sample instead of being truncated (AReaL's decoupled
+    loss): w = stopgrad( pi_prox/beta if pi_prox/beta <= w_max else 0 ). At zero lag (pi_prox = beta) w = 1 and
+    this is PPO-clip.
 
     Args:
       log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
@@ -84,19 +87,35 @@ def ppo_decoupled_loss(
       behaviour_log_probs: [...] log beta(a_i|s_i) of the actor that drew a_i.
       advantages: [...] A_i (constants).
       clip_eps: eps.
-      w_max: truncation of the weight (bounds the variance of stale samples).
+      w_max: truncation of the weight (bounds the variance of stale samples), or the mask's bound.
+      w_mode: ``truncate`` or ``mask``.
 
     Returns:
-      ``(loss, {"ppo/clip_frac": ..., "is/weight_mean": mean(w)})``.
+      ``(loss, {"ppo/clip_frac": ..., "is/weight_mean": mean(w), "is/masked_frac": fraction dropped})``.
 
     Reference:
       Hilton, Cobbe, Schulman. Batch size-invariance for policy optimization. arXiv:2110.00641.
     """
     chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(proximal_log_probs))
-    w = truncated_is_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max)
+    w, masked = off_policy_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max, mode=w_mode)
     surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
-    return -jnp.mean(w * surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps), "is/weight_mean": jnp.mean(w)}
+    metrics = {"ppo/clip_frac": _clip_fraction(r, clip_eps), "is/weight_mean": jnp.mean(w), "is/masked_frac": masked}
+    return -jnp.mean(w * surrogate), metrics
+
+
+def off_policy_weights(
+    ref_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, w_max: float | jax.Array, mode: str = "truncate"
+) -> tuple[jax.Array, jax.Array]:
+    """The decoupled weight ref/beta bounded by ``w_max``: truncated (min(w, w_max)) or masked (0 above w_max);
+    returns it (stopgrad) and the fraction of samples the mask dropped (0 when truncating)."""
+    if mode == "truncate":
+        return truncated_is_weights(ref_log_probs, behaviour_log_probs, w_max=w_max), jnp.zeros(())
+    if mode == "mask":
+        w = jax.lax.stop_gradient(ratios(ref_log_probs, behaviour_log_probs))
+        dropped = w > w_max
+        return jnp.where(dropped, 0.0, w), jnp.mean(dropped.astype(w.dtype))
+    raise ValueError(f"ppo.w_mode={mode!r} is unknown; choose one of {', '.join(W_MODES)}")
 
 
 def value_loss(

@@ -197,12 +197,16 @@ class TrainProgram:
         next_dist_params = self.networks.policy(snapshot, rollout.observations)
         next_log_probs = self.dist.log_prob(next_dist_params, rollout.actions)
         update_kl = losses.approx_kl(next_log_probs, rollout.behaviour_log_probs)  # KL(beta || pi_{T+1}), k3
-        algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, update_kl, hparams)
+        lag_and_tv = diagnostics.lag_and_tv(lags, rollout, next_log_probs, next_dist_params)
+
+        # 7. The algorithm's own state adapts to this iteration (PPO-KL's coefficient, GePPO's step size).
+        signals = {"kl/update": update_kl, "tv/forward": lag_and_tv["tv/forward"]}
+        algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, signals, hparams)
         metrics = {
             **algo_metrics,
             "kl/update": update_kl,
             **train_metrics,
-            **diagnostics.lag_and_tv(lags, rollout, next_log_probs, next_dist_params),
+            **lag_and_tv,
             **diagnostics.episode_metrics(rollout),
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
         }

@@ -136,6 +136,9 @@ def run_epochs(
         params, opt_state = carry
         (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
         updates, opt_state = learner.optimizer.update(grads, opt_state, params)
+        if learner.algorithm.step_scale is not None:  # an adaptive step size (GePPO): Adam's update is linear in it
+            scale = learner.algorithm.step_scale(algo_state)
+            updates = jax.tree.map(lambda update: update * scale, updates)
         params = optax.apply_updates(params, updates)
         grad_norm = optax.tree.norm(grads)
         skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
