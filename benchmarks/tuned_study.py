@@ -1,0 +1,442 @@
+"""The lag benchmark a reviewer can trust: tuned baselines at equal budget, fresh test seeds, the learner's score.
+
+For every method (PPO-clip, decoupled PPO, the lag-robust baselines IMPACT, M2PO, GePPO, CISPO, and two readings
+of VACO) and every env block of a preset:
+
+1. **Tune** (one compiled program per method): a random search of ``trials`` configurations over the method's
+   traced hyperparameters (learning rate, entropy coefficient, and its own clip / threshold / mask knob), drawn
+   from one fixed sampler so every method gets the same budget, each trained on the same ``tuning seeds`` at the
+   middle lag ``tune_lag``. The configuration with the best mean learner-side AUC wins.
+2. **Test** (one compiled program per method and lag kind): the default and the tuned configuration, at every
+   fixed lag and under a fleet (4 actor groups, lag ~ U{0..fleet_k}), on fresh ``test seeds`` never used in
+   tuning.
+
+The score is the **learner's**: ``eval/return_deterministic``, the return of the learner pi_T's mode on
+environments of its own, evaluated inside the program every ``eval_every`` iterations (AUC = mean over the
+evaluations, final = mean over the last 20% of them). Under lag k the training return ``episode/return`` is earned
+by actors k updates old; it is kept beside the learner's score, and the report shows how the two readings differ.
+
+Every result file (a *cell*) records the specification that made it and a fingerprint of the code
+(:func:`code_fingerprint`); a cell whose code fingerprint differs from the checkout's is reported as stale, and
+``--check`` reruns a random committed cell and compares it number for number.
+
+Usage:
+  python benchmarks/tuned_study.py --preset tuned-smoke            # CI-sized, a minute
+  python benchmarks/tuned_study.py --preset tuned                  # runs missing cells (resumable), then reports
+  python benchmarks/tuned_study.py --preset tuned --report         # statistics from the cells on disk
+  python benchmarks/tuned_study.py --preset tuned --check          # rerun one random committed cell and compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, stats
+from vaco_jax.config import EvalConfig, validate, with_overrides
+from vaco_jax.driver import stack_hparams
+from vaco_jax.output_dir import write_text_atomic
+from vaco_jax.sweep import seed_keys
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from lag_robustness import ENVS, REGIMES  # noqa: E402  (the envs' batch shapes and the update regimes)
+
+# ----------------------------------------------------------------------------- methods and their search spaces
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """A traced hyperparameter's search range: log-uniform on [low, high] (``log``) or uniform."""
+
+    low: float
+    high: float
+    log: bool = True
+
+    def draw(self, rng: random.Random) -> float:
+        if self.log:
+            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+        return float(rng.uniform(self.low, self.high))
+
+
+COMMON_KNOBS = {"ppo.learning_rate": Knob(1e-4, 3e-3), "ppo.ent_coef": Knob(0.0, 0.02, log=False)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A method of the benchmark: an algorithm with static options, and its own tuned knob."""
+
+    name: str
+    algorithm: str
+    overrides: dict[str, Any]
+    knob: dict[str, Knob]
+    about: str
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in [
+        Method("ppo", "ppo", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "PPO-clip around beta"),
+        Method("ppo_decoupled", "ppo_decoupled", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "clip around pi_T, weight"),
+        Method("impact", "impact", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "IMPACT/APPO, V-trace for pi_T"),
+        Method("m2po", "m2po", {}, {"m2po.tau": Knob(0.005, 0.5)}, "M2PO second-moment mask + decoupled clip"),
+        Method("geppo", "geppo", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "GePPO, V-trace for pi_T, adaptive lr"),
+        Method("cispo", "cispo", {}, {"cispo.eps_high": Knob(0.05, 5.0)}, "CISPO truncated-IS policy gradient"),
+        Method(
+            "vaco-gae+w",
+            "vaco",
+            {"vaco.align": False, "vaco.is_weight": "truncated"},
+            {"vaco.tv_threshold": Knob(0.01, 0.4)},
+            "VACO's filter on GAE advantages with the decoupled weight (the lag study's best reading)",
+        ),
+        Method("vaco", "vaco", {}, {"vaco.tv_threshold": Knob(0.01, 0.4)}, "VACO as first specified (V-trace align)"),
+    ]
+}
+
+
+def search_space(method: Method) -> dict[str, Knob]:
+    return {**COMMON_KNOBS, **method.knob}
+
+
+def draw_trials(method: Method, trials: int, seed: int) -> list[dict[str, float]]:
+    """``trials`` configurations of ``method``'s search space, from a sampler seeded by ``seed`` alone."""
+    rng = random.Random(seed)
+    space = search_space(method)
+    return [{path: knob.draw(rng) for path, knob in space.items()} for _ in range(trials)]
+
+
+# ----------------------------------------------------------------------------- presets
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    env: str
+    regime: str
+    iterations: int
+    num_envs: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedPreset:
+    blocks: tuple[Block, ...]
+    methods: tuple[str, ...]
+    trials: int  # random-search configurations per method
+    tuning_seeds: tuple[int, ...]
+    tune_lag: int  # the middle lag the search runs at
+    test_lags: tuple[int, ...]
+    fleet_k: int  # test fleet: 4 actor groups, lag ~ U{0..fleet_k}
+    test_seeds: int
+    first_test_seed: int
+    eval_every: int
+    eval_episodes: int = 8
+    chunk_size: int = 20
+
+
+PRESETS: dict[str, TunedPreset] = {
+    "tuned-smoke": TunedPreset(
+        blocks=(Block("CartPole-v1", "aggressive", 4, num_envs=8),),
+        methods=("ppo", "ppo_decoupled", "m2po"),
+        trials=3,
+        tuning_seeds=(100, 101),
+        tune_lag=2,
+        test_lags=(0, 4),
+        fleet_k=4,
+        test_seeds=2,
+        first_test_seed=3000,
+        eval_every=2,
+        eval_episodes=2,
+    ),
+    # CPU: CartPole and Pendulum in the aggressive regime; 16 trials x 4 tuning seeds per method, 16 test seeds
+    "tuned": TunedPreset(
+        blocks=(Block("CartPole-v1", "aggressive", 60), Block("Pendulum-v1", "aggressive", 100)),
+        methods=tuple(METHODS),
+        trials=16,
+        tuning_seeds=(100, 101, 102, 103),
+        tune_lag=4,
+        test_lags=(0, 4, 16),
+        fleet_k=16,
+        test_seeds=16,
+        first_test_seed=3000,
+        eval_every=5,
+    ),
+    # the same protocol at an accelerator's scale: 32 trials, 64 test seeds, every lag, longer budgets
+    "tuned-gpu": TunedPreset(
+        blocks=(
+            Block("CartPole-v1", "aggressive", 150),
+            Block("Pendulum-v1", "aggressive", 200),
+            Block("CartPole-v1", "standard", 500),
+        ),
+        methods=tuple(METHODS),
+        trials=32,
+        tuning_seeds=(100, 101, 102, 103),
+        tune_lag=4,
+        test_lags=(0, 2, 4, 8, 16),
+        fleet_k=16,
+        test_seeds=64,
+        first_test_seed=3000,
+        eval_every=5,
+    ),
+}
+
+# ----------------------------------------------------------------------------- provenance
+
+
+CODE_FILES = ("vaco_jax", "benchmarks/tuned_study.py", "benchmarks/lag_robustness.py")
+
+
+def code_fingerprint(root: Path = ROOT) -> str:
+    """A hash of every source file that can change a cell's numbers: the package and the study scripts.
+
+    Two checkouts with the same fingerprint run the same code; a cell with another fingerprint was made by other
+    code (it may or may not still reproduce: ``--check`` says)."""
+    digest = hashlib.sha256()
+    for entry in CODE_FILES:
+        path = root / entry
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for file in files:
+            digest.update(str(file.relative_to(root)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def git_commit(root: Path = ROOT) -> str:
+    """The checkout's commit (with ``+dirty`` when it has uncommitted changes), or "unknown"."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *CODE_FILES], cwd=root, capture_output=True)
+        return commit.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# ----------------------------------------------------------------------------- training a list of points
+
+
+def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfig) -> Config:
+    env_spec = ENVS[block.env]
+    env_fields = {**env_spec["env"], **({"num_envs": block.num_envs} if block.num_envs else {})}
+    config = Config(
+        algorithm=method.algorithm,
+        num_iterations=block.iterations,
+        env=EnvConfig(name=block.env, **env_fields),
+        ppo=PPOConfig(**REGIMES[block.regime], **env_spec["ppo"]),
+        lag=lag,
+        eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),
+    )
+    return with_overrides(config, method.overrides)
+
+
+def train_points(config: Config, points: list[dict[str, Any]], seeds: list[int], chunk_size: int):
+    """Train every (point, seed) pair in one compiled program: ``points`` are arbitrary traced-field settings (a
+    random search is a list of points, not a grid). Returns metrics ``{name: [point, seed, iteration]}``."""
+    configs = [validate(with_overrides(config, point)) for point in points]
+    hparams = stack_hparams([c for c in configs for _ in seeds])
+    keys = seed_keys(seeds[0], len(seeds))[np.tile(np.arange(len(seeds)), len(points))]
+    assert seeds == list(range(seeds[0], seeds[0] + len(seeds))), "seeds must be consecutive"
+    out = Driver(TrainProgram(config)).run(keys, hparams, chunk_size=chunk_size)
+    shape = (len(points), len(seeds))
+    return {name: np.asarray(value).reshape(*shape, -1) for name, value in out.metrics.items()}, out.compile_seconds
+
+
+def learner_scores(metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per (point, seed): the learner's AUC and final return (deterministic evaluations only, NaN-free columns),
+    and the same two readings of the training return."""
+    evaluations = metrics["eval/return_deterministic"]
+    evaluated = np.isfinite(evaluations).any(axis=tuple(range(evaluations.ndim - 1)))  # iterations with an eval
+    learner = evaluations[..., evaluated]
+    returns = metrics["episode/return"]
+    return {
+        "learner_auc": stats.area_under_curve(learner),
+        "learner_final": stats.final_return(learner, fraction=0.2),
+        "train_auc": stats.area_under_curve(returns),
+        "train_final": stats.final_return(returns),
+    }
+
+
+DIAGNOSTICS = ("entropy", "tv/forward", "tv/backward", "tv/forward_exact", "ppo/clip_frac", "is/weight_mean")
+CURVES = ("eval/return_deterministic", "episode/return", "entropy", "tv/forward")
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    block: Block
+    stage: str  # "tune", "test-fixed", "test-fleet"
+    method: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.block.env}__{self.block.regime}__{self.stage}__{self.method}"
+
+
+def cells_of(preset: TunedPreset) -> list[Cell]:
+    """Run order: per block, every method's tuning, then every method's tests (a test needs its tuning)."""
+    cells = []
+    for block in preset.blocks:
+        cells += [Cell(block, "tune", m) for m in preset.methods]
+        cells += [Cell(block, stage, m) for m in preset.methods for stage in ("test-fixed", "test-fleet")]
+    return cells
+
+
+def cell_path(out_dir: Path, cell: Cell) -> Path:
+    return out_dir / "cells" / f"{cell.id}.json"
+
+
+def _spec_hash(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, list[dict[str, Any]], list[int]]:
+    """The base config, the points and the seeds of a cell (a test cell reads its method's tuning result)."""
+    method = METHODS[cell.method]
+    if cell.stage == "tune":
+        lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
+        # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
+        # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
+        trials = draw_trials(method, preset.trials, seed=0)
+        return base_config(preset, cell.block, method, lag), trials, list(preset.tuning_seeds)
+    tuned = json.loads(cell_path(out_dir, Cell(cell.block, "tune", cell.method)).read_text())["best"]["point"]
+    seeds = list(range(preset.first_test_seed, preset.first_test_seed + preset.test_seeds))
+    settings = [{}, tuned]  # the default configuration, then the tuned one
+    if cell.stage == "test-fixed":
+        lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
+        points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
+    else:
+        lag = LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k)
+        points = [dict(s) for s in settings]
+    return base_config(preset, cell.block, method, lag), points, seeds
+
+
+def cell_spec(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
+    config, points, seeds = cell_plan(preset, cell, out_dir)
+    return {"config": json.loads(json.dumps(dataclasses.asdict(config), default=str)), "points": points, "seeds": seeds}
+
+
+def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
+    config, points, seeds = cell_plan(preset, cell, out_dir)
+    start = time.perf_counter()
+    metrics, compile_seconds = train_points(config, points, seeds, preset.chunk_size)
+    seconds = time.perf_counter() - start
+    scores = learner_scores(metrics)
+    results = []
+    for p, point in enumerate(points):
+        results.append(
+            {
+                "point": point,
+                **{name: values[p].tolist() for name, values in scores.items()},
+                "diagnostics": {m: float(np.nanmedian(metrics[m][p])) for m in DIAGNOSTICS if m in metrics},
+                "skipped_steps": metrics["nonfinite/skipped_steps"][p].sum(axis=-1).tolist(),
+                "curves": {m: stats.iqm(metrics[m][p], axis=0).tolist() for m in CURVES},  # IQM over seeds
+            }
+        )
+    spec = cell_spec(preset, cell, out_dir)
+    result = {
+        "cell": {"env": cell.block.env, "regime": cell.block.regime, "stage": cell.stage, "method": cell.method},
+        "spec": spec,
+        "spec_hash": _spec_hash(spec),
+        "code_fingerprint": code_fingerprint(),
+        "commit": git_commit(),
+        "seconds": seconds,
+        "compile_seconds": compile_seconds,
+        "env_steps_per_run": config.total_env_steps,
+        "points": results,
+    }
+    if cell.stage == "tune":  # the winner: best mean learner-side AUC over the tuning seeds (NaN: worst)
+        means = [np.mean(stats.worst_filled(np.asarray(r["learner_auc"]), floor=-np.inf)) for r in results]
+        best = int(np.argmax(means))
+        result["best"] = {"index": best, "point": points[best], "mean_learner_auc": float(means[best])}
+    return result
+
+
+def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
+    """The cell on disk if its specification is the current one (a test cell also needs its tuning cell)."""
+    path = cell_path(out_dir, cell)
+    if not path.exists():
+        return None
+    if cell.stage != "tune" and load_cell(out_dir, preset, Cell(cell.block, "tune", cell.method)) is None:
+        return None
+    result = json.loads(path.read_text())
+    return result if result.get("spec_hash") == _spec_hash(cell_spec(preset, cell, out_dir)) else None
+
+
+def run(preset_name: str, out_dir: Path, max_cells: int | None = None) -> None:
+    preset = PRESETS[preset_name]
+    (out_dir / "cells").mkdir(parents=True, exist_ok=True)
+    ran = 0
+    for cell in cells_of(preset):
+        if load_cell(out_dir, preset, cell) is not None:
+            continue
+        if max_cells is not None and ran >= max_cells:
+            break
+        print(f"[{time.strftime('%H:%M:%S')}] {cell.id} ...", flush=True)
+        result = run_cell(preset, cell, out_dir)
+        write_text_atomic(cell_path(out_dir, cell), json.dumps(result, indent=1, allow_nan=True))
+        extra = f"  best {result['best']['point']}" if "best" in result else ""
+        print(f"    {result['seconds']:.0f} s{extra}", flush=True)
+        ran += 1
+
+
+def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
+    """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
+    preset = PRESETS[preset_name]
+    done = [c for c in cells_of(preset) if load_cell(out_dir, preset, c) is not None]
+    if not done:
+        raise SystemExit(f"no cells of {preset_name} in {out_dir} to check")
+    cell = random.Random(seed).choice(done)
+    stored = load_cell(out_dir, preset, cell)
+    fresh = run_cell(preset, cell, out_dir)
+    same = all(
+        np.allclose(a[name], b[name], rtol=1e-5, atol=1e-5, equal_nan=True)
+        for a, b in zip(stored["points"], fresh["points"], strict=True)
+        for name in ("learner_auc", "learner_final", "train_auc", "train_final")
+    )
+    exact = all(a["learner_auc"] == b["learner_auc"] for a, b in zip(stored["points"], fresh["points"], strict=True))
+    print(
+        f"{cell.id}: stored by commit {stored.get('commit')} (code {stored.get('code_fingerprint')}), rerun by "
+        f"{fresh['commit']} (code {fresh['code_fingerprint']}): "
+        + ("identical" if exact else "equal within 1e-5" if same else "DIFFERENT")
+    )
+    return same
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="tuned-smoke")
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help="default: benchmarks/results/lag_robustness/<preset>"
+    )
+    parser.add_argument("--report", action="store_true", help="only the statistics and figures from cells on disk")
+    parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells")
+    parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare")
+    parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
+    args = parser.parse_args(argv)
+    out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
+    if args.check:
+        raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
+    if not args.report:
+        run(args.preset, out_dir, args.max_cells)
+    if (out_dir / "cells").is_dir():
+        from tuned_report import report
+
+        report(args.preset, PRESETS[args.preset], out_dir)
+
+
+if __name__ == "__main__":
+    main()
