@@ -147,7 +147,7 @@ class TunedPreset:
 PRESETS: dict[str, TunedPreset] = {
     "tuned-smoke": TunedPreset(
         blocks=(Block("CartPole-v1", "aggressive", 4, num_envs=8),),
-        methods=("ppo", "ppo_decoupled", "m2po"),
+        methods=("ppo_decoupled", "m2po"),
         trials=3,
         tuning_seeds=(100, 101),
         tune_lag=2,
