@@ -1,0 +1,336 @@
+"""The report of the tuned lag benchmark (benchmarks/tuned_study.py): statistics, markdown tables and figures.
+
+Everything is computed from the cells on disk:
+
+- per env, lag and method, for the default and the tuned configuration: the learner's AUC and final return (IQM
+  over test seeds, 95% bootstrap CI; a run without a finite score counts as the worst one, never dropped), the
+  training return's AUC beside it, entropy and TV;
+- the probability that a method beats tuned decoupled PPO, *paired by seed* (every method ran the same test
+  seeds, so seed s of X is compared with seed s of Y), with a 95% bootstrap interval over seeds;
+- the tuned hyperparameters and each method's search;
+- figures: the learner's AUC against lag with CI per method and env, a performance profile (rliable style), and
+  entropy and TV against lag.
+
+Writes ``tuned.json``, ``verdict.md`` and the figures into the study's folder; ``--update-readme`` replaces the
+README block between ``<!-- tuned verdict: start -->`` and ``<!-- tuned verdict: end -->``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vaco_jax import envs, machine, stats
+from vaco_jax.output_dir import write_text_atomic
+
+README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"
+REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
+
+
+def paired_probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    """P(X > Y) paired by seed: the mean over seeds s of S(x_s, y_s), S = 1 if x_s > y_s, 1/2 if equal, else 0.
+
+    Runs of X and Y with the same seed share their environment and initialisation keys, so the pairs remove the
+    seed's own luck from the comparison. A run without a finite score ranks below every finite one."""
+    x, y = (np.where(np.isfinite(v), v, -np.inf) for v in (np.asarray(x, np.float64), np.asarray(y, np.float64)))
+    return float(np.mean((x > y) + 0.5 * (x == y)))
+
+
+def paired_probability_of_improvement_ci(
+    x: np.ndarray, y: np.ndarray, *, num_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`paired_probability_of_improvement`, resampling seeds (pairs)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    index = np.random.default_rng(seed).integers(0, x.size, size=(num_resamples, x.size))
+    samples = np.array([paired_probability_of_improvement(x[i], y[i]) for i in index])
+    alpha = (1.0 - confidence) / 2
+    return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
+
+
+def _pi(x: list[float], y: list[float]) -> dict[str, float]:
+    low, high = paired_probability_of_improvement_ci(np.asarray(x), np.asarray(y), num_resamples=1000)
+    return {"p": paired_probability_of_improvement(np.asarray(x), np.asarray(y)), "ci_low": low, "ci_high": high}
+
+
+def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
+    return f"U{{0..{fleet_k}}}" if stage == "test-fleet" else str(point["lag.k"])
+
+
+def collect(preset, out_dir: Path) -> dict[str, Any]:
+    """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
+    from tuned_study import Cell, cells_of, code_fingerprint, load_cell
+
+    fingerprint = code_fingerprint()
+    rows, tuning, missing, stale, seconds = [], {}, [], [], 0.0
+    for cell in cells_of(preset):
+        result = load_cell(out_dir, preset, cell)
+        if result is None:
+            missing.append(cell.id)
+            continue
+        seconds += result["seconds"]
+        if result.get("code_fingerprint") != fingerprint:
+            stale.append({"cell": cell.id, "commit": result.get("commit"), "code": result.get("code_fingerprint")})
+        block = (cell.block.env, cell.block.regime)
+        if cell.stage == "tune":
+            tuning[(*block, cell.method)] = {
+                "best": result["best"],
+                "trials": [
+                    {"point": p["point"], "mean_learner_auc": float(np.mean(p["learner_auc"]))}
+                    for p in result["points"]
+                ],
+            }
+            continue
+        tuned = load_cell(out_dir, preset, Cell(cell.block, "tune", cell.method))["best"]["point"]
+        for point in result["points"]:
+            knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
+            rows.append(
+                {
+                    "env": cell.block.env,
+                    "regime": cell.block.regime,
+                    "method": cell.method,
+                    "setting": "tuned" if knobs == tuned else "default",
+                    "lag": _lag_label(point["point"], cell.stage, preset.fleet_k),
+                    "per_seed": {k: point[k] for k in ("learner_auc", "learner_final", "train_auc", "train_final")},
+                    "diagnostics": point["diagnostics"],
+                    "skipped_steps_total": float(np.sum(point["skipped_steps"])),
+                    "curves": point["curves"],
+                }
+            )
+    return {"rows": rows, "tuning": tuning, "missing": missing, "stale": stale, "seconds": seconds}
+
+
+def statistics(collected: dict[str, Any]) -> None:
+    """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC."""
+    rows = collected["rows"]
+    reference = {
+        (r["env"], r["regime"], r["lag"]): r for r in rows if r["method"] == REFERENCE and r["setting"] == "tuned"
+    }
+    for row in rows:
+        row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
+        base = reference.get((row["env"], row["regime"], row["lag"]))
+        if base is not None and not (row["method"] == REFERENCE and row["setting"] == "tuned"):
+            row["pi_vs_reference"] = _pi(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"])
+
+
+def _fmt(summary: dict[str, float]) -> str:
+    text = f"{summary['iqm']:.1f} [{summary['ci_low']:.1f}, {summary['ci_high']:.1f}]"
+    return text + (f" ({summary['diverged']} diverged)" if summary.get("diverged") else "")
+
+
+def _fmt_pi(pi: dict[str, float] | None) -> str:
+    if pi is None:
+        return "-"
+    mark = " **+**" if pi["ci_low"] > 0.5 else (" **-**" if pi["ci_high"] < 0.5 else "")
+    return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
+
+
+def _lag_order(lag: str) -> tuple[int, str]:
+    return (len(lag), lag)
+
+
+def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
+    """Per env and lag: each tuned method's learner AUC (IQM) and its paired P(> tuned decoupled PPO)."""
+    present = [m for m in methods if any(r["method"] == m for r in rows)]
+    lines = [
+        "| env | lag | best (learner AUC) | " + " | ".join(f"{m}: AUC, P(> {REFERENCE})" for m in present) + " |",
+        "|---|---|---|" + "---|" * len(present),
+    ]
+    blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
+    for env, regime in blocks:
+        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["setting"] == "tuned"]
+        for lag in sorted({r["lag"] for r in tuned}, key=_lag_order):
+            at = {r["method"]: r for r in tuned if r["lag"] == lag}
+            best = max(at.values(), key=lambda r: r["summary"]["learner_auc"]["iqm"])
+            cells = []
+            for m in present:
+                if m not in at:
+                    cells.append("-")
+                    continue
+                auc = at[m]["summary"]["learner_auc"]["iqm"]
+                pi = at[m].get("pi_vs_reference")
+                cells.append(f"{auc:.1f}" + (f", {_fmt_pi(pi)}" if pi else ""))
+            label = f"{env} ({regime})"
+            lines.append(f"| {label} | {lag} | {best['method']} ({best['summary']['learner_auc']['iqm']:.1f}) | "
+                         + " | ".join(cells) + " |")  # fmt: skip
+    return lines
+
+
+def default_vs_tuned_table(rows: list[dict[str, Any]], tuning: dict, methods: tuple[str, ...]) -> list[str]:
+    lines = [
+        "| env | method | tuned hyperparameters | lag | learner AUC, default | learner AUC, tuned |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (env, regime, method), tuned in tuning.items():
+        if method not in methods:
+            continue
+        knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned["best"]["point"].items())
+        group = [r for r in rows if (r["env"], r["regime"], r["method"]) == (env, regime, method)]
+        for lag in sorted({r["lag"] for r in group}, key=_lag_order):
+            by = {r["setting"]: r for r in group if r["lag"] == lag}
+            if {"default", "tuned"} <= set(by):
+                lines.append(
+                    f"| {env} ({regime}) | {method} | {knobs} | {lag} | "
+                    f"{_fmt(by['default']['summary']['learner_auc'])} | {_fmt(by['tuned']['summary']['learner_auc'])} |"
+                )
+    return lines
+
+
+def readings_table(rows: list[dict[str, Any]]) -> list[str]:
+    """How the learner's score and the training return differ (tuned configurations)."""
+    lines = [
+        "| env | lag | method | learner AUC | training-return AUC | learner final | training final |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["setting"] != "tuned":
+            continue
+        s = r["summary"]
+        lines.append(
+            f"| {r['env']} ({r['regime']}) | {r['lag']} | {r['method']} | {s['learner_auc']['iqm']:.1f} | "
+            f"{s['train_auc']['iqm']:.1f} | {s['learner_final']['iqm']:.1f} | {s['train_final']['iqm']:.1f} |"
+        )
+    return lines
+
+
+def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]:
+    collected = collect(preset, out_dir)
+    statistics(collected)
+    rows = collected["rows"]
+    payload = {
+        "preset": preset_name,
+        "environment": machine.describe(),
+        "cells_missing": collected["missing"],
+        "cells_stale": collected["stale"],
+        "study_seconds": collected["seconds"],
+        "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
+        "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
+    }
+    write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
+    verdict = verdict_table(rows, preset.methods)
+    markdown = [
+        f"# Tuned lag benchmark ({preset_name})",
+        "",
+        f"{len(collected['missing'])} cells missing, {len(collected['stale'])} made by other code than this "
+        f"checkout's; {collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
+        f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
+        "",
+        "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
+        "",
+        *verdict,
+        "",
+        "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
+        "",
+        *default_vs_tuned_table(rows, collected["tuning"], preset.methods),
+        "",
+        "## Two readings: the learner's evaluation against the stale actors' training return (tuned)",
+        "",
+        *readings_table(rows),
+    ]
+    write_text_atomic(out_dir / "verdict.md", "\n".join(markdown) + "\n")
+    if rows:
+        plot_all(rows, preset, out_dir)
+    if readme is not None:
+        update_readme(readme, verdict)
+    return payload
+
+
+def update_readme(readme: Path, verdict: list[str]) -> None:
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < 0:
+        raise SystemExit(f"{readme} has no {README_START} ... {README_END} block to update")
+    write_text_atomic(
+        readme, text[:start] + "\n".join([README_START, *verdict, README_END]) + text[end + len(README_END) :]
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
+    plt = _pyplot()
+    written = []
+    blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in rows))
+    tuned = [r for r in rows if r["setting"] == "tuned"]
+    # 1. learner AUC against lag, 95% CI per method
+    fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
+    for ax, (env, regime) in zip(axes[0], blocks, strict=True):
+        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        lags = sorted({r["lag"] for r in group}, key=_lag_order)
+        for i, method in enumerate(preset.methods):
+            points = [next((r for r in group if r["method"] == method and r["lag"] == lag), None) for lag in lags]
+            if not any(points):
+                continue
+            x = np.arange(len(lags)) + 0.05 * (i - len(preset.methods) / 2)
+            s = [p["summary"]["learner_auc"] if p else None for p in points]
+            y = np.array([v["iqm"] if v else np.nan for v in s])
+            err = np.array([[v["iqm"] - v["ci_low"], v["ci_high"] - v["iqm"]] if v else [0, 0] for v in s]).T
+            ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="os^Dv<>P"[i % 8], capsize=3, label=method)
+        ax.set_xticks(np.arange(len(lags)), lags)
+        ax.set_xlabel("backward lag (fixed k, or a fleet U{0..k})")
+        ax.set_ylabel("learner's deterministic return, AUC\n(IQM, 95% CI over test seeds)")
+        ax.set_title(f"{env}, {regime}: tuned methods", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(out_dir / "learner_auc_vs_lag.png", dpi=110)
+    plt.close(fig)
+    written.append("learner_auc_vs_lag.png")
+    # 2. performance profile: fraction of runs whose normalised learner AUC exceeds tau (all lags pooled)
+    fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
+    taus = np.linspace(-0.25, 1.5, 141)
+    for ax, (env, regime) in zip(axes[0], blocks, strict=True):
+        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        reference = next((r for r in group if r["method"] == "ppo" and r["lag"] == "0"), None)
+        if reference is None:
+            continue
+        random_return = envs.random_policy_return(envs.make(env))
+        ref = reference["summary"]["learner_auc"]["iqm"]
+        for i, method in enumerate(preset.methods):
+            scores = [s for r in group if r["method"] == method for s in r["per_seed"]["learner_auc"]]
+            if not scores:
+                continue
+            normalised = stats.worst_filled(stats.normalized_score(np.asarray(scores), random_return, ref), -np.inf)
+            ax.plot(taus, [(normalised > t).mean() for t in taus], label=method, linestyle="-:"[i // 4 % 2])
+        ax.set_xlabel("normalised learner AUC tau (0: random policy, 1: tuned PPO at lag 0)")
+        ax.set_ylabel("fraction of runs with score > tau")
+        ax.set_title(f"performance profile, {env} ({regime}), every lag pooled", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "performance_profile.png", dpi=110)
+    plt.close(fig)
+    written.append("performance_profile.png")
+    # 3. entropy and forward TV against lag
+    fig, axes = plt.subplots(2, len(blocks), figsize=(6 * len(blocks), 7), squeeze=False)
+    for col, (env, regime) in enumerate(blocks):
+        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        lags = sorted({r["lag"] for r in group}, key=_lag_order)
+        for row_index, metric in enumerate(("entropy", "tv/forward")):
+            ax = axes[row_index][col]
+            for method in preset.methods:
+                by_lag = {r["lag"]: r["diagnostics"].get(metric, np.nan) for r in group if r["method"] == method}
+                values = [by_lag.get(lag, np.nan) for lag in lags]
+                ax.plot(np.arange(len(lags)), values, marker="o", label=method)
+            ax.set_xticks(np.arange(len(lags)), lags)
+            ax.set_ylabel(f"median {metric}")
+            ax.set_title(f"{env} ({regime})", fontsize=10)
+            ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "entropy_and_tv_vs_lag.png", dpi=110)
+    plt.close(fig)
+    written.append("entropy_and_tv_vs_lag.png")
+    return written

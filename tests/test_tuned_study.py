@@ -1,0 +1,137 @@
+"""The tuned lag benchmark end to end (its smoke preset): equal tuning budgets, fresh test seeds, the learner's
+score, paired statistics, provenance and --check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def study():
+    return _load("tuned_study")
+
+
+@pytest.fixture(scope="module")
+def report_module(study):
+    return _load("tuned_report")
+
+
+@pytest.fixture(scope="module")
+def smoke(study, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tuned-smoke")
+    study.main(["--preset", "tuned-smoke", "--out-dir", str(out)])
+    return out
+
+
+def test_every_method_gets_the_same_draws_of_the_shared_hyperparameters(study):
+    trials = {name: study.draw_trials(m, 16, seed=0) for name, m in study.METHODS.items()}
+    for shared in ("ppo.learning_rate", "ppo.ent_coef"):
+        columns = {name: [t[shared] for t in ts] for name, ts in trials.items()}
+        assert len({tuple(c) for c in columns.values()}) == 1, shared  # identical for every method
+        values = np.asarray(columns["ppo"])
+        knob = study.COMMON_KNOBS[shared]
+        assert values.min() >= knob.low and values.max() <= knob.high and len(set(values)) == 16
+    for name, method in study.METHODS.items():  # every method's own knob inside its range
+        (path, knob), *_ = method.knob.items()
+        own = [t[path] for t in trials[name]]
+        assert knob.low <= min(own) and max(own) <= knob.high, name
+
+
+def test_learner_scores_use_the_evaluations_only():
+    study = _load("tuned_study")
+    nan = np.nan
+    metrics = {
+        "eval/return_deterministic": np.array([[[nan, 10.0, nan, 30.0], [nan, 20.0, nan, nan]]]),  # [P=1, S=2, I=4]
+        "episode/return": np.array([[[1.0, 2.0, 3.0, 4.0], [nan, nan, nan, nan]]]),
+    }
+    scores = study.learner_scores(metrics)
+    np.testing.assert_array_equal(scores["learner_auc"], [[20.0, 20.0]])  # seed 1's last evaluation is missing
+    np.testing.assert_array_equal(scores["learner_final"], [[30.0, nan]])
+    np.testing.assert_array_equal(scores["train_auc"], [[2.5, nan]])
+
+
+def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
+    preset = study.PRESETS["tuned-smoke"]
+    cells = study.cells_of(preset)
+    assert sorted(p.stem for p in (smoke / "cells").glob("*.json")) == sorted(c.id for c in cells)
+    for cell in cells:
+        result = json.loads(study.cell_path(smoke, cell).read_text())
+        assert result["code_fingerprint"] == study.code_fingerprint() and result["commit"]
+        seeds = result["spec"]["seeds"]
+        if cell.stage == "tune":
+            assert seeds == list(preset.tuning_seeds) and len(result["points"]) == preset.trials
+            means = [np.mean(p["learner_auc"]) for p in result["points"]]
+            assert result["best"]["index"] == int(np.argmax(means))  # the best mean learner AUC wins
+            assert result["spec"]["config"]["lag"]["k"] == preset.tune_lag  # tuned at the middle lag
+        else:
+            assert not set(seeds) & set(preset.tuning_seeds)  # fresh test seeds
+            tuned = json.loads(study.cell_path(smoke, study.Cell(cell.block, "tune", cell.method)).read_text())
+            knobs = [{k: v for k, v in p["point"].items() if k != "lag.k"} for p in result["points"]]
+            assert {} in knobs and tuned["best"]["point"] in knobs  # default and tuned, side by side
+    payload = json.loads((smoke / "tuned.json").read_text())
+    assert payload["cells_missing"] == [] and payload["cells_stale"] == []
+    rows = payload["rows"]
+    assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"} and {r["setting"] for r in rows} == {"default", "tuned"}
+    for row in rows:
+        assert len(row["per_seed"]["learner_auc"]) == preset.test_seeds
+        assert "train_auc" in row["summary"] and "learner_auc" in row["summary"]
+        is_reference = row["method"] == "ppo_decoupled" and row["setting"] == "tuned"
+        assert ("pi_vs_reference" in row) != is_reference
+    verdict = (smoke / "verdict.md").read_text()
+    assert "paired by seed" in verdict and "Two readings" in verdict
+    for name in ("learner_auc_vs_lag.png", "entropy_and_tv_vs_lag.png"):
+        assert (smoke / name).stat().st_size > 0, name
+
+
+def test_a_rerun_of_a_committed_cell_is_identical(study, smoke, capsys):
+    assert study.check("tuned-smoke", smoke, seed=3)
+    assert "identical" in capsys.readouterr().out
+
+
+def test_the_code_fingerprint_changes_with_any_source_file(study, tmp_path):
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    for entry in study.CODE_FILES:
+        source, target = root / entry, tmp_path / entry
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, target)
+    before = study.code_fingerprint(tmp_path)
+    assert before == study.code_fingerprint(root)
+    with (tmp_path / "vaco_jax" / "losses.py").open("a") as f:
+        f.write("\n# a change\n")
+    assert study.code_fingerprint(tmp_path) != before
+
+
+def test_paired_probability_of_improvement(report_module):
+    pi = report_module.paired_probability_of_improvement
+    x, y = np.array([3.0, 1.0, 2.0, 5.0]), np.array([2.0, 1.0, 4.0, 0.0])
+    assert pi(x, y) == pytest.approx((1 + 0.5 + 0 + 1) / 4)  # seed by seed: win, tie, loss, win
+    assert pi(y, x) == pytest.approx(1 - pi(x, y))
+    # unpaired, the same scores give another number: pairing is what the test seeds allow
+    from vaco_jax import stats
+
+    assert stats.probability_of_improvement(x, y) != pytest.approx(pi(x, y))
+    assert pi(np.array([np.nan, 1.0]), np.array([0.0, np.nan])) == 0.5  # a diverged run loses its pair
+    low, high = report_module.paired_probability_of_improvement_ci(x, y, num_resamples=500)
+    assert 0.0 <= low <= pi(x, y) <= high <= 1.0
