@@ -61,9 +61,8 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
-    from tuned_study import Cell, cells_of, code_fingerprint, load_cell
+    from tuned_study import cells_of, is_current, load_cell, tuning_cell
 
-    fingerprint = code_fingerprint()
     rows, tuning, missing, stale, seconds = [], {}, [], [], 0.0
     for cell in cells_of(preset):
         result = load_cell(out_dir, preset, cell)
@@ -71,8 +70,8 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
             missing.append(cell.id)
             continue
         seconds += result["seconds"]
-        if result.get("code_fingerprint") != fingerprint:
-            stale.append({"cell": cell.id, "commit": result.get("commit"), "code": result.get("code_fingerprint")})
+        if not is_current(preset, cell, out_dir, result):
+            stale.append({"cell": cell.id, "commit": result.get("commit"), "fingerprint": result.get("fingerprint")})
         block = (cell.block.env, cell.block.regime)
         if cell.stage == "tune":
             tuning[(*block, cell.method)] = {
@@ -83,15 +82,21 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                 ],
             }
             continue
-        tuned = load_cell(out_dir, preset, Cell(cell.block, "tune", cell.method))["best"]["point"]
+        source = tuning_cell(preset, cell)
+        tuned = load_cell(out_dir, preset, source)["best"]["point"] if source is not None else None
         for point in result["points"]:
             knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
+            setting = "tuned" if knobs == tuned else "default"
             rows.append(
                 {
                     "env": cell.block.env,
                     "regime": cell.block.regime,
                     "method": cell.method,
-                    "setting": "tuned" if knobs == tuned else "default",
+                    "setting": setting,
+                    # what the block reports: the tuned configuration where there is one, else the default
+                    "primary": setting == ("tuned" if source is not None else "default"),
+                    "held_out": cell.block.tune_from,
+                    "knobs": knobs,
                     "lag": _lag_label(point["point"], cell.stage, preset.fleet_k),
                     "per_seed": {k: point[k] for k in ("learner_auc", "learner_final", "train_auc", "train_final")},
                     "diagnostics": point["diagnostics"],
@@ -105,13 +110,11 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
 def statistics(collected: dict[str, Any]) -> None:
     """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC."""
     rows = collected["rows"]
-    reference = {
-        (r["env"], r["regime"], r["lag"]): r for r in rows if r["method"] == REFERENCE and r["setting"] == "tuned"
-    }
+    reference = {(r["env"], r["regime"], r["lag"]): r for r in rows if r["method"] == REFERENCE and r["primary"]}
     for row in rows:
         row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
         base = reference.get((row["env"], row["regime"], row["lag"]))
-        if base is not None and not (row["method"] == REFERENCE and row["setting"] == "tuned"):
+        if base is not None and row is not base:
             row["pi_vs_reference"] = _pi(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"])
 
 
@@ -132,7 +135,8 @@ def _lag_order(lag: str) -> tuple[int, str]:
 
 
 def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
-    """Per env and lag: each tuned method's learner AUC (IQM) and its paired P(> tuned decoupled PPO)."""
+    """Per env and lag: each method's learner AUC (IQM, tuned where the block has tuning) and its paired P(> decoupled
+    PPO in the same configuration kind)."""
     present = [m for m in methods if any(r["method"] == m for r in rows)]
     lines = [
         "| env | lag | best (learner AUC) | " + " | ".join(f"{m}: AUC, P(> {REFERENCE})" for m in present) + " |",
@@ -140,7 +144,7 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[
     ]
     blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
     for env, regime in blocks:
-        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["setting"] == "tuned"]
+        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["primary"]]
         for lag in sorted({r["lag"] for r in tuned}, key=_lag_order):
             at = {r["method"]: r for r in tuned if r["lag"] == lag}
             best = max(at.values(), key=lambda r: r["summary"]["learner_auc"]["iqm"])
@@ -152,27 +156,30 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[
                 auc = at[m]["summary"]["learner_auc"]["iqm"]
                 pi = at[m].get("pi_vs_reference")
                 cells.append(f"{auc:.1f}" + (f", {_fmt_pi(pi)}" if pi else ""))
-            label = f"{env} ({regime})"
+            kind = f", tuned on {at[best['method']]['held_out']}: held out" if best["held_out"] else ""
+            kind = kind or ("" if best["setting"] == "tuned" else ", default hyperparameters")
+            label = f"{env} ({regime}{kind})"
             lines.append(f"| {label} | {lag} | {best['method']} ({best['summary']['learner_auc']['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
     return lines
 
 
-def default_vs_tuned_table(rows: list[dict[str, Any]], tuning: dict, methods: tuple[str, ...]) -> list[str]:
+def default_vs_tuned_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
     lines = [
         "| env | method | tuned hyperparameters | lag | learner AUC, default | learner AUC, tuned |",
         "|---|---|---|---|---|---|",
     ]
-    for (env, regime, method), tuned in tuning.items():
-        if method not in methods:
-            continue
-        knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned["best"]["point"].items())
+    groups = dict.fromkeys((r["env"], r["regime"], r["method"]) for r in rows if r["setting"] == "tuned")
+    for env, regime, method in sorted(groups, key=lambda g: (g[0], g[1], methods.index(g[2]))):
         group = [r for r in rows if (r["env"], r["regime"], r["method"]) == (env, regime, method)]
+        tuned_row = next(r for r in group if r["setting"] == "tuned")
+        knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned_row["knobs"].items())
+        where = f"{env} ({regime}" + (f", tuned on {tuned_row['held_out']})" if tuned_row["held_out"] else ")")
         for lag in sorted({r["lag"] for r in group}, key=_lag_order):
             by = {r["setting"]: r for r in group if r["lag"] == lag}
             if {"default", "tuned"} <= set(by):
                 lines.append(
-                    f"| {env} ({regime}) | {method} | {knobs} | {lag} | "
+                    f"| {where} | {method} | {knobs} | {lag} | "
                     f"{_fmt(by['default']['summary']['learner_auc'])} | {_fmt(by['tuned']['summary']['learner_auc'])} |"
                 )
     return lines
@@ -185,7 +192,7 @@ def readings_table(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        if r["setting"] != "tuned":
+        if not r["primary"]:
             continue
         s = r["summary"]
         lines.append(
@@ -223,7 +230,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "",
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
-        *default_vs_tuned_table(rows, collected["tuning"], preset.methods),
+        *default_vs_tuned_table(rows, preset.methods),
         "",
         "## Two readings: the learner's evaluation against the stale actors' training return (tuned)",
         "",
@@ -263,7 +270,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     plt = _pyplot()
     written = []
     blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in rows))
-    tuned = [r for r in rows if r["setting"] == "tuned"]
+    tuned = [r for r in rows if r["primary"]]
     # 1. learner AUC against lag, 95% CI per method
     fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
     for ax, (env, regime) in zip(axes[0], blocks, strict=True):
@@ -281,7 +288,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_xticks(np.arange(len(lags)), lags)
         ax.set_xlabel("backward lag (fixed k, or a fleet U{0..k})")
         ax.set_ylabel("learner's deterministic return, AUC\n(IQM, 95% CI over test seeds)")
-        ax.set_title(f"{env}, {regime}: tuned methods", fontsize=10)
+        ax.set_title(f"{env}, {regime}", fontsize=10)
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -293,7 +300,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     taus = np.linspace(-0.25, 1.5, 141)
     for ax, (env, regime) in zip(axes[0], blocks, strict=True):
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
-        reference = next((r for r in group if r["method"] == "ppo" and r["lag"] == "0"), None)
+        reference = next((r for r in group if r["method"] == "ppo" and r["lag"] == "0"), None)  # PPO at lag 0
         if reference is None:
             continue
         random_return = envs.random_policy_return(envs.make(env))
@@ -304,11 +311,12 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
                 continue
             normalised = stats.worst_filled(stats.normalized_score(np.asarray(scores), random_return, ref), -np.inf)
             ax.plot(taus, [(normalised > t).mean() for t in taus], label=method, linestyle="-:"[i // 4 % 2])
-        ax.set_xlabel("normalised learner AUC tau (0: random policy, 1: tuned PPO at lag 0)")
+        ax.set_xlabel("normalised learner AUC tau (0: random policy, 1: PPO at lag 0)")
         ax.set_ylabel("fraction of runs with score > tau")
         ax.set_title(f"performance profile, {env} ({regime}), every lag pooled", fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / "performance_profile.png", dpi=110)
     plt.close(fig)

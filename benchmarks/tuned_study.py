@@ -16,9 +16,14 @@ environments of its own, evaluated inside the program every ``eval_every`` itera
 evaluations, final = mean over the last 20% of them). Under lag k the training return ``episode/return`` is earned
 by actors k updates old; it is kept beside the learner's score, and the report shows how the two readings differ.
 
-Every result file (a *cell*) records the specification that made it and a fingerprint of the code
-(:func:`code_fingerprint`); a cell whose code fingerprint differs from the checkout's is reported as stale, and
-``--check`` reruns a random committed cell and compares it number for number.
+Blocks of three kinds: *tuned* (the search and the tests on that env), *held out* (``tune_from``: the tests use
+the configurations tuned on another env, a transfer check no tuning ever saw) and *untuned* (brax on a CPU: the
+default configuration only, a few methods).
+
+Every result file (a *cell*) records its spec, the commit, and the fingerprint of the programs that made it
+(``benchmarks/provenance.py``: the StableHLO of its init and chunk programs, the jax version, the reduction
+code). A cell whose fingerprint differs from the one the checkout computes for it is reported as stale (made by
+other code), and ``--check`` reruns a random committed cell and compares it number for number.
 
 Usage:
   python benchmarks/tuned_study.py --preset tuned-smoke            # CI-sized, a minute
@@ -35,7 +40,6 @@ import hashlib
 import json
 import math
 import random
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -53,6 +57,22 @@ from vaco_jax.sweep import seed_keys
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lag_robustness import ENVS, REGIMES  # noqa: E402  (the envs' batch shapes and the update regimes)
+from provenance import chunk_lengths, git_commit, program_fingerprint  # noqa: E402
+
+# the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
+ENV_SPECS: dict[str, dict[str, Any]] = {
+    **ENVS,
+    "Acrobot-v1": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
+    "brax/inverted_double_pendulum": {
+        "env": {"num_envs": 32, "num_steps": 64, "reward_scale": 0.1, "normalize_observations": True},
+        "ppo": {"gamma": 0.97, "ent_coef": 0.0},
+    },
+    "brax/hopper": {
+        "env": {"num_envs": 32, "num_steps": 64, "reward_scale": 0.1, "normalize_observations": True},
+        "ppo": {"gamma": 0.97, "ent_coef": 0.0},
+    },
+}
+STUDY_REGIMES = {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3}}
 
 # ----------------------------------------------------------------------------- methods and their search spaces
 
@@ -122,10 +142,20 @@ def draw_trials(method: Method, trials: int, seed: int) -> list[dict[str, float]
 
 @dataclasses.dataclass(frozen=True)
 class Block:
+    """One env x regime of a preset, and how its hyperparameters are chosen."""
+
     env: str
     regime: str
     iterations: int
     num_envs: int | None = None
+    tune_from: str | None = None  # held out: test the configurations tuned on this env (same regime), no search
+    untuned: bool = False  # test the default configuration only (no search: brax on a CPU)
+    methods: tuple[str, ...] | None = None  # the preset's methods unless given
+    test_seeds: int | None = None  # the preset's test seeds unless given
+
+    @property
+    def tuned_here(self) -> bool:
+        return self.tune_from is None and not self.untuned
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +176,10 @@ class TunedPreset:
 
 PRESETS: dict[str, TunedPreset] = {
     "tuned-smoke": TunedPreset(
-        blocks=(Block("CartPole-v1", "aggressive", 4, num_envs=8),),
+        blocks=(
+            Block("CartPole-v1", "aggressive", 4, num_envs=8),
+            Block("Acrobot-v1", "aggressive", 4, num_envs=8, tune_from="CartPole-v1"),
+        ),
         methods=("ppo_decoupled", "m2po"),
         trials=3,
         tuning_seeds=(100, 101),
@@ -160,7 +193,15 @@ PRESETS: dict[str, TunedPreset] = {
     ),
     # CPU: CartPole and Pendulum in the aggressive regime; 16 trials x 4 tuning seeds per method, 16 test seeds
     "tuned": TunedPreset(
-        blocks=(Block("CartPole-v1", "aggressive", 60), Block("Pendulum-v1", "aggressive", 100)),
+        blocks=(
+            Block("CartPole-v1", "aggressive", 60),
+            Block("Acrobot-v1", "aggressive", 60, tune_from="CartPole-v1"),  # held out of every search
+            *(
+                Block(env, "brax", 100, untuned=True, methods=("ppo", "ppo_decoupled", "vaco-gae+w"), test_seeds=8)
+                for env in ("brax/inverted_double_pendulum", "brax/hopper")
+            ),
+            Block("Pendulum-v1", "aggressive", 100),
+        ),
         methods=tuple(METHODS),
         trials=16,
         tuning_seeds=(100, 101, 102, 103),
@@ -190,48 +231,17 @@ PRESETS: dict[str, TunedPreset] = {
     ),
 }
 
-# ----------------------------------------------------------------------------- provenance
-
-
-CODE_FILES = ("vaco_jax", "benchmarks/tuned_study.py", "benchmarks/lag_robustness.py")
-
-
-def code_fingerprint(root: Path = ROOT) -> str:
-    """A hash of every source file that can change a cell's numbers: the package and the study scripts.
-
-    Two checkouts with the same fingerprint run the same code; a cell with another fingerprint was made by other
-    code (it may or may not still reproduce: ``--check`` says)."""
-    digest = hashlib.sha256()
-    for entry in CODE_FILES:
-        path = root / entry
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for file in files:
-            digest.update(str(file.relative_to(root)).encode())
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def git_commit(root: Path = ROOT) -> str:
-    """The checkout's commit (with ``+dirty`` when it has uncommitted changes), or "unknown"."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *CODE_FILES], cwd=root, capture_output=True)
-        return commit.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 # ----------------------------------------------------------------------------- training a list of points
 
 
 def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfig) -> Config:
-    env_spec = ENVS[block.env]
+    env_spec = ENV_SPECS[block.env]
     env_fields = {**env_spec["env"], **({"num_envs": block.num_envs} if block.num_envs else {})}
     config = Config(
         algorithm=method.algorithm,
         num_iterations=block.iterations,
         env=EnvConfig(name=block.env, **env_fields),
-        ppo=PPOConfig(**REGIMES[block.regime], **env_spec["ppo"]),
+        ppo=PPOConfig(**STUDY_REGIMES[block.regime], **env_spec["ppo"]),
         lag=lag,
         eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),
     )
@@ -283,13 +293,30 @@ class Cell:
         return f"{self.block.env}__{self.block.regime}__{self.stage}__{self.method}"
 
 
+def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
+    return block.methods or preset.methods
+
+
 def cells_of(preset: TunedPreset) -> list[Cell]:
-    """Run order: per block, every method's tuning, then every method's tests (a test needs its tuning)."""
+    """Run order: per block, every method's tuning (where it tunes), then every method's tests."""
     cells = []
     for block in preset.blocks:
-        cells += [Cell(block, "tune", m) for m in preset.methods]
-        cells += [Cell(block, stage, m) for m in preset.methods for stage in ("test-fixed", "test-fleet")]
+        methods = block_methods(preset, block)
+        cells += [Cell(block, "tune", m) for m in methods] if block.tuned_here else []
+        cells += [Cell(block, stage, m) for m in methods for stage in ("test-fixed", "test-fleet")]
     return cells
+
+
+def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
+    """The tuning cell a test cell takes its configuration from (its own block's, or the source of a held-out
+    block's), or None for an untuned block."""
+    block = cell.block
+    if block.untuned:
+        return None
+    if block.tune_from is None:
+        return Cell(block, "tune", cell.method)
+    source = next(b for b in preset.blocks if b.env == block.tune_from and b.regime == block.regime and b.tuned_here)
+    return Cell(source, "tune", cell.method)
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
@@ -309,9 +336,11 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
         trials = draw_trials(method, preset.trials, seed=0)
         return base_config(preset, cell.block, method, lag), trials, list(preset.tuning_seeds)
-    tuned = json.loads(cell_path(out_dir, Cell(cell.block, "tune", cell.method)).read_text())["best"]["point"]
-    seeds = list(range(preset.first_test_seed, preset.first_test_seed + preset.test_seeds))
-    settings = [{}, tuned]  # the default configuration, then the tuned one
+    source = tuning_cell(preset, cell)
+    settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)
+    if source is not None:
+        settings.append(json.loads(cell_path(out_dir, source).read_text())["best"]["point"])
+    seeds = list(range(preset.first_test_seed, preset.first_test_seed + (cell.block.test_seeds or preset.test_seeds)))
     if cell.stage == "test-fixed":
         lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
@@ -326,8 +355,19 @@ def cell_spec(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     return {"config": json.loads(json.dumps(dataclasses.asdict(config), default=str)), "points": points, "seeds": seeds}
 
 
+REDUCTIONS = (learner_scores, stats.area_under_curve, stats.final_return, stats._nanmean)
+
+
+def cell_fingerprint(preset: TunedPreset, cell: Cell, out_dir: Path) -> str:
+    """The fingerprint of the programs (and reductions) that make this cell's numbers (benchmarks/provenance.py)."""
+    config, points, seeds = cell_plan(preset, cell, out_dir)
+    lengths = chunk_lengths(config.num_iterations, preset.chunk_size)
+    return program_fingerprint(config, len(points) * len(seeds), lengths, REDUCTIONS)
+
+
 def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     config, points, seeds = cell_plan(preset, cell, out_dir)
+    fingerprint = cell_fingerprint(preset, cell, out_dir)
     start = time.perf_counter()
     metrics, compile_seconds = train_points(config, points, seeds, preset.chunk_size)
     seconds = time.perf_counter() - start
@@ -348,8 +388,8 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
         "cell": {"env": cell.block.env, "regime": cell.block.regime, "stage": cell.stage, "method": cell.method},
         "spec": spec,
         "spec_hash": _spec_hash(spec),
-        "code_fingerprint": code_fingerprint(),
-        "commit": git_commit(),
+        "fingerprint": fingerprint,
+        "commit": git_commit(ROOT),
         "seconds": seconds,
         "compile_seconds": compile_seconds,
         "env_steps_per_run": config.total_env_steps,
@@ -367,7 +407,8 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
-    if cell.stage != "tune" and load_cell(out_dir, preset, Cell(cell.block, "tune", cell.method)) is None:
+    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+    if source is not None and load_cell(out_dir, preset, source) is None:
         return None
     result = json.loads(path.read_text())
     return result if result.get("spec_hash") == _spec_hash(cell_spec(preset, cell, out_dir)) else None
@@ -390,6 +431,11 @@ def run(preset_name: str, out_dir: Path, max_cells: int | None = None) -> None:
         ran += 1
 
 
+def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:
+    """Whether the checkout would make this cell with the same programs (else the cell is stale)."""
+    return result.get("fingerprint") == cell_fingerprint(preset, cell, out_dir)
+
+
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
     preset = PRESETS[preset_name]
@@ -406,8 +452,8 @@ def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     )
     exact = all(a["learner_auc"] == b["learner_auc"] for a, b in zip(stored["points"], fresh["points"], strict=True))
     print(
-        f"{cell.id}: stored by commit {stored.get('commit')} (code {stored.get('code_fingerprint')}), rerun by "
-        f"{fresh['commit']} (code {fresh['code_fingerprint']}): "
+        f"{cell.id}: stored by commit {stored.get('commit')} (programs {stored.get('fingerprint')}), rerun by "
+        f"{fresh['commit']} (programs {fresh['fingerprint']}): "
         + ("identical" if exact else "equal within 1e-5" if same else "DIFFERENT")
     )
     return same

@@ -74,9 +74,10 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
     preset = study.PRESETS["tuned-smoke"]
     cells = study.cells_of(preset)
     assert sorted(p.stem for p in (smoke / "cells").glob("*.json")) == sorted(c.id for c in cells)
+    assert not any(c.stage == "tune" and c.block.env == "Acrobot-v1" for c in cells)  # held out of every search
     for cell in cells:
         result = json.loads(study.cell_path(smoke, cell).read_text())
-        assert result["code_fingerprint"] == study.code_fingerprint() and result["commit"]
+        assert result["fingerprint"] == study.cell_fingerprint(preset, cell, smoke) and result["commit"]
         seeds = result["spec"]["seeds"]
         if cell.stage == "tune":
             assert seeds == list(preset.tuning_seeds) and len(result["points"]) == preset.trials
@@ -85,17 +86,22 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
             assert result["spec"]["config"]["lag"]["k"] == preset.tune_lag  # tuned at the middle lag
         else:
             assert not set(seeds) & set(preset.tuning_seeds)  # fresh test seeds
-            tuned = json.loads(study.cell_path(smoke, study.Cell(cell.block, "tune", cell.method)).read_text())
+            source = study.tuning_cell(preset, cell)  # a held-out block takes CartPole's tuned configuration
+            assert source.block.env == "CartPole-v1"
+            tuned = json.loads(study.cell_path(smoke, source).read_text())
             knobs = [{k: v for k, v in p["point"].items() if k != "lag.k"} for p in result["points"]]
             assert {} in knobs and tuned["best"]["point"] in knobs  # default and tuned, side by side
     payload = json.loads((smoke / "tuned.json").read_text())
     assert payload["cells_missing"] == [] and payload["cells_stale"] == []
     rows = payload["rows"]
     assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"} and {r["setting"] for r in rows} == {"default", "tuned"}
+    assert {r["env"] for r in rows} == {"CartPole-v1", "Acrobot-v1"}
+    assert {r["held_out"] for r in rows if r["env"] == "Acrobot-v1"} == {"CartPole-v1"}
     for row in rows:
         assert len(row["per_seed"]["learner_auc"]) == preset.test_seeds
         assert "train_auc" in row["summary"] and "learner_auc" in row["summary"]
-        is_reference = row["method"] == "ppo_decoupled" and row["setting"] == "tuned"
+        assert row["primary"] == (row["setting"] == "tuned")
+        is_reference = row["method"] == "ppo_decoupled" and row["primary"]
         assert ("pi_vs_reference" in row) != is_reference
     verdict = (smoke / "verdict.md").read_text()
     assert "paired by seed" in verdict and "Two readings" in verdict
@@ -108,19 +114,29 @@ def test_a_rerun_of_a_committed_cell_is_identical(study, smoke, capsys):
     assert "identical" in capsys.readouterr().out
 
 
-def test_the_code_fingerprint_changes_with_any_source_file(study, tmp_path):
-    import shutil
+def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study, monkeypatch):
+    """Equal for the same program (and across calls), unchanged by a traced value (an input, in the spec), changed by
+    a static option or by a change to the code the program is built from."""
+    from tests.conftest import tiny_config
+    from vaco_jax import algorithms, losses
 
-    root = Path(__file__).resolve().parents[1]
-    for entry in study.CODE_FILES:
-        source, target = root / entry, tmp_path / entry
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, target)
-    before = study.code_fingerprint(tmp_path)
-    assert before == study.code_fingerprint(root)
-    with (tmp_path / "vaco_jax" / "losses.py").open("a") as f:
-        f.write("\n# a change\n")
-    assert study.code_fingerprint(tmp_path) != before
+    provenance = _load("provenance")
+    config = tiny_config(algorithm="ppo")
+    reductions = study.REDUCTIONS
+    base = provenance.program_fingerprint(config, 2, [3], reductions)
+    assert provenance.program_fingerprint(config, 2, [3], reductions) == base
+    traced = config.replace(ppo=config.ppo.replace(clip_eps=0.3))
+    assert provenance.program_fingerprint(traced, 2, [3], reductions) == base
+    assert provenance.program_fingerprint(config, 2, [3, 1], reductions) != base  # a remainder chunk: two programs
+    static = config.replace(ppo=config.ppo.replace(num_epochs=3))
+    assert provenance.program_fingerprint(static, 2, [3], reductions) != base
+
+    def changed_loss(log_probs, dist_params, batch, adv, hparams, state):
+        return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, 2.0 * adv, clip_eps=hparams.ppo.clip_eps)
+
+    monkeypatch.setattr(algorithms, "_ppo_loss", changed_loss)
+    assert provenance.program_fingerprint(config, 2, [3], reductions) != base
+    assert provenance.chunk_lengths(60, 20) == [20] and provenance.chunk_lengths(7, 3) == [1, 3]
 
 
 def test_paired_probability_of_improvement(report_module):

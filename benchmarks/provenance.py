@@ -1,0 +1,78 @@
+"""Tying a benchmark result to the code that made it.
+
+A study cell's numbers are a function of (1) the compiled programs that trained its runs, (2) their inputs (the
+config's traced values, the seeds: the cell's *spec*), (3) the jax/XLA version and the machine, and (4) the host
+code that reduced the metrics to scores. The *program fingerprint* hashes (1), (3)'s versions and (4):
+
+* the StableHLO text (without source locations) of the init program and of every chunk program the runs used,
+  lowered for the cell's exact shapes: a refactor that leaves the programs alone leaves the fingerprint alone, and
+  any change that can change a number (a loss, an estimator, a default) changes it;
+* jax's and jaxlib's versions;
+* the source text of the reduction functions (e.g. the AUC).
+
+A committed cell whose fingerprint equals the one the checkout computes for the same spec is *current*: rerunning
+it on the same machine gives the same numbers (``--check`` does so for a random cell). Otherwise it is *stale*: made
+by other code, kept and shown as such, never silently mixed with current ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import subprocess
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+
+import jax
+
+from vaco_jax import Config, Driver, TrainProgram
+from vaco_jax.memory import abstract_batch
+
+
+def _stablehlo(lowered) -> str:
+    return lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
+
+
+def program_fingerprint(
+    config: Config, num_runs: int, chunk_lengths: Iterable[int], reductions: Iterable[Callable] = ()
+) -> str:
+    """The fingerprint of training ``num_runs`` runs of ``config`` in chunks of the given lengths, and of reducing
+    their metrics with ``reductions`` (see the module docstring)."""
+    program = TrainProgram(config)
+    states, hparams = abstract_batch(program, num_runs)
+    driver = Driver(program)
+    digest = hashlib.sha256()
+    for package in ("jax", "jaxlib"):
+        digest.update(f"{package}=={metadata.version(package)};".encode())
+    digest.update(_stablehlo(jax.jit(program.init_batched).lower(*_init_arguments(num_runs, hparams))).encode())
+    for length in sorted(set(chunk_lengths)):
+        digest.update(_stablehlo(driver.lower_chunk(states, hparams, length)).encode())
+    for function in reductions:
+        digest.update(inspect.getsource(function).encode())
+    return digest.hexdigest()[:16]
+
+
+def _init_arguments(num_runs: int, hparams):
+    from vaco_jax.sweep import seed_keys
+
+    return jax.eval_shape(lambda: seed_keys(0, num_runs)), hparams
+
+
+def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
+    """The chunk lengths a driver run of ``total`` iterations in chunks of ``chunk_size`` uses."""
+    size = total if chunk_size is None else max(1, min(chunk_size, total))
+    return sorted({size, *([total % size] if total % size else [])})
+
+
+def git_commit(root: Path) -> str:
+    """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or "unknown"."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True)
+        return commit.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+__all__ = ["chunk_lengths", "git_commit", "program_fingerprint"]
