@@ -61,7 +61,7 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
-    from tuned_study import cells_of, is_current, load_cell, tuning_cell
+    from tuned_study import SCORES, cells_of, is_current, load_cell, tuning_cell
 
     rows, tuning, missing, stale, seconds = [], {}, [], [], 0.0
     for cell in cells_of(preset):
@@ -98,7 +98,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                     "held_out": cell.block.tune_from,
                     "knobs": knobs,
                     "lag": _lag_label(point["point"], cell.stage, preset.fleet_k),
-                    "per_seed": {k: point[k] for k in ("learner_auc", "learner_final", "train_auc", "train_final")},
+                    "per_seed": {k: point[k] for k in SCORES},
                     "diagnostics": point["diagnostics"],
                     "skipped_steps_total": float(np.sum(point["skipped_steps"])),
                     "curves": point["curves"],
@@ -186,10 +186,12 @@ def default_vs_tuned_table(rows: list[dict[str, Any]], methods: tuple[str, ...])
 
 
 def readings_table(rows: list[dict[str, Any]]) -> list[str]:
-    """How the learner's score and the training return differ (tuned configurations)."""
+    """How the learner's score and the training return differ (the reported configurations): the learner's mode,
+    the learner's stochastic policy (what an on-policy actor would earn), and the stale actors, with the entropy."""
     lines = [
-        "| env | lag | method | learner AUC | training-return AUC | learner final | training final |",
-        "|---|---|---|---|---|---|---|",
+        "| env | lag | method | learner AUC (mode) | learner AUC (stochastic) | training-return AUC (stale actors) "
+        "| learner final (mode) | training final | entropy |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if not r["primary"]:
@@ -197,7 +199,9 @@ def readings_table(rows: list[dict[str, Any]]) -> list[str]:
         s = r["summary"]
         lines.append(
             f"| {r['env']} ({r['regime']}) | {r['lag']} | {r['method']} | {s['learner_auc']['iqm']:.1f} | "
-            f"{s['train_auc']['iqm']:.1f} | {s['learner_final']['iqm']:.1f} | {s['train_final']['iqm']:.1f} |"
+            f"{s['learner_stochastic_auc']['iqm']:.1f} | {s['train_auc']['iqm']:.1f} | "
+            f"{s['learner_final']['iqm']:.1f} | {s['train_final']['iqm']:.1f} | "
+            f"{r['diagnostics'].get('entropy', float('nan')):.3f} |"
         )
     return lines
 

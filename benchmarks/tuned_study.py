@@ -261,22 +261,29 @@ def train_points(config: Config, points: list[dict[str, Any]], seeds: list[int],
 
 
 def learner_scores(metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per (point, seed): the learner's AUC and final return (deterministic evaluations only, NaN-free columns),
-    and the same two readings of the training return."""
-    evaluations = metrics["eval/return_deterministic"]
-    evaluated = np.isfinite(evaluations).any(axis=tuple(range(evaluations.ndim - 1)))  # iterations with an eval
-    learner = evaluations[..., evaluated]
+    """Per (point, seed): the learner's AUC and final return, of its deterministic policy (the mode: the primary
+    score) and of its stochastic policy (what an on-policy actor would earn), at the evaluated iterations only; and
+    the same two readings of the training return, earned by the (stale) actors."""
+    scores = {}
+    for name, metric in (("learner", "eval/return_deterministic"), ("learner_stochastic", "eval/return_stochastic")):
+        evaluations = metrics[metric]
+        evaluated = np.isfinite(evaluations).any(axis=tuple(range(evaluations.ndim - 1)))  # iterations with an eval
+        scores[f"{name}_auc"] = stats.area_under_curve(evaluations[..., evaluated])
+        scores[f"{name}_final"] = stats.final_return(evaluations[..., evaluated], fraction=0.2)
     returns = metrics["episode/return"]
-    return {
-        "learner_auc": stats.area_under_curve(learner),
-        "learner_final": stats.final_return(learner, fraction=0.2),
-        "train_auc": stats.area_under_curve(returns),
-        "train_final": stats.final_return(returns),
-    }
+    return {**scores, "train_auc": stats.area_under_curve(returns), "train_final": stats.final_return(returns)}
 
 
+SCORES = (
+    "learner_auc",
+    "learner_final",
+    "learner_stochastic_auc",
+    "learner_stochastic_final",
+    "train_auc",
+    "train_final",
+)
 DIAGNOSTICS = ("entropy", "tv/forward", "tv/backward", "tv/forward_exact", "ppo/clip_frac", "is/weight_mean")
-CURVES = ("eval/return_deterministic", "episode/return", "entropy", "tv/forward")
+CURVES = ("eval/return_deterministic", "eval/return_stochastic", "episode/return", "entropy", "tv/forward")
 
 
 # ----------------------------------------------------------------------------- cells
@@ -414,13 +421,14 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     return result if result.get("spec_hash") == _spec_hash(cell_spec(preset, cell, out_dir)) else None
 
 
-def run(preset_name: str, out_dir: Path, max_cells: int | None = None) -> None:
+def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stale: bool = False) -> None:
     preset = PRESETS[preset_name]
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     ran = 0
     for cell in cells_of(preset):
-        if load_cell(out_dir, preset, cell) is not None:
-            continue
+        done = load_cell(out_dir, preset, cell)
+        if done is not None and (keep_stale or is_current(preset, cell, out_dir, done)):
+            continue  # a stale cell (made by other programs) is run again, unless --keep-stale
         if max_cells is not None and ran >= max_cells:
             break
         print(f"[{time.strftime('%H:%M:%S')}] {cell.id} ...", flush=True)
@@ -448,7 +456,7 @@ def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     same = all(
         np.allclose(a[name], b[name], rtol=1e-5, atol=1e-5, equal_nan=True)
         for a, b in zip(stored["points"], fresh["points"], strict=True)
-        for name in ("learner_auc", "learner_final", "train_auc", "train_final")
+        for name in SCORES
     )
     exact = all(a["learner_auc"] == b["learner_auc"] for a, b in zip(stored["points"], fresh["points"], strict=True))
     print(
@@ -471,13 +479,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="only the statistics and figures from cells on disk")
     parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells")
     parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare")
+    parser.add_argument(
+        "--keep-stale", action="store_true", help="do not rerun cells made by other programs (the report marks them)"
+    )
     parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
     args = parser.parse_args(argv)
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if args.check:
         raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
     if not args.report:
-        run(args.preset, out_dir, args.max_cells)
+        run(args.preset, out_dir, args.max_cells, args.keep_stale)
     if (out_dir / "cells").is_dir():
         from tuned_report import report
 

@@ -62,11 +62,14 @@ def test_learner_scores_use_the_evaluations_only():
     nan = np.nan
     metrics = {
         "eval/return_deterministic": np.array([[[nan, 10.0, nan, 30.0], [nan, 20.0, nan, nan]]]),  # [P=1, S=2, I=4]
+        "eval/return_stochastic": np.array([[[nan, 1.0, nan, 3.0], [nan, 2.0, nan, 6.0]]]),
         "episode/return": np.array([[[1.0, 2.0, 3.0, 4.0], [nan, nan, nan, nan]]]),
     }
     scores = study.learner_scores(metrics)
+    assert set(scores) == set(study.SCORES)
     np.testing.assert_array_equal(scores["learner_auc"], [[20.0, 20.0]])  # seed 1's last evaluation is missing
     np.testing.assert_array_equal(scores["learner_final"], [[30.0, nan]])
+    np.testing.assert_array_equal(scores["learner_stochastic_auc"], [[2.0, 4.0]])
     np.testing.assert_array_equal(scores["train_auc"], [[2.5, nan]])
 
 
