@@ -16,6 +16,11 @@ statistics are computed over the cells on disk:
 - JSON (``lag_robustness.json``, with command, versions and hardware), a markdown verdict
   (``verdict.md``) and figures (return vs lag with a CI band per variant, TV vs lag, learning curves).
 
+Every cell records the commit and the fingerprint of the programs that made it (``benchmarks/provenance.py``); a
+cell whose fingerprint is not the one the checkout computes is *stale*: kept, reported as such, rerun by
+``--rerun-stale``; ``--check`` reruns one committed cell and compares its numbers. A cell matches its spec when
+every field it recorded has the current value and every field added since is at its default.
+
 Presets: ``smoke`` (CI, under a minute), ``cpu`` (about 2 hours on 2 CPU cores), ``confirm-fleet`` (the cpu
 study's one positive finding tested again on 64 fresh seeds, 7 minutes), ``fleet-spread`` (that finding across
 fleet spreads and on Pendulum, 32 fresh seeds, 25 minutes), ``gpu`` (the full grid, 64 seeds, for an accelerator).
@@ -24,6 +29,7 @@ Usage:
   python benchmarks/lag_robustness.py --preset cpu            # runs missing cells, then reports
   python benchmarks/lag_robustness.py --preset cpu --report   # statistics and figures from the cells on disk
   python benchmarks/lag_robustness.py --preset cpu --list     # the cells, in run order, and which are done
+  python benchmarks/lag_robustness.py --preset cpu --check    # rerun one random committed cell and compare
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -44,6 +51,9 @@ import numpy as np
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, envs, machine, run_sweep, stats
 from vaco_jax.config import with_overrides
 from vaco_jax.writers import write_text_atomic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import chunk_lengths, git_commit, program_fingerprint  # noqa: E402
 
 # ----------------------------------------------------------------------------- what can be studied
 
@@ -401,6 +411,17 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
     return with_overrides(config, variant.overrides), {**grid, **variant_grid}
 
 
+REDUCTIONS = (stats.final_return, stats.area_under_curve, stats._nanmean)
+
+
+def cell_fingerprint(preset: Preset, cell: Cell) -> str:
+    """The fingerprint of the programs (and reductions) that make this cell's numbers (benchmarks/provenance.py):
+    one chunk of all iterations, grid points x seeds runs, as :func:`run_cell` trains them."""
+    config, grid = cell_config(preset, cell)
+    num_runs = int(np.prod([len(v) for v in grid.values()])) * preset.seeds
+    return program_fingerprint(config, num_runs, chunk_lengths(config.num_iterations, None), REDUCTIONS)
+
+
 def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
     """Everything that determines a cell's results (a changed spec reruns the cell)."""
     config, grid = cell_config(preset, cell)
@@ -410,29 +431,26 @@ def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
     return spec
 
 
-# Config fields added after the cpu study ran, with the values that reproduce the code that ran it: left out of a
-# cell's spec at those values, so that committed cells stay valid (a cell is rerun only when its results would change).
-NEUTRAL_FIELDS: dict[str, dict[str, Any]] = {
-    "env": {"episode_length": 0, "action_repeat": 1, "backend": ""},
-    "eval": {"every": 0, "episodes": 8, "max_steps": 0},  # evaluation off: the program the study ran
-    "ppo": {"w_mode": "truncate"},  # the decoupled weight truncated, as before the mask option existed
-    # the lag-robust baselines' groups, at their defaults (they change no algorithm that existed before them)
-    "impact": {"rho_max": 2.0, "advantages": "vtrace"},
-    "m2po": {"tau": 0.04},
-    "geppo": {"advantages": "vtrace", "adaptive_lr": True, "adapt_factor": 0.03, "adapt_min": 0.5, "adapt_max": 1.0},
-    "cispo": {"eps_high": 0.28, "truncation": "cispo"},
-}
-
-
 def _config_dict(config: Config) -> dict[str, Any]:
-    spec = json.loads(json.dumps(dataclasses.asdict(config), default=str))
-    for group, neutral in NEUTRAL_FIELDS.items():
-        for name, value in neutral.items():
-            if spec[group].get(name) == value:
-                del spec[group][name]
-        if not spec[group]:  # a group that is all neutral (added after the study) is left out whole
-            del spec[group]
-    return spec
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def same_experiment(stored: Any, current: Any, default: Any) -> bool:
+    """Whether a cell's stored spec describes the experiment ``current`` describes now.
+
+    Every value the cell recorded must be the current one; a field the cell did not record (added to the config
+    after it ran) must be at its default (``default``: the default config's spec, same layout). Whether the *code*
+    still makes the same numbers is a separate question, answered by the cell's program fingerprint (stale cells
+    are reported as such, and ``--check`` reruns one)."""
+    if isinstance(stored, dict) and isinstance(current, dict):
+        for key, value in current.items():
+            if key in stored:
+                if not same_experiment(stored[key], value, default.get(key) if isinstance(default, dict) else None):
+                    return False
+            elif not isinstance(default, dict) or key not in default or default[key] != value:
+                return False
+        return set(stored) <= set(current)
+    return stored == current
 
 
 def _spec_hash(spec: dict[str, Any]) -> str:
@@ -449,6 +467,7 @@ def _label(variant: str, point: dict[str, Any]) -> str:
 def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
     """Train one cell and reduce it to per-seed scores, per-point diagnostics and IQM curves."""
     config, grid = cell_config(preset, cell)
+    fingerprint = cell_fingerprint(preset, cell)
     start = time.perf_counter()
     sweep = run_sweep(config, grid, num_seeds=preset.seeds, seed=preset.first_seed, progress=False)
     seconds = time.perf_counter() - start
@@ -480,6 +499,8 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
         "cell": {"env": cell.env, "regime": cell.regime, "lag_kind": cell.lag_kind, "variant": cell.variant},
         "spec": (spec := cell_spec(preset, cell)),
         "spec_hash": _spec_hash(spec),
+        "fingerprint": fingerprint,
+        "commit": git_commit(Path(__file__).resolve().parents[1]),
         "seconds": seconds,
         "compile_seconds": sweep.compile_seconds,
         "env_steps_per_run": int(sweep.env_steps[-1]),
@@ -493,12 +514,40 @@ def _write_json(path: Path, payload: Any) -> None:
 
 
 def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | None:
-    """The cell's results on disk if they match its current specification, else None."""
+    """The cell's results on disk if they describe its current specification (:func:`same_experiment`), else None;
+    current or stale (see :func:`is_current`)."""
     path = out_dir / "cells" / f"{cell.id}.json"
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    return result if result.get("spec_hash") == _spec_hash(cell_spec(preset, cell)) else None
+    default = {"config": _config_dict(Config())}
+    return result if same_experiment(result.get("spec", {}), cell_spec(preset, cell), default) else None
+
+
+def is_current(preset: Preset, cell: Cell, result: dict[str, Any]) -> bool:
+    """Whether the checkout makes this cell with the programs that made it (a cell without a fingerprint, written
+    before fingerprints existed, is stale)."""
+    return result.get("fingerprint") == cell_fingerprint(preset, cell)
+
+
+def check(preset: Preset, out_dir: Path, seed: int | None = None) -> bool:
+    """Rerun one committed cell (random, or chosen by ``seed``) and compare its per-seed scores with the stored ones:
+    identical, equal within float32 rounding (1e-4 relative), or different."""
+    done = [c for c in cells_of(preset) if load_cell(out_dir, preset, c) is not None]
+    if not done:
+        raise SystemExit(f"no committed cells in {out_dir} to check")
+    cell = random.Random(seed).choice(done)
+    stored, fresh = load_cell(out_dir, preset, cell), run_cell(preset, cell)
+    pairs = [(a[m], b[m]) for a, b in zip(stored["points"], fresh["points"], strict=True) for m in ("final", "auc")]
+    exact = all(x == y for x, y in pairs)
+    close = all(np.allclose(x, y, rtol=1e-4, atol=1e-3, equal_nan=True) for x, y in pairs)
+    verdict = "identical" if exact else "equal within float32 rounding" if close else "DIFFERENT"
+    print(
+        f"{cell.id}: stored by commit {stored.get('commit', 'unknown (before fingerprints)')}, programs "
+        f"{stored.get('fingerprint', 'unrecorded')}; rerun by {fresh['commit']}, programs {fresh['fingerprint']}: "
+        f"{verdict}"
+    )
+    return close
 
 
 # ----------------------------------------------------------------------------- statistics and the verdict
@@ -522,6 +571,11 @@ def report(preset_name: str, preset: Preset, out_dir: Path) -> dict[str, Any]:
     cells = {c: load_cell(out_dir, preset, c) for c in cells_of(preset)}
     done = {c: r for c, r in cells.items() if r is not None}
     missing = [c.id for c, r in cells.items() if r is None]
+    stale = [
+        {"cell": c.id, "commit": r.get("commit", "before fingerprints"), "fingerprint": r.get("fingerprint")}
+        for c, r in done.items()
+        if not is_current(preset, c, r)
+    ]
     random_returns = {env: envs.random_policy_return(envs.make(env)) for env in preset.envs}
     rows: list[dict[str, Any]] = []
     by_key: dict[tuple, dict[str, Any]] = {}
@@ -574,6 +628,7 @@ def report(preset_name: str, preset: Preset, out_dir: Path) -> dict[str, Any]:
         "environment": environment_facts(),
         "cells_done": len(done),
         "cells_missing": missing,
+        "cells_stale": stale,
         "study_seconds": float(sum(r["seconds"] for r in done.values())),
         "rows": rows,
         "aggregate_over_envs": aggregate,
@@ -717,6 +772,14 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
         "improvement on AUC with a 95% bootstrap CI; **+** = CI above 0.5, **-** = CI below 0.5.",
         "",
     ]
+    stale = payload.get("cells_stale", [])
+    if stale:
+        lines += [
+            f"**{len(stale)} of {payload['cells_done']} cells are stale**: made by other programs than this checkout "
+            "builds for them (or before cells recorded a program fingerprint), so they may not reproduce exactly; "
+            "`--check` reruns one and compares, `--rerun-stale` refreshes them.",
+            "",
+        ]
     groups = _groups(rows)
     lines += verdict_summary(groups)
     for (env, regime, kind), group in groups.items():
@@ -896,6 +959,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--update-readme", type=Path, default=None, help="rewrite the verdict block of this README from the report"
     )
+    parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare its numbers")
+    parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
+    parser.add_argument(
+        "--rerun-stale", action="store_true", help="also rerun cells made by other programs (default: keep, marked)"
+    )
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     out_dir = args.out_dir or Path("benchmarks/results/lag_robustness") / args.preset
@@ -903,12 +971,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--out-dir {out_dir} is a file: give a directory")
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     cells = cells_of(preset)
+    if args.check:
+        raise SystemExit(0 if check(preset, out_dir, args.check_seed) else 1)
     if args.list:
         for cell in cells:
             print(f"{'done ' if load_cell(out_dir, preset, cell) else 'todo '} {cell.id}")
         return
     if not args.report:
-        todo = [c for c in cells if load_cell(out_dir, preset, c) is None][: args.max_cells]
+
+        def needs_run(cell: Cell) -> bool:
+            done = load_cell(out_dir, preset, cell)
+            return done is None or (args.rerun_stale and not is_current(preset, cell, done))
+
+        todo = [c for c in cells if needs_run(c)][: args.max_cells]
         print(f"{len(cells) - len(todo)} of {len(cells)} cells on disk; running {len(todo)}", flush=True)
         for number, cell in enumerate(todo, 1):
             result = run_cell(preset, cell)

@@ -107,3 +107,28 @@ def test_the_readme_quotes_the_committed_fleet_studies(study, preset, first_seed
     assert study.readme_block(payload) in (root / "README.md").read_text(), (
         f"run python benchmarks/lag_robustness.py --preset {preset} --report --update-readme README.md"
     )
+
+
+def test_smoke_cells_are_current_and_a_rerun_of_one_is_identical(study, smoke, capsys):
+    payload = json.loads((smoke / "lag_robustness.json").read_text())
+    assert payload["cells_stale"] == []
+    preset = study.PRESETS["smoke"]
+    for cell in study.cells_of(preset):
+        result = study.load_cell(smoke, preset, cell)
+        assert result["fingerprint"] == study.cell_fingerprint(preset, cell) and result["commit"]
+    assert study.check(preset, smoke, seed=0)
+    assert "identical" in capsys.readouterr().out
+
+
+def test_a_cell_matches_its_spec_by_what_it_recorded(study):
+    """Replaces a hand-kept list of neutral fields: a field added after a cell ran matches only at its default."""
+    default = {"config": {"ppo": {"lr": 1.0, "w_mode": "truncate"}, "eval": {"every": 0}}}
+    stored = {"config": {"ppo": {"lr": 1.0}}, "seeds": 16}
+    same = study.same_experiment
+    assert same(
+        stored, {"config": {"ppo": {"lr": 1.0, "w_mode": "truncate"}, "eval": {"every": 0}}, "seeds": 16}, default
+    )
+    assert not same(stored, {"config": {"ppo": {"lr": 1.0, "w_mode": "mask"}}, "seeds": 16}, default)  # not default
+    assert not same(stored, {"config": {"ppo": {"lr": 2.0}}, "seeds": 16}, default)  # a recorded value changed
+    assert not same(stored, {"config": {"ppo": {"lr": 1.0}}, "seeds": 32}, default)
+    assert not same({**stored, "gone": 1}, {"config": {"ppo": {"lr": 1.0}}, "seeds": 16}, default)  # a field removed
