@@ -547,6 +547,13 @@ def check(preset: Preset, out_dir: Path, seed: int | None = None) -> bool:
         f"{stored.get('fingerprint', 'unrecorded')}; rerun by {fresh['commit']}, programs {fresh['fingerprint']}: "
         f"{verdict}"
     )
+    for old, new in zip(stored["points"], fresh["points"], strict=True):  # how far apart, point by point
+        auc_old, auc_new = np.asarray(old["auc"]), np.asarray(new["auc"])
+        moved = stats.probability_of_improvement(auc_new, auc_old)
+        print(
+            f"  {old['label']} lag {old['lag']}: AUC IQM stored {float(stats.iqm(auc_old)):.1f}, rerun "
+            f"{float(stats.iqm(auc_new)):.1f}; P(rerun > stored) = {moved:.2f}"
+        )
     return close
 
 
