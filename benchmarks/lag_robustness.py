@@ -680,14 +680,14 @@ def _fmt(summary: dict[str, float]) -> str:
     return f"{summary['iqm']:.1f} [{summary['ci_low']:.1f}, {summary['ci_high']:.1f}]"
 
 
-def _fmt_pi(pi: dict[str, float] | None) -> str:
+def format_pi(pi: dict[str, float] | None) -> str:
     if pi is None:
         return "-"
     mark = " **+**" if pi["ci_low"] > 0.5 else (" **-**" if pi["ci_high"] < 0.5 else "")
     return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
 
 
-def _lag_order(lag: Any) -> tuple[int, str]:
+def lag_order(lag: Any) -> tuple[int, str]:
     return (len(str(lag)), str(lag))
 
 
@@ -740,7 +740,7 @@ def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) ->
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for (env, regime, _kind), group in groups.items():
-        for lag in sorted({r["lag"] for r in group}, key=_lag_order):
+        for lag in sorted({r["lag"] for r in group}, key=lag_order):
             at_lag = [r for r in group if r["lag"] == lag]
             top = max(at_lag, key=lambda r: r["auc"]["iqm"])
             vaco = [r for r in at_lag if r["label"].startswith("vaco")]
@@ -759,8 +759,8 @@ def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) ->
             over_ppo, over_decoupled = beating("ppo"), beating("ppo_decoupled")
             lines.append(
                 f"| {env} | {regime} | {lag} | {top['label']} ({top['auc']['iqm']:.1f}) | "
-                f"{best['label']} ({best['auc']['iqm']:.1f}) | {_fmt_pi(pi.get('ppo'))} | "
-                f"{_fmt_pi(pi.get('ppo_decoupled'))} | {len(over_ppo)} of {len(vaco)} | "
+                f"{best['label']} ({best['auc']['iqm']:.1f}) | {format_pi(pi.get('ppo'))} | "
+                f"{format_pi(pi.get('ppo_decoupled'))} | {len(over_ppo)} of {len(vaco)} | "
                 f"{', '.join(over_decoupled) or 'none'} |"
             )
     return [*lines, ""]
@@ -809,7 +809,7 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
             kept = f"{d['filter/kept']:.3f}" if "filter/kept" in d else "-"
             lines.append(
                 f"| {row['label']} | {row['lag']} | {_fmt(row['final'])} | {_fmt(row['auc'])} | "
-                f"{_fmt_pi(pi.get('ppo'))} | {_fmt_pi(pi.get('ppo_decoupled'))} | {d.get('tv/backward', 0):.4f} | "
+                f"{format_pi(pi.get('ppo'))} | {format_pi(pi.get('ppo_decoupled'))} | {d.get('tv/backward', 0):.4f} | "
                 f"{d.get('tv/forward', 0):.4f} | {d.get('entropy', 0):.2f} | {kept} | "
                 f"{row['skipped_steps_total']:.0f} |"
             )
@@ -822,7 +822,7 @@ def verdict_markdown(payload: dict[str, Any]) -> str:
         ]
         lines.append("|---|---|---|---|---|")
         for a in payload["aggregate_over_envs"]:
-            lines.append(f"| {a['regime']} | {a['lag']} | {a['label']} | {a['baseline']} | {_fmt_pi(a)} |")
+            lines.append(f"| {a['regime']} | {a['lag']} | {a['label']} | {a['baseline']} | {format_pi(a)} |")
         lines.append("")
     if payload["cells_missing"]:
         lines += ["Missing cells (not yet run): " + ", ".join(payload["cells_missing"]), ""]
@@ -860,7 +860,7 @@ def plot_fleet_curves(payload: dict[str, Any], done: dict[Cell, dict[str, Any]],
             p for c, r in done.items() if (c.env, c.regime, c.lag_kind) == (env, regime, "uniform") for p in r["points"]
         ]
         labels = list(dict.fromkeys(p["label"] for p in points))  # one colour per variant
-        spreads = sorted({p["lag"] for p in points}, key=_lag_order)  # one line style per fleet spread
+        spreads = sorted({p["lag"] for p in points}, key=lag_order)  # one line style per fleet spread
         styles = ["-", "--", "-.", ":"]
         for point in points:
             curve = np.asarray(point["curves"]["episode/return"], np.float64)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lag_robustness import format_pi, lag_order  # the earlier study's formatting, shared
 
 from vaco_jax import envs, machine, stats
 from vaco_jax.output_dir import write_text_atomic
@@ -123,17 +124,6 @@ def _fmt(summary: dict[str, float]) -> str:
     return text + (f" ({summary['diverged']} diverged)" if summary.get("diverged") else "")
 
 
-def _fmt_pi(pi: dict[str, float] | None) -> str:
-    if pi is None:
-        return "-"
-    mark = " **+**" if pi["ci_low"] > 0.5 else (" **-**" if pi["ci_high"] < 0.5 else "")
-    return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
-
-
-def _lag_order(lag: str) -> tuple[int, str]:
-    return (len(lag), lag)
-
-
 def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
     """Per env and lag: each method's learner AUC (IQM, tuned where the block has tuning) and its paired P(> decoupled
     PPO in the same configuration kind)."""
@@ -145,7 +135,7 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[
     blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
     for env, regime in blocks:
         tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["primary"]]
-        for lag in sorted({r["lag"] for r in tuned}, key=_lag_order):
+        for lag in sorted({r["lag"] for r in tuned}, key=lag_order):
             at = {r["method"]: r for r in tuned if r["lag"] == lag}
             best = max(at.values(), key=lambda r: r["summary"]["learner_auc"]["iqm"])
             cells = []
@@ -155,7 +145,7 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[
                     continue
                 auc = at[m]["summary"]["learner_auc"]["iqm"]
                 pi = at[m].get("pi_vs_reference")
-                cells.append(f"{auc:.1f}" + (f", {_fmt_pi(pi)}" if pi else ""))
+                cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
             kind = f", tuned on {at[best['method']]['held_out']}: held out" if best["held_out"] else ""
             kind = kind or ("" if best["setting"] == "tuned" else ", default hyperparameters")
             label = f"{env} ({regime}{kind})"
@@ -175,7 +165,7 @@ def default_vs_tuned_table(rows: list[dict[str, Any]], methods: tuple[str, ...])
         tuned_row = next(r for r in group if r["setting"] == "tuned")
         knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned_row["knobs"].items())
         where = f"{env} ({regime}" + (f", tuned on {tuned_row['held_out']})" if tuned_row["held_out"] else ")")
-        for lag in sorted({r["lag"] for r in group}, key=_lag_order):
+        for lag in sorted({r["lag"] for r in group}, key=lag_order):
             by = {r["setting"]: r for r in group if r["lag"] == lag}
             if {"default", "tuned"} <= set(by):
                 lines.append(
@@ -279,7 +269,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
     for ax, (env, regime) in zip(axes[0], blocks, strict=True):
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
-        lags = sorted({r["lag"] for r in group}, key=_lag_order)
+        lags = sorted({r["lag"] for r in group}, key=lag_order)
         for i, method in enumerate(preset.methods):
             points = [next((r for r in group if r["method"] == method and r["lag"] == lag), None) for lag in lags]
             if not any(points):
@@ -329,7 +319,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     fig, axes = plt.subplots(2, len(blocks), figsize=(6 * len(blocks), 7), squeeze=False)
     for col, (env, regime) in enumerate(blocks):
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
-        lags = sorted({r["lag"] for r in group}, key=_lag_order)
+        lags = sorted({r["lag"] for r in group}, key=lag_order)
         for row_index, metric in enumerate(("entropy", "tv/forward")):
             ax = axes[row_index][col]
             for method in preset.methods:
