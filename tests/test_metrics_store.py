@@ -61,9 +61,9 @@ def test_a_store_appends_in_order_and_truncates_to_a_checkpoint(tmp_path):
     assert sorted(p.name for p in removed) == ["chunk_000000008_000000012.npz", "chunk_000000012_000000016.npz.tmp"]
     assert store.iterations == 8
     np.testing.assert_array_equal(store.load("episode/return"), values[:, :8])
-    (store.directory / "chunk_000000000_000000004.npz").unlink()
+    (store.directory / "chunk_000000000_000000004.npz").unlink()  # damaged outside the store: read it again
     with pytest.raises(ValueError, match="iterations 0..4 are missing"):
-        store.iterations  # noqa: B018 - a gap is an error, never a silently shorter run
+        MetricsStore(store.directory).iterations  # noqa: B018 - a gap is an error, never a silently shorter run
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +140,25 @@ def test_the_python_api_shows_a_progress_bar_per_chunk_unless_told_not_to(tiny_d
     assert "training" in shown and "6/6" in shown and "return" in shown
     run_sweep(tiny_config(), num_seeds=1, chunk_size=3, driver=tiny_driver, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_appends_list_the_directory_once_and_paths_follow_the_directory(tmp_path, monkeypatch):
+    """Listing the directory at every append made a long run's appends quadratic: the store keeps an index."""
+    from pathlib import Path
+
+    from vaco_jax.metrics_store import MetricsStore
+
+    listed = []
+    real_iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: listed.append(self) or real_iterdir(self))
+    store = MetricsStore(tmp_path / "metrics")
+    for first in range(0, 100, 2):
+        store.append(first, {"x": np.full((3, 2), first, np.float32)})
+    assert store.iterations == 100 and len(listed) <= 1
+    assert MetricsStore(tmp_path / "metrics").iterations == 100  # another store object sees the same chunks
+    moved = tmp_path / "published"
+    (tmp_path / "metrics").rename(moved)
+    store.directory = moved  # a demo publishes its staged folders: the index follows the directory
+    np.testing.assert_array_equal(store.load("x")[0], np.repeat(np.arange(0, 100, 2), 2))
+    store.truncate(50)
+    assert store.iterations == 50 and MetricsStore(moved).iterations == 50

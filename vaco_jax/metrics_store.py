@@ -22,10 +22,15 @@ CHUNK_PATTERN = re.compile(r"chunk_(\d{9})_(\d{9})\.npz")
 
 
 class MetricsStore:
-    """An append-only directory of chunk files, each ``{name: [S, n]}`` for iterations ``[first, end)``."""
+    """An append-only directory of chunk files, each ``{name: [S, n]}`` for iterations ``[first, end)``.
+
+    The directory is listed once per store object and then indexed: an append adds to the index, so a long run's
+    appends cost the same at the end as at the start (listing at every append made them quadratic).
+    """
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
+        self._index: list[tuple[int, int, str]] | None = None  # (first, end, file name) of every chunk, in order
 
     def append(self, first: int, metrics: Mapping[str, np.ndarray]) -> Path:
         """Write one chunk's metrics (iterations ``first .. first + n``), atomically; returns the file."""
@@ -39,24 +44,32 @@ class MetricsStore:
         path = self.directory / f"chunk_{first:09d}_{end:09d}.npz"
         with open_atomic(path, "wb") as f:
             np.savez(f, **{name: np.asarray(value) for name, value in metrics.items()})
+        self._listed().append((first, end, path.name))
         return path
 
     def chunks(self) -> list[tuple[int, int, Path]]:
         """``(first, end, file)`` of every complete chunk, in order; a gap or overlap is an error (a damaged store)."""
-        if not self.directory.is_dir():
-            return []
-        found = []
-        for path in self.directory.iterdir():
-            match = CHUNK_PATTERN.fullmatch(path.name)
-            if match:
-                found.append((int(match[1]), int(match[2]), path))
-        found.sort()
-        expected = 0
-        for first, end, path in found:
-            if first != expected:
-                raise ValueError(f"{self.directory}: metrics for iterations {expected}..{first} are missing ({path})")
-            expected = end
-        return found
+        return [(first, end, self.directory / name) for first, end, name in self._listed()]
+
+    def _listed(self) -> list[tuple[int, int, str]]:
+        """The index, listing the directory the first time (paths are rebuilt from ``directory``, which may move)."""
+        if self._index is None:
+            found = []
+            if self.directory.is_dir():
+                for path in self.directory.iterdir():
+                    match = CHUNK_PATTERN.fullmatch(path.name)
+                    if match:
+                        found.append((int(match[1]), int(match[2]), path.name))
+            found.sort()
+            expected = 0
+            for first, end, name in found:
+                if first != expected:
+                    raise ValueError(
+                        f"{self.directory}: metrics for iterations {expected}..{first} are missing ({name})"
+                    )
+                expected = end
+            self._index = found
+        return self._index
 
     @property
     def iterations(self) -> int:
@@ -81,6 +94,7 @@ class MetricsStore:
                 raise ValueError(f"{path} spans iteration {iterations}, which is not a chunk boundary of this store")
         for path in removed:
             path.unlink()
+        self._index = None  # listed again when next needed
         return removed
 
     def iter_chunks(self, name: str) -> Iterator[tuple[int, np.ndarray]]:
