@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.config import Config, ConfigError, all_fields, traced_fields
+from vaco_jax.config import Config, ConfigError, all_fields, config_dict, traced_fields
 from vaco_jax.output_dir import CHECKPOINTS_SUBDIR
 from vaco_jax.types import TrainState
 
@@ -102,12 +102,11 @@ def _check_layout(saved_layout: list | None, template: TrainState) -> None:
 
 def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int) -> dict[str, Any]:
     """What identifies a batch of runs: resuming requires all of it to match."""
-    from vaco_jax import writers
     from vaco_jax.sweep import grid_points
 
     grid = {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()}
     return {
-        "config": writers.config_dict(config),
+        "config": config_dict(config),
         "grid": grid,
         "seed": seed,
         "num_seeds": num_seeds,
@@ -132,11 +131,9 @@ def _version(package: str) -> str:
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Human-readable differences between two :func:`run_meta` records (versions excepted)."""
     found = []
-    from vaco_jax import writers
-
     saved_config, current_config = saved["config"], current["config"]
     config = Config()
-    defaults = writers.config_dict(config)
+    defaults = config_dict(config)
     traced = set(traced_fields(config))
     for path in all_fields(config):
         old, new = _lookup(saved_config, path), _lookup(current_config, path)

@@ -22,7 +22,7 @@ import tyro
 
 from vaco_jax import checkpoint, evaluation, memory, output_dir, plotting, writers
 from vaco_jax.algorithms import ALGORITHMS
-from vaco_jax.config import Config, ConfigError, LagConfig, parse_value
+from vaco_jax.config import Config, ConfigError, LagConfig, config_dict, parse_value, strict_json
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import MetricsStore, StoredMetrics
@@ -190,7 +190,7 @@ def run_eval(args: EvalArgs) -> Path:
     out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
     if out.parent.absolute() == args.run_dir.absolute() and output_dir.read_marker(args.run_dir) is not None:
         output_dir.record_entries(args.run_dir, [out.name])  # a later --overwrite may remove it, nothing else
-    writers.write_text_atomic(out, json.dumps(writers._strict_json(result.to_json()), indent=2))
+    writers.write_text_atomic(out, json.dumps(strict_json(result.to_json()), indent=2))
     print(f"\nwrote {out}")
     return out
 
@@ -492,7 +492,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
         for row in result.summary(metric)
     ]
-    record = {**writers.config_dict(result.config), "presets": result.extra.get("presets", [])}
+    record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
     writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)

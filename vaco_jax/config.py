@@ -11,6 +11,7 @@ CLI, in sweep grids and in error messages.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -531,6 +532,31 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 
 
 _MISSING = object()
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a config dataclass (an infinite value, e.g. a disabled threshold, is the string "inf")."""
+    return strict_json(json.loads(json.dumps(dataclasses.asdict(config), default=json_default)))
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps``'s fallback for numpy arrays and scalars."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def _dotted(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,32 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from vaco_jax.config import config_dict, json_default, strict_json
 from vaco_jax.output_dir import open_atomic, write_text_atomic
 from vaco_jax.sweep import SweepResult, grid_points, indexed_points, metrics_length
-
-
-def config_dict(config: Any) -> dict[str, Any]:
-    """A JSON-ready dict of a config dataclass (an infinite value, e.g. a disabled threshold, is the string "inf")."""
-    return _strict_json(json.loads(json.dumps(dataclasses.asdict(config), default=_json_default)))
-
-
-def _strict_json(value: Any) -> Any:
-    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict_json(v) for v in value]
-    return value
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -58,7 +34,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
         "run_id": result.extra.get("run_id"),
         "config": config_dict(result.config),
         "axes": list(result.axes),
-        "grid": _strict_json(result.grid),
+        "grid": strict_json(result.grid),
         "seeds": result.seeds,
         "env_steps": result.env_steps.tolist(),
         "compile_seconds": result.compile_seconds,
@@ -75,7 +51,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
             "metrics.csv, or the metrics/ directory with vaco_jax.metrics_store.MetricsStore"
         )
     payload["summary"] = summary if summary is not None else result.summary()
-    return write_text_atomic(path, json.dumps(payload, default=_json_default, allow_nan=False))
+    return write_text_atomic(path, json.dumps(payload, default=json_default, allow_nan=False))
 
 
 def write_csv(result: SweepResult, path: str | Path) -> Path:
