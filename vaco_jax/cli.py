@@ -43,7 +43,8 @@ class Output:
     out_dir: Path = Path("runs/latest")
     """Directory for metrics.json, metrics.csv, summary.json and plots."""
     overwrite: bool = False
-    """Replace results already in out_dir (otherwise refuse, so nothing is lost)."""
+    """Replace an earlier vaco-jax run's results in out_dir: only what that run wrote (its manifest) is removed, and
+    a directory holding anything else is refused whole. Without it, a directory with results is refused."""
     tensorboard: bool = False
     """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
     chunk_size: int = 10
