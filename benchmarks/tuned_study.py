@@ -29,6 +29,7 @@ Usage:
   python benchmarks/tuned_study.py --preset tuned-smoke            # CI-sized, a minute
   python benchmarks/tuned_study.py --preset tuned                  # runs missing cells (resumable), then reports
   python benchmarks/tuned_study.py --preset tuned --report         # statistics from the cells on disk
+  python benchmarks/tuned_study.py --preset tuned --report --update-readme README.md   # and the README's table
   python benchmarks/tuned_study.py --preset tuned --check          # rerun one random committed cell and compare
 """
 
@@ -482,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--keep-stale", action="store_true", help="do not rerun cells made by other programs (the report marks them)"
     )
+    parser.add_argument("--update-readme", type=Path, default=None, help="rewrite this README's tuned verdict block")
     parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
     args = parser.parse_args(argv)
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
@@ -492,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if (out_dir / "cells").is_dir():
         from tuned_report import report
 
-        report(args.preset, PRESETS[args.preset], out_dir)
+        report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
 
 
 if __name__ == "__main__":

@@ -154,3 +154,15 @@ def test_paired_probability_of_improvement(report_module):
     assert pi(np.array([np.nan, 1.0]), np.array([0.0, np.nan])) == 0.5  # a diverged run loses its pair
     low, high = report_module.paired_probability_of_improvement_ci(x, y, num_resamples=500)
     assert 0.0 <= low <= pi(x, y) <= high <= 1.0
+
+
+def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
+    """Every number of the README's tuned-benchmark table comes from the committed results (tuned.json)."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
+    lines = report_module.verdict_table(payload["rows"], study.PRESETS["tuned"].methods)
+    block = "\n".join([report_module.README_START, *lines, report_module.README_END])
+    assert block in (root / "README.md").read_text(), (
+        "README's tuned verdict is stale: run python benchmarks/tuned_study.py --preset tuned --report "
+        "--update-readme README.md"
+    )
