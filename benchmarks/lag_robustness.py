@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, envs, machine, run_sweep, stats
-from vaco_jax.config import with_overrides
+from vaco_jax.config import VACOConfig, with_overrides
 from vaco_jax.writers import write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import chunk_lengths, git_commit, program_fingerprint  # noqa: E402
+from provenance import chunk_lengths, experiment_spec, git_commit, program_fingerprint  # noqa: E402
 
 # ----------------------------------------------------------------------------- what can be studied
 
@@ -404,6 +404,9 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
         env=EnvConfig(name=cell.env, **env_fields),
         ppo=PPOConfig(**REGIMES[cell.regime], **env_spec["ppo"]),
         lag=lag,
+        # this study ran VACO's filter on the importance-weighted TV estimate (the default until the exact per-state
+        # TV became the default for discrete actions; docs/algorithms.md says why); a variant may still ask otherwise
+        vaco=VACOConfig(tv_estimator="sample"),
     )
     variant_grid = dict(variant.grid)
     if cell.variant in block.deltas:
@@ -521,7 +524,8 @@ def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | Non
         return None
     result = json.loads(path.read_text())
     default = {"config": _config_dict(Config())}
-    return result if same_experiment(result.get("spec", {}), cell_spec(preset, cell), default) else None
+    stored, current = experiment_spec(result.get("spec", {})), experiment_spec(cell_spec(preset, cell))
+    return result if same_experiment(stored, current, default) else None
 
 
 def is_current(preset: Preset, cell: Cell, result: dict[str, Any]) -> bool:

@@ -21,13 +21,26 @@ import hashlib
 import inspect
 import subprocess
 from collections.abc import Callable, Iterable
+from typing import Any
 from importlib import metadata
 from pathlib import Path
 
 import jax
 
-from vaco_jax import Config, Driver, TrainProgram
+from vaco_jax import Config, Driver, TrainProgram, algorithms
 from vaco_jax.memory import abstract_batch
+
+
+def experiment_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A cell's spec as an experiment: without the config groups its algorithm never reads (another algorithm
+    family's own options, :func:`vaco_jax.algorithms.unread_config_groups`), so that a changed default of, say,
+    ``vaco.tv_estimator`` leaves a PPO cell the same experiment while a VACO cell becomes a new one. The full spec
+    stays on record in the cell."""
+    config = spec.get("config")
+    if not isinstance(config, dict):
+        return spec
+    unread = algorithms.unread_config_groups(config.get("algorithm", ""))
+    return {**spec, "config": {key: value for key, value in config.items() if key not in unread}}
 
 
 def _stablehlo(lowered) -> str:

@@ -58,7 +58,7 @@ from vaco_jax.sweep import seed_keys
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lag_robustness import ENVS, REGIMES  # noqa: E402  (the envs' batch shapes and the update regimes)
-from provenance import chunk_lengths, git_commit, program_fingerprint  # noqa: E402
+from provenance import chunk_lengths, experiment_spec, git_commit, program_fingerprint  # noqa: E402
 
 # the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
@@ -411,7 +411,8 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
 
 
 def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
-    """The cell on disk if its specification is the current one (a test cell also needs its tuning cell)."""
+    """The cell on disk if it is the current experiment (its spec without the config groups its algorithm never
+    reads, :func:`provenance.experiment_spec`; a test cell also needs its tuning cell)."""
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
@@ -419,7 +420,8 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     if source is not None and load_cell(out_dir, preset, source) is None:
         return None
     result = json.loads(path.read_text())
-    return result if result.get("spec_hash") == _spec_hash(cell_spec(preset, cell, out_dir)) else None
+    current = experiment_spec(cell_spec(preset, cell, out_dir))
+    return result if _spec_hash(experiment_spec(result.get("spec", {}))) == _spec_hash(current) else None
 
 
 def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stale: bool = False) -> None:

@@ -242,3 +242,17 @@ def test_geppo_adapts_its_step_size_to_the_updates_tv():
     assert tv[0] > 1e-3 and np.all(tv[1:] < 1e-4 * tv[0]), tv
     loose = config.replace(ppo=config.ppo.replace(clip_eps=10.0))  # TV < adapt_min * eps / 2: the step grows
     np.testing.assert_allclose(run_sweep(loose, num_seeds=1).metrics["geppo/lr_scale"][0], 1.03 ** np.arange(4))
+
+
+def test_geppo_adapts_to_the_exact_tv_for_discrete_actions():
+    """GePPO's step size reads the exact per-state TV(pi_{T+1}, pi_T) where actions are discrete (tv/forward_exact),
+    not the importance-weighted estimate: with the adapt threshold set between the two readings of the first
+    iteration, the scale moves the way the exact one says."""
+    config = tiny_config(algorithm="geppo", num_iterations=2)  # the scale logged at 1 is the one set after 0
+    metrics = run_sweep(config, num_seeds=1).metrics
+    exact, sampled = float(metrics["tv/forward_exact"][0][0]), float(metrics["tv/forward"][0][0])
+    assert exact != sampled
+    threshold = 0.5 * (exact + sampled) / (config.ppo.clip_eps / 2.0)  # between the two, in units of eps / 2
+    at_threshold = config.replace(geppo=config.geppo.replace(adapt_min=threshold, adapt_max=threshold))
+    scale = float(run_sweep(at_threshold, num_seeds=1).metrics["geppo/lr_scale"][0][1])
+    assert scale == pytest.approx(1 / 1.03 if exact > sampled else 1.03, rel=1e-6), (exact, sampled, scale)

@@ -29,7 +29,7 @@ from vaco_jax.config import get_field, set_field, traced_fields
         ("env.num_steps", 0, "env.num_steps=0 must be a positive integer"),
         ("network.actor_hidden", (16, 0), "network.actor_hidden=(16, 0) must be a tuple of positive"),
         ("vaco.is_weight", "full", "vaco.is_weight='full' is unknown; choose one of none, truncated"),
-        ("vaco.tv_estimator", "kl", "vaco.tv_estimator='kl' is unknown; choose one of sample, exact"),
+        ("vaco.tv_estimator", "kl", "vaco.tv_estimator='kl' is unknown; choose one of auto, sample, exact"),
         ("vaco.surrogate", "clip", "vaco.surrogate='clip' is unknown; choose one of ratio, logprob"),
         ("vaco.w_max", 0.0, "vaco.w_max=0.0 must be > 0"),
         ("ppo.w_max", -1.0, "ppo.w_max=-1.0 must be > 0"),

@@ -184,13 +184,24 @@ def _impala_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config
     return losses.impala_policy_loss(log_probs, adv)
 
 
+def uses_exact_tv(tv_estimator: str, discrete: bool) -> bool:
+    """Whether ``vaco.tv_estimator`` means the exact per-state TV: ``exact``, or ``auto`` with discrete actions.
+
+    Why exact is the default where it exists: the importance-weighted estimate is unbiased, but when beta
+    rarely samples the actions where the two policies differ (a near-deterministic learner, a stale behaviour
+    policy), a minibatch usually holds none of them, so its typical value is about half the TV (with two
+    actions) and the filter lets through updates larger than delta (tests/test_tv_estimates.py).
+    """
+    return tv_estimator == "exact" or (tv_estimator == "auto" and discrete)
+
+
 def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     """VACO's filter loss with the static options of ``config.vaco`` bound."""
     options = config.vaco
 
     def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
         exact = None
-        if options.tv_estimator == "exact":
+        if uses_exact_tv(options.tv_estimator, discrete=batch.ref_logits is not None):
             exact = jax.lax.stop_gradient(state_tv(dist_params, batch.ref_logits))
         return losses.vaco_filter_loss(
             log_probs,
@@ -274,8 +285,9 @@ def _lr_scale_state(hparams: Config) -> AlgoState:
 
 
 def adapt_geppo_lr(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
-    """GePPO's adaptive step size, once per iteration, from the update's TV(pi_{T+1}, pi_T) = 0.5 E_beta|r - w|
-    (``tv/forward``) against the trust region's eps / 2:
+    """GePPO's adaptive step size, once per iteration, from the update's TV(pi_{T+1}, pi_T) (signal ``tv/forward``:
+    the exact per-state TV for discrete actions, the estimate 0.5 E_beta|r - w| for continuous ones) against the
+    trust region's eps / 2:
 
         scale / (1 + f)   if TV > adapt_max * eps / 2
         scale * (1 + f)   if TV < adapt_min * eps / 2          (f = geppo.adapt_factor)
@@ -374,6 +386,32 @@ ALGORITHMS: dict[str, Callable[[Config], Algorithm]] = {
 }
 
 
+_REGISTERED: set[str] = set()  # names added or replaced with register(): they may read any config group
+
+OWN_CONFIG_GROUP: dict[str, str] = {
+    "vaco": "vaco",
+    "vaco_align_only": "vaco",
+    "vaco_filter_only": "vaco",
+    "impact": "impact",
+    "m2po": "m2po",
+    "geppo": "geppo",
+    "cispo": "cispo",
+}
+"""The config group of options that only one family of built-in algorithms reads (``vaco.*`` only VACO, ...)."""
+
+
+def unread_config_groups(algorithm: str) -> frozenset[str]:
+    """The algorithm-specific config groups ``algorithm`` never reads: the other built-in families' own groups.
+
+    A benchmark's record of an experiment leaves them out, so that a changed default of another algorithm's
+    option (e.g. ``vaco.tv_estimator``) does not make a PPO result look like a different experiment. An algorithm
+    added with :func:`register` may read any group: nothing is left out for it.
+    """
+    if algorithm in _REGISTERED or algorithm not in ALGORITHMS:
+        return frozenset()
+    return frozenset(OWN_CONFIG_GROUP.values()) - {OWN_CONFIG_GROUP.get(algorithm)}
+
+
 def register(name: str, factory: Callable[[Config], Algorithm], *, overwrite: bool = False) -> None:
     """Make a new algorithm available by ``name`` to the trainer, sweeps and the CLI's Python API.
 
@@ -384,6 +422,7 @@ def register(name: str, factory: Callable[[Config], Algorithm], *, overwrite: bo
     if name in ALGORITHMS and not overwrite:
         raise ValueError(f"algorithm {name!r} is already registered; pass overwrite=True to replace it")
     ALGORITHMS[name] = factory
+    _REGISTERED.add(name)
 
 
 def build(config: Config) -> Algorithm:

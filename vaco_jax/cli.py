@@ -267,11 +267,14 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
         elapsed = time.perf_counter() - start
         steps = done * config.steps_per_iteration
         evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
+        exact = "_exact" if "tv/forward_exact" in metrics else ""
+        trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
         print(
             f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
             f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}  "
-            f"tv/backward {metrics['tv/backward'][:, -1].mean():.4f}  "
-            f"tv/forward {metrics['tv/forward'][:, -1].mean():.4f}",
+            f"tv/backward{exact} {metrics['tv/backward' + exact][:, -1].mean():.4f}  "
+            f"tv/forward{exact} {metrics['tv/forward' + exact][:, -1].mean():.4f}{trust}",
             flush=True,
         )
 

@@ -24,7 +24,7 @@ TV_SCOPES = ("minibatch", "trajectory", "sample")
 FILTER_REFS = ("learner", "behaviour")
 VTRACE_ADVANTAGES = ("lambda", "q")
 IS_WEIGHTS = ("none", "truncated")
-TV_ESTIMATORS = ("sample", "exact")
+TV_ESTIMATORS = ("auto", "sample", "exact")
 SURROGATES = ("ratio", "logprob")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
@@ -185,8 +185,10 @@ class VACOConfig:
     """Off-policy weight of the surrogate: none (w = 1) or truncated (w = min(ref/beta, w_max))."""
     w_max: float = 100.0
     """Truncation of the off-policy weight when is_weight=truncated."""
-    tv_estimator: Literal["sample", "exact"] = static("sample")
-    """Filter's TV estimate: sample (importance-weighted, unbiased) or exact (per-state, discrete actions)."""
+    tv_estimator: Literal["auto", "sample", "exact"] = static("auto")
+    """Filter's TV estimate: auto (exact for discrete actions, sample for continuous ones), sample
+    (importance-weighted over beta's actions: unbiased, but its typical value falls to about half the TV when
+    beta rarely samples the actions where the policies differ) or exact (per-state, discrete actions only)."""
     surrogate: Literal["ratio", "logprob"] = static("ratio")
     """ratio (r * A) or logprob (stopgrad(min(r, surrogate_cap)) * A * log pi_theta; same gradient at cap=inf)."""
     surrogate_cap: float = math.inf

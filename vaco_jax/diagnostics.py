@@ -21,7 +21,10 @@ def lag_and_tv(
         tv/forward  = 0.5 * mean |exp(lp_{T+1} - lp_beta) - exp(lp_T - lp_beta)|   = TV(pi_{T+1}, pi_T)
         tv/total    = 0.5 * mean |pi_{T+1}/beta - 1|
 
-    For discrete actions ``tv/*_exact`` are the exact per-state TVs averaged over the batch's states.
+    For discrete actions ``tv/*_exact`` are the exact per-state TVs averaged over the batch's states (what the
+    filter and GePPO's step size use by default). For continuous actions ``tv/ess_learner`` and ``tv/ess_next``
+    are the effective sample sizes (as fractions of the batch) of the weights pi_T/beta and pi_{T+1}/beta that
+    the estimates rest on: near 1 they can be trusted; near 0 a few samples carry them.
     pi_{T+1} is the new actor snapshot: its parameters *and* its updated normaliser statistics, so
     the forward TV includes the normaliser's drift over the iteration.
 
@@ -42,6 +45,9 @@ def lag_and_tv(
         metrics["tv/backward_exact"] = tv.exact_categorical_tv(rollout.learner_logits, rollout.behaviour_logits)
         metrics["tv/forward_exact"] = tv.exact_categorical_tv(next_dist_params, rollout.learner_logits)
         metrics["tv/total_exact"] = tv.exact_categorical_tv(next_dist_params, rollout.behaviour_logits)
+    else:  # continuous actions: no exact TV, so say how far the sample estimates can be trusted
+        metrics["tv/ess_learner"] = tv.effective_sample_fraction(learner, behaviour)
+        metrics["tv/ess_next"] = tv.effective_sample_fraction(next_log_probs, behaviour)
     return metrics
 
 

@@ -67,7 +67,7 @@ class TrainProgram:
         if config.vaco.tv_estimator == "exact" and not self.env.action_spec.discrete:
             raise ConfigError(
                 f"vaco.tv_estimator='exact' needs discrete actions, and {config.env.name} has continuous ones: "
-                "use vaco.tv_estimator=sample"
+                "use vaco.tv_estimator=auto (or sample)"
             )
         self.algorithm = algorithms.build(config)
 
@@ -200,7 +200,10 @@ class TrainProgram:
         lag_and_tv = diagnostics.lag_and_tv(lags, rollout, next_log_probs, next_dist_params)
 
         # 7. The algorithm's own state adapts to this iteration (PPO-KL's coefficient, GePPO's step size).
-        signals = {"kl/update": update_kl, "tv/forward": lag_and_tv["tv/forward"]}
+        # tv/forward: the exact per-state TV where actions are discrete (the sample estimate's typical value is
+        # about half of it under heavy lag, see algorithms.uses_exact_tv), the importance-weighted one otherwise
+        forward_tv = lag_and_tv.get("tv/forward_exact", lag_and_tv["tv/forward"])
+        signals = {"kl/update": update_kl, "tv/forward": forward_tv}
         algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, signals, hparams)
         metrics = {
             **algo_metrics,

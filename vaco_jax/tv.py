@@ -62,6 +62,20 @@ def mean_tv(log_probs: jax.Array, ref_log_probs: jax.Array, behaviour_log_probs:
     return jnp.mean(sample_tv(log_probs, ref_log_probs, behaviour_log_probs))
 
 
+def effective_sample_fraction(log_probs: jax.Array, behaviour_log_probs: jax.Array) -> jax.Array:
+    """Kish's effective sample size of the importance weights w_i = p(a_i|s_i) / beta(a_i|s_i), as a fraction of
+    the number of samples N:
+
+        ESS / N = (sum_i w_i)^2 / (N * sum_i w_i^2)        in (0, 1]; 1 when every w_i is equal (p = beta)
+
+    Computed from log-weights (logsumexp), so no weight overflows. A small value says a few samples carry the
+    sample TV estimate: it is unreliable (see :func:`sample_tv`), the more so the smaller the value.
+    """
+    log_w = (log_probs - behaviour_log_probs).reshape(-1)
+    log_n = jnp.log(jnp.asarray(log_w.size, log_w.dtype))
+    return jnp.exp(2.0 * jax.nn.logsumexp(log_w) - jax.nn.logsumexp(2.0 * log_w) - log_n)
+
+
 def state_tv(logits: jax.Array, ref_logits: jax.Array) -> jax.Array:
     """Exact per-state TV ``0.5 * sum_a |p(a|s) - q(a|s)|`` for discrete actions, [..., A] -> [...].
 
