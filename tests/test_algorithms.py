@@ -35,10 +35,11 @@ def _learner(program: TrainProgram) -> Learner:
     return Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
 
 
-def _gradient(program: TrainProgram, state, batch):
-    """The gradient of the first minibatch step on ``batch`` (the whole batch as one minibatch)."""
-    learner = _learner(program)
-    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, program.config)[0]  # noqa: E731
+def _gradient(program: TrainProgram, state, batch, hparams=None):
+    """The gradient of the first minibatch step on ``batch`` (the whole batch as one minibatch), with the traced
+    values of ``hparams`` (default: the program's config)."""
+    learner, hparams = _learner(program), program.config if hparams is None else hparams
+    loss = lambda p: minibatch_loss(p, batch, state.obs_norm, state.algo_state, learner, hparams)[0]  # noqa: E731
     return jax.grad(loss)(state.params)
 
 
@@ -148,11 +149,20 @@ def test_decoupled_weight_changes_nothing_at_zero_lag_and_something_under_lag():
     assert max(differences) > 1e-6
 
 
-def _stale_state_gradient(config, move=lambda x, key: x * 1.5):
+def _stale_state_gradient(config, move=lambda x, key: x * 1.5, behaviour=None, hparams=None):
     """The first gradient of a batch collected by an actor one update behind the learner (``move`` makes the
-    learner pi_T from the actor's parameters)."""
+    learner pi_T from the actor's parameters; ``behaviour``, if given, first makes the actor's from the initial
+    ones). With a list of ``hparams``: one gradient per traced setting, on the same batch."""
     program = TrainProgram(config)
     state = program.init(jax.random.key(0))
+    if behaviour is not None:
+        leaves, treedef = jax.tree.flatten(state.params.actor)
+        keys = jax.random.split(jax.random.key(2), len(leaves))
+        actor = jax.tree.unflatten(treedef, [behaviour(x, k) for x, k in zip(leaves, keys, strict=True)])
+        state = state.replace(
+            params=state.params.replace(actor=actor),
+            lag_buffer=lag.push(state.lag_buffer, ActorSnapshot(actor, state.obs_norm), 0),
+        )
     leaves, treedef = jax.tree.flatten(state.params.actor)
     keys = jax.random.split(jax.random.key(1), len(leaves))
     moved = jax.tree.unflatten(treedef, [move(x, k) for x, k in zip(leaves, keys, strict=True)])  # pi_T
@@ -162,7 +172,9 @@ def _stale_state_gradient(config, move=lambda x, key: x * 1.5):
         iteration=state.iteration + 1,
     )
     batch = collect_batch(program, state, (0, 0))  # both groups act with snapshot 0; the learner is snapshot 1
-    return _gradient(program, state, batch)
+    if hparams is None:
+        return _gradient(program, state, batch)
+    return [_gradient(program, state, batch, h) for h in hparams]
 
 
 def test_vaco_sweep_grids_tv_threshold_and_lag_in_one_program():
@@ -256,3 +268,33 @@ def test_geppo_adapts_to_the_exact_tv_for_discrete_actions():
     at_threshold = config.replace(geppo=config.geppo.replace(adapt_min=threshold, adapt_max=threshold))
     scale = float(run_sweep(at_threshold, num_seeds=1).metrics["geppo/lr_scale"][0][1])
     assert scale == pytest.approx(1 / 1.03 if exact > sampled else 1.03, rel=1e-6), (exact, sampled, scale)
+
+
+def test_spec_ppo_equivalence_through_the_pipeline_needs_the_sample_estimator():
+    """Spec section 4 on real batches: VACO's filter with tv_scope=sample, filter_ref=behaviour, no align, no weight
+    and the sample estimate has PPO-clip's gradient at eps = 2 delta, here under lag (pi_T != beta, so ratios
+    leave the trust region), at deltas spread over the batch's |r - 1|. The exact per-state TV (the discrete
+    default) gates on another quantity: its gradient differs."""
+    deltas = (0.02, 0.035, 0.05, 0.07, 0.1, 0.15)
+    ppo = tiny_config(algorithm="ppo")
+    vaco = tiny_config(algorithm="vaco_filter_only")
+    vaco_sample = vaco.replace(vaco=vaco.vaco.replace(tv_scope="sample", filter_ref="behaviour", tv_estimator="sample"))
+    vaco_exact = vaco_sample.replace(vaco=vaco_sample.vaco.replace(tv_estimator="auto"))
+    clip = [ppo.replace(ppo=ppo.ppo.replace(clip_eps=2 * d)) for d in deltas]
+    threshold = [vaco_sample.replace(vaco=vaco_sample.vaco.replace(tv_threshold=d)) for d in deltas]
+    # a behaviour policy far from uniform (where the sample estimate and the exact TV part) and a learner moved
+    # from it at random: |r - 1| from about 0.03 to 0.35 on this batch
+    stale = dict(
+        behaviour=lambda x, key: x + jax.random.normal(key, x.shape),
+        move=lambda x, key: x + 0.05 * jax.random.normal(key, x.shape),
+    )
+    expected = _stale_state_gradient(ppo, **stale, hparams=clip)
+    same = _stale_state_gradient(vaco_sample, **stale, hparams=threshold)
+    for want, got in zip(expected, same, strict=True):
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), want.actor, got.actor)
+    other = _stale_state_gradient(vaco_exact, **stale, hparams=threshold)
+    differences = [
+        max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(w.actor), jax.tree.leaves(o.actor), strict=True))
+        for w, o in zip(expected, other, strict=True)
+    ]
+    assert max(differences) > 1e-3 * max(float(np.abs(g).max()) for g in jax.tree.leaves(expected[0].actor))
