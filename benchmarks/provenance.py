@@ -21,9 +21,9 @@ import hashlib
 import inspect
 import subprocess
 from collections.abc import Callable, Iterable
-from typing import Any
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import jax
 

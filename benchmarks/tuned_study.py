@@ -179,7 +179,7 @@ PRESETS: dict[str, TunedPreset] = {
     "tuned-smoke": TunedPreset(
         blocks=(
             Block("CartPole-v1", "aggressive", 4, num_envs=8),
-            Block("Acrobot-v1", "aggressive", 4, num_envs=8, tune_from="CartPole-v1"),
+            Block("Acrobot-v1", "aggressive", 4, num_envs=8, tune_from="CartPole-v1", methods=("ppo_decoupled",)),
         ),
         methods=("ppo_decoupled", "m2po"),
         trials=3,

@@ -177,3 +177,53 @@ def test_the_stop_decision_is_latched_once_per_chunk(tiny_driver):
     )
     assert len(asked) == 1 and seen == [(2, True)]
     assert out.states.iteration.tolist() == [2]
+
+
+class _CheckpointAt:
+    """A state callback that is due at one iteration count only (as a checkpointer is every N iterations)."""
+
+    def __init__(self, events: list, at: int):
+        self.events, self.at = events, at
+
+    def due(self, done: int, last: bool) -> bool:
+        return last or done == self.at
+
+    def __call__(self, done, states, last) -> None:
+        self.events.append(("states", done))
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_next_chunk_is_dispatched_before_the_metric_callbacks_run(tiny_driver, overlap, monkeypatch):
+    """Double buffering: after a chunk where no state callback is due, the next chunk is dispatched before the
+    metric callbacks (progress, files) run, while the device works. Where one is due (a checkpoint) and at the end,
+    the order is serial: metrics first, then the states that follow them, then the next chunk. overlap=False is
+    serial everywhere; both give the same numbers."""
+    config = tiny_driver.program.config  # 6 iterations: chunks of 2 end at 2, 4, 6
+    events: list[tuple[str, int]] = []
+    compiled_chunk = tiny_driver.compiled_chunk
+
+    def logged(states, hparams, num_iterations):
+        compiled, seconds = compiled_chunk(states, hparams, num_iterations)
+        events.append(("dispatch", 2 * len([e for e in events if e[0] == "dispatch"])))
+        return compiled, seconds
+
+    monkeypatch.setattr(tiny_driver, "compiled_chunk", logged)
+    out = tiny_driver.run(
+        seed_keys(0, 1),
+        stack_hparams([config]),
+        chunk_size=2,
+        callbacks=[lambda done, metrics: events.append(("metrics", done))],
+        state_callbacks=[_CheckpointAt(events, at=4)],
+        overlap=overlap,
+    )
+    first = (
+        [("states", 2), ("dispatch", 2), ("metrics", 2)]
+        if overlap
+        else [("metrics", 2), ("states", 2), ("dispatch", 2)]
+    )
+    serial = [("metrics", 4), ("states", 4), ("dispatch", 4), ("metrics", 6), ("states", 6)]
+    assert events == [("dispatch", 0), *first, *serial]
+    assert len(out.gaps) == 2 and len(out.timings) == 3 and out.states.iteration.tolist() == [6]
+    monkeypatch.undo()
+    reference = tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), chunk_size=2, overlap=not overlap)
+    np.testing.assert_array_equal(out.metrics["loss/total"], reference.metrics["loss/total"])

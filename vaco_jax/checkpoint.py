@@ -186,10 +186,17 @@ class Checkpointer:
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         )
 
-    def on_states(self, done: int, states: TrainState, last: bool = False) -> None:
+    def due(self, done: int, last: bool = False) -> bool:
+        """Whether :meth:`on_states` saves after ``done`` iterations of this session (the driver runs such a chunk
+        serially: the metric files are written before the checkpoint that follows them)."""
         done += self.offset
-        if last or done == self.total or (self.every and done - self.last_saved >= self.every):
-            self.save(done, states)
+        return last or done == self.total or bool(self.every and done - self.last_saved >= self.every)
+
+    def on_states(self, done: int, states: TrainState, last: bool = False) -> None:
+        if self.due(done, last):
+            self.save(done + self.offset, states)
+
+    __call__ = on_states  # a driver state callback, with its due()
 
     def save(self, done: int, states: TrainState) -> None:
         import orbax.checkpoint as ocp

@@ -411,7 +411,7 @@ def execute(
                 *([tensorboard.on_chunk] if tensorboard else []),
             ],
             driver=Driver(program),
-            state_callbacks=[saver.on_states],
+            state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
             resume=restored,
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
             metrics_dir=out / METRICS_SUBDIR,

@@ -5,6 +5,16 @@ The compiled/host boundary is one function, ``run_chunk(states, hparams, n)``
 to plain callbacks ``on_chunk(iterations_done, chunk_metrics)`` for progress,
 writers and checkpoints. Chunking does not change results: a chunk is the same
 ``lax.scan`` of the same update step as the one-program run.
+
+Double buffering: when a chunk ends and no state callback is due (a state
+callback with a ``due(done, last)`` method, like the checkpointer, says whether
+it acts there), the driver dispatches the next chunk first and then runs the
+metric callbacks (progress, metric files, TensorBoard), so that host I/O
+overlaps the device's work instead of idling it. At a chunk where a state
+callback is due (a checkpoint), and at the last one, the order stays serial:
+metrics are handed on before the states that follow them, so a checkpoint never
+gets ahead of the metric files a resume continues. ``RunOutput.gaps`` records
+the host time between a chunk's end and the next one's dispatch.
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import TrainState
 
 ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
-# (iterations done, states [S], last: whether the run ends after this chunk) after each chunk, e.g. a checkpointer
+# (iterations done, states [S], last: whether the run ends after this chunk) after each chunk, e.g. a checkpointer;
+# an optional ``due(done, last)`` method says whether it acts there (else the chunk runs serially, see above)
 StateCallback = Callable[[int, TrainState, bool], None]
 
 
@@ -34,7 +45,8 @@ class RunOutput:
     metrics: dict[str, np.ndarray]
     compile_seconds: float  # ahead-of-time compilation of the chunk program(s)
     run_seconds: float  # wall time of the whole call, init and compilation included
-    timings: list[float] = field(default_factory=list)  # execution seconds per chunk (no compilation)
+    timings: list[float] = field(default_factory=list)  # seconds from each chunk's dispatch to its metrics on host
+    gaps: list[float] = field(default_factory=list)  # host seconds between a chunk's end and the next one's dispatch
 
 
 def stack_hparams(hparams: Sequence[Config]) -> Config:
@@ -50,6 +62,12 @@ def _leaf_array(value) -> np.ndarray:
     if np.issubdtype(array.dtype, np.integer) or array.dtype == bool:
         return array.astype(np.int32)
     return array
+
+
+def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
+    """Whether a state callback acts after this chunk (its ``due(done, last)``; one without it always may)."""
+    due = getattr(state_callback, "due", None)
+    return True if due is None else bool(due(done, last))
 
 
 def run_sharding(num_runs: int) -> NamedSharding | None:
@@ -107,6 +125,7 @@ class Driver:
         state_callbacks: Sequence[StateCallback] = (),
         should_stop: Callable[[], bool] | None = None,
         keep_metrics: bool = True,
+        overlap: bool = True,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
@@ -118,6 +137,8 @@ class Driver:
         ``keep_metrics=False`` hands each chunk's metrics to the callbacks only (e.g. a
         :class:`~vaco_jax.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
         with the number of iterations, and the returned metrics are empty.
+        ``overlap=False`` runs every chunk's callbacks before dispatching the next chunk (the device then idles
+        through them; for measuring the gain of double buffering, ``benchmarks/driver_overlap.py``).
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
@@ -129,28 +150,52 @@ class Driver:
             states = self.init(keys, hparams)
         elif sharding is not None:  # restored states (a resume) are laid out like fresh ones
             states = jax.device_put(states, sharding)
-        done, chunks, timings, compile_seconds = 0, [], [], 0.0
+        done, chunks, timings, gaps, compile_seconds = 0, [], [], [], 0.0
         first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
-        while done < total:
+
+        def dispatch(states: TrainState, done: int):
+            """Compile (once per chunk length) and start the next chunk; returns at once (asynchronous dispatch)."""
+            nonlocal compile_seconds
             n = min(chunk_size, total - done)
             compiled, seconds = self.compiled_chunk(states, hparams, n)
             compile_seconds += seconds
-            t0 = time.perf_counter()
-            states, metrics = compiled(states, hparams, np.int32(first + done))
-            metrics = jax.device_get(metrics)
-            timings.append(time.perf_counter() - t0)
+            return n, time.perf_counter(), *compiled(states, hparams, np.int32(first + done))
+
+        if total > 0:
+            n, dispatched, states, metrics = dispatch(states, done)
+        while total > 0:
+            metrics = jax.device_get(metrics)  # waits for this chunk
+            ready = time.perf_counter()
+            timings.append(ready - dispatched)
             if keep_metrics:
                 chunks.append(metrics)
             done += n
             stopping = done < total and should_stop is not None and bool(should_stop())
-            for callback in callbacks:
-                callback(done, metrics)
-            for state_callback in state_callbacks:
-                state_callback(done, states, stopping or done == total)
-            if stopping:
-                break
+            last = stopping or done == total
+            if last or not overlap or any(_due(callback, done, last) for callback in state_callbacks):
+                # serial: the metrics are handed on (written) before the states (a checkpoint) that follow them
+                for callback in callbacks:
+                    callback(done, metrics)
+                for state_callback in state_callbacks:
+                    state_callback(done, states, last)
+                if last:
+                    break
+                n, dispatched, states, next_metrics = dispatch(states, done)
+            else:  # double buffered: the device runs the next chunk while the host handles this one's metrics
+                for state_callback in state_callbacks:  # none is due: they see the states before they are donated
+                    state_callback(done, states, last)
+                n, dispatched, states, next_metrics = dispatch(states, done)
+                for callback in callbacks:
+                    callback(done, metrics)
+            gaps.append(dispatched - ready)
+            metrics = next_metrics
         merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         run_seconds = time.perf_counter() - start
         return RunOutput(
-            states=states, metrics=merged, compile_seconds=compile_seconds, run_seconds=run_seconds, timings=timings
+            states=states,
+            metrics=merged,
+            compile_seconds=compile_seconds,
+            run_seconds=run_seconds,
+            timings=timings,
+            gaps=gaps,
         )

@@ -1,0 +1,116 @@
+"""The device's idle time between chunks, with and without the driver's double buffering.
+
+A many-chunk run as the CLI makes it (PPO on CartPole-v1, 16 envs x 128 steps, 4 x 4 updates, 8 seeds, 10-iteration
+chunks, 200 iterations) with the CLI's per-chunk host work: the metric files (a MetricsStore), TensorBoard event
+files and a progress line. Each mode runs ``--repeats`` times, alternating, after one warm-up that compiles.
+
+Per mode it reports the wall time (compile excluded), the host gap between a chunk's end and the next chunk's
+dispatch (``RunOutput.gaps``: the time the device waits for the host), and that gap as a share of the chunk
+time. With ``overlap`` (the default) the metric callbacks run while the next chunk computes.
+
+    .venv/bin/python benchmarks/driver_overlap.py      # about 3 minutes on 2 cores; writes results/driver_overlap.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine
+from vaco_jax.driver import stack_hparams
+from vaco_jax.metrics_store import MetricsStore
+from vaco_jax.output_dir import write_text_atomic
+from vaco_jax.sweep import seed_keys
+from vaco_jax.writers import TensorBoardWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one_run(driver: Driver, seeds: int, chunk_size: int, overlap: bool) -> dict[str, float]:
+    config = driver.program.config
+    with tempfile.TemporaryDirectory() as directory:
+        store = MetricsStore(Path(directory) / "metrics")
+        tensorboard = TensorBoardWriter(Path(directory) / "tb", {}, list(range(seeds)), config.steps_per_iteration)
+
+        def write(done: int, metrics: dict[str, np.ndarray]) -> None:
+            store.append(done - next(iter(metrics.values())).shape[1], metrics)
+            tensorboard.on_chunk(done, metrics)
+            returns = metrics["episode/return"][:, -1]
+            print(f"  [{done:>4}/{config.num_iterations}] return {np.nanmean(returns):7.1f}", end="\r", flush=True)
+
+        start = time.perf_counter()
+        out = driver.run(
+            seed_keys(0, seeds),
+            stack_hparams([config] * seeds),
+            chunk_size=chunk_size,
+            callbacks=[write],
+            keep_metrics=False,
+            overlap=overlap,
+        )
+        wall = time.perf_counter() - start - out.compile_seconds
+        tensorboard.close()
+    chunk_time = float(np.mean(out.timings))
+    return {
+        "wall_seconds": wall,
+        "gap_seconds_mean": float(np.mean(out.gaps)),
+        "chunk_seconds_mean": chunk_time,
+        "gap_share_of_chunk": float(np.mean(out.gaps)) / chunk_time,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--chunk-size", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/driver_overlap.json")
+    args = parser.parse_args()
+    config = Config(
+        num_iterations=args.iterations,
+        env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128, normalize_observations=True),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4),
+    )
+    driver = Driver(TrainProgram(config))
+    one_run(driver, args.seeds, args.chunk_size, overlap=True)  # compiles the chunk program
+    runs: dict[str, list[dict[str, float]]] = {"serial": [], "overlap": []}
+    for _ in range(args.repeats):
+        for mode in ("serial", "overlap"):
+            runs[mode].append(one_run(driver, args.seeds, args.chunk_size, overlap=mode == "overlap"))
+    print()
+    rows = []
+    for mode, results in runs.items():
+        best = min(results, key=lambda r: r["wall_seconds"])
+        rows.append({"mode": mode, **best})
+    table = [
+        "| driver | wall time (s, best of repeats) | host gap between chunks (ms) | gap / chunk time |",
+        "|---|---|---|---|",
+        *(
+            f"| {r['mode']} | {r['wall_seconds']:.2f} | {1e3 * r['gap_seconds_mean']:.1f} "
+            f"| {100 * r['gap_share_of_chunk']:.1f}% |"
+            for r in rows
+        ),
+    ]
+    print("\n".join(table))
+    payload = {
+        "command": "python benchmarks/driver_overlap.py",
+        "seeds": args.seeds,
+        "iterations": args.iterations,
+        "chunk_size": args.chunk_size,
+        "repeats": args.repeats,
+        "machine": machine.describe(),
+        "rows": rows,
+        "all_runs": runs,
+        "table": "\n".join(table),
+    }
+    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
