@@ -394,3 +394,12 @@ def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
         assert set(scalars[name]) == set(want), name  # NaN iterations (no episode, no evaluation) are left out
         for step, value in want.items():
             assert scalars[name][step] == pytest.approx(value, rel=1e-6), (name, step)
+
+
+def test_the_readme_driver_overlap_table_is_the_committed_measurement():
+    """The README's double-buffering figures come from benchmarks/results/driver_overlap.json."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks" / "results" / "driver_overlap.json").read_text())
+    readme = (root / "README.md").read_text()
+    start, end = "<!-- driver overlap: start -->", "<!-- driver overlap: end -->"
+    assert readme[readme.index(start) + len(start) : readme.index(end)].strip() == payload["table"]

@@ -1,0 +1,484 @@
+"""A run session: everything between a parsed command and its results on disk.
+
+``execute`` runs one configuration (a train is a sweep with an empty grid) through the sequence every command
+shares: check the output location, validate, (resume from a checkpoint,) prepare the run directory and its
+manifest, stream metrics to disk, write TensorBoard events and checkpoints, train in compiled chunks with progress
+lines, then write config.json, metrics.json/csv, summary.json and plots. ``compare`` runs several variants into one
+staged result set (the demo). The command line (:mod:`vaco_jax.cli`) parses arguments and calls these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from vaco_jax import checkpoint, memory, output_dir, plotting, writers
+from vaco_jax.algorithms import ALGORITHMS
+from vaco_jax.config import Config, ConfigError, config_dict
+from vaco_jax.driver import Driver
+from vaco_jax.interrupt import GracefulStop
+from vaco_jax.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
+from vaco_jax.presets import PRESETS, apply_preset
+from vaco_jax.sweep import SweepResult, check_seeds, grid_configs, run_sweep
+from vaco_jax.trainer import TrainProgram
+
+ReportedMetric = Literal[
+    "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
+]
+
+
+@dataclasses.dataclass
+class Output:
+    """Where and how results are written."""
+
+    out_dir: Path = Path("runs/latest")
+    """Directory for metrics.json, metrics.csv, summary.json and plots."""
+    overwrite: bool = False
+    """Replace an earlier vaco-jax run's results in out_dir: only what that run wrote (its manifest) is removed, and
+    a directory holding anything else is refused whole. Without it, a directory with results is refused."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
+    chunk_size: int = 10
+    """Iterations per compiled chunk: progress and metrics reach the host once per chunk."""
+    quiet: bool = False
+    """No per-chunk progress lines."""
+    checkpoint_every: int = 100
+    """Save a checkpoint (the whole training state of every run, under out_dir/checkpoints) every N iterations at
+    chunk boundaries, and always at the end; 0: only at the end. Metrics stream to out_dir/metrics every chunk."""
+    keep_checkpoints: int = 2
+    """How many of the newest checkpoints to keep."""
+    resume: Path | None = None
+    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end (give
+    the same flags as the interrupted run; a difference in config, grid or seeds is refused, naming it)."""
+    metric: ReportedMetric = "episode/return"
+    """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
+    episodes (eval/...: needs --eval.every N)."""
+    dry_run: bool = False
+    """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
+    nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+
+
+def check_output(output: Output) -> None:
+    """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
+    if output.chunk_size < 1:
+        raise ConfigError(
+            f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
+        )
+    if output.checkpoint_every < 0 or output.keep_checkpoints < 1:
+        raise ConfigError(
+            f"--checkpoint-every {output.checkpoint_every} must be >= 0 (0: only at the end) and "
+            f"--keep-checkpoints {output.keep_checkpoints} >= 1"
+        )
+    output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
+    output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
+
+
+def run_entries(grid: dict[str, list], tensorboard: bool) -> list[str]:
+    """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may remove)."""
+    return [
+        "config.json",
+        *output_dir.RESULT_FILES,
+        *output_dir.RUN_STATE,
+        *(f"final_vs_{axis}.png" for axis in grid),
+        *(["tb"] if tensorboard else []),
+    ]
+
+
+def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
+    """A chunk callback printing one line per chunk: iterations, speed, the latest return (and evaluation) and TV."""
+    start = time.perf_counter()
+    total = config.num_iterations
+
+    def latest(values: np.ndarray) -> str:
+        """Mean over runs of the latest finite value in the chunk (NaN: no episode ended, or no evaluation)."""
+        finite = np.isfinite(values)
+        if not finite.any():
+            return "n/a"
+        last = values.shape[1] - 1 - np.argmax(finite[:, ::-1].any(axis=0))
+        column = values[:, last]
+        return f"{column[np.isfinite(column)].mean():.1f}"
+
+    def on_chunk(done: int, metrics: dict[str, np.ndarray]) -> None:
+        if quiet:
+            return
+        elapsed = time.perf_counter() - start
+        steps = done * config.steps_per_iteration
+        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
+        exact = "_exact" if "tv/forward_exact" in metrics else ""
+        trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
+        print(
+            f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
+            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}  "
+            f"tv/backward{exact} {metrics['tv/backward' + exact][:, -1].mean():.4f}  "
+            f"tv/forward{exact} {metrics['tv/forward' + exact][:, -1].mean():.4f}{trust}",
+            flush=True,
+        )
+
+    return on_chunk
+
+
+def format_summary(result: SweepResult, rows: list[dict]) -> str:
+    """A plain-text table of final return and AUC per grid point."""
+    axes = list(result.grid)
+    header = [*axes, "final IQM", "95% CI", "AUC IQM", "95% CI", "seeds"]
+    lines = []
+    for row in rows:
+        f, a = row["final"], row["auc"]
+        lines.append(
+            [
+                *(str(row[x]) for x in axes),
+                f"{f['iqm']:.1f}",
+                f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
+                f"{a['iqm']:.1f}",
+                f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
+                str(f["runs"]),
+            ]
+        )
+    return format_table(header, lines)
+
+
+def format_table(header: list[str], lines: list[list[str]]) -> str:
+    """Right-aligned plain-text columns under a header and a rule."""
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+
+
+class Interrupted(Exception):
+    """A run stopped early by SIGINT/SIGTERM, after its checkpoint and partial results were written."""
+
+    def __init__(self, exit_code: int):
+        super().__init__(f"interrupted (exit code {exit_code})")
+        self.exit_code = exit_code
+
+
+def execute(
+    config: Config,
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
+    *,
+    run_id: str | None = None,
+    resume_with: Path | None = None,
+    reload_complete: bool = False,
+    published_as: Path | None = None,
+    presets: tuple[str, ...] = (),
+    label: str | None = None,
+) -> SweepResult | None:
+    """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
+    the device memory instead, and return None).
+
+    With ``stop`` (a :class:`~vaco_jax.interrupt.GracefulStop`), a stop request ends the run at the next chunk
+    boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
+    :class:`Interrupted` is raised. ``run_id`` names the run in every file (a new one if None); ``resume_with`` is
+    the directory the user passes to ``--resume`` to finish an interrupted run (default: the output directory).
+    ``--resume`` of a run that is already complete says so, changes nothing and returns None, unless
+    ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
+    is where a staged folder will be once its result set is complete (named in the final message). ``presets``
+    are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
+    algorithm, with its presets).
+    """
+    if output.resume is not None:
+        output = dataclasses.replace(output, out_dir=output.resume)
+    check_output(output)
+    program = TrainProgram(config)  # validates before anything compiles or is written
+    grid_configs(config, grid)
+    check_seeds(seed, num_seeds)
+    if output.metric.startswith("eval/") and config.eval.every == 0:
+        raise ConfigError(
+            f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
+            "(evaluate every N iterations and after the last one)"
+        )
+    num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
+    num_runs = num_points * num_seeds
+    spec = program.env.action_spec
+    memory.check_fits(config, num_runs, program.env.observation_size, spec.size, spec.discrete)
+    if output.dry_run:
+        report = memory.estimate(config, num_runs, chunk_size=output.chunk_size)
+        print(f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written")
+        print(report.format())
+        return None
+    meta = checkpoint.run_meta(config, grid, seed, num_seeds)
+    restored = None
+    if output.resume is not None:
+        restored = _restore(output.resume, program, num_runs, meta)
+        if restored.iterations_done >= config.num_iterations and not reload_complete:
+            print(
+                f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
+                "iterations): nothing to resume, nothing was changed",
+                flush=True,
+            )
+            return None
+        print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
+    run_id = run_id or new_run_id()
+    entries = run_entries(grid, output.tensorboard)
+    out = output_dir.prepare(
+        output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
+    )
+    offset = restored.iterations_done if restored else 0
+    saver = checkpoint.Checkpointer(
+        out / checkpoint.SUBDIR,
+        meta,
+        every=output.checkpoint_every,
+        total=config.num_iterations,
+        keep=output.keep_checkpoints,
+        offset=offset,
+    )
+    if stop is not None:
+        stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
+    tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
+    print(
+        f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
+        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
+        f"({config.total_env_steps * num_runs:,} env steps in all)",
+        flush=True,
+    )
+    try:
+        result = run_sweep(
+            config,
+            grid,
+            num_seeds=num_seeds,
+            seed=seed,
+            chunk_size=output.chunk_size,
+            callbacks=[
+                _progress(config, num_runs, output.quiet, offset),
+                *([tensorboard.on_chunk] if tensorboard else []),
+            ],
+            driver=Driver(program),
+            state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
+            resume=restored,
+            should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
+            metrics_dir=out / METRICS_SUBDIR,
+            progress=False,  # the CLI prints one line per chunk instead
+        )
+    finally:
+        if tensorboard:
+            tensorboard.close()
+    done = result.num_iterations
+    partial = done < config.num_iterations
+    result.extra["presets"] = list(presets)
+    result.extra["label"] = label or (f"{config.algorithm} ({' + '.join(presets)})" if presets else config.algorithm)
+    rows = write_results(result, out, output.metric, run_id)
+    print(
+        f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
+        f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
+    )
+    print(format_summary(result, rows))
+    print(
+        f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
+        + "".join(f" final_vs_{axis}.png" for axis in grid)
+        + (" tb/" if output.tensorboard else "")
+        + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
+    )
+    if partial:
+        print(
+            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations; the results in {out} are "
+            f"partial (summary.json says so). To finish, run the same command with --resume {resume_with or out}",
+            flush=True,
+        )
+        raise Interrupted(stop.exit_code if stop is not None else 1)
+    return result
+
+
+def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
+    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``)."""
+    try:
+        restored = checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+    except checkpoint.NoCheckpoint as error:
+        raise ConfigError(
+            f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
+            f"from. Start it again with the same command and --out-dir {directory} --overwrite instead of --resume"
+        ) from None
+    checkpoint.check_resumable(restored.meta, meta)
+    return restored
+
+
+def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
+    """What a second Ctrl-C says: where the last complete checkpoint is, and how to resume from it."""
+    if saver.last_saved == saver.offset and saver.offset == 0:
+        return f"no checkpoint was written yet; run the command again with --overwrite to start over in {resume_dir}"
+    return (
+        f"the last complete checkpoint is at iteration {saver.last_saved} in {saver.directory}; "
+        f"resume with the same command and --resume {resume_dir}"
+    )
+
+
+def _tensorboard_writer(
+    out: Path, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
+) -> writers.TensorBoardWriter:
+    """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
+    resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
+    ones."""
+    tensorboard = writers.TensorBoardWriter(
+        out / "tb", grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
+    )
+    if offset:
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        store = MetricsStore(out / METRICS_SUBDIR)
+        store.truncate(offset)
+        for first, metrics in store.iter_all():
+            tensorboard.write(first, metrics)
+    return tensorboard
+
+
+def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
+    """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
+    (``partial`` and ``iterations_done`` say whether the run ended early)."""
+    done = result.num_iterations
+    partial = done < result.config.num_iterations
+    rows = [
+        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
+        for row in result.summary(metric)
+    ]
+    record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
+    writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
+    result.extra["run_id"] = run_id
+    writers.write_json(result, out / "metrics.json", rows)
+    writers.write_csv(result, out / "metrics.csv")
+    writers.write_text_atomic(out / "summary.json", json.dumps(rows, indent=2))
+    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
+    for axis in result.grid:
+        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
+    return rows
+
+
+def variant_config(config: Config, name: str) -> Config:
+    """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
+    return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
+
+
+def compare(
+    config: Config,
+    variants: tuple[str, ...],
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
+) -> dict[str, SweepResult]:
+    """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
+
+    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``). The whole result set is
+    built in ``<out-dir>.incomplete`` and moved into place when every variant is done, so ``--out-dir`` never
+    holds variants of different runs; an interrupted set stays there until ``--resume <out-dir>`` completes it.
+    """
+    target = output.resume if output.resume is not None else output.out_dir
+    output = dataclasses.replace(output, out_dir=target)
+    check_output(output)
+    check_seeds(seed, num_seeds)
+    staging = staging_dir(target)
+    for name in variants:  # validate every variant, and where it will write, before the first one trains
+        check_variant_name(name)
+        TrainProgram(variant_config(config, name))
+        grid_configs(variant_config(config, name), grid)
+    if output.dry_run:
+        for name in variants:
+            execute(variant_config(config, name), grid, num_seeds, seed, dataclasses.replace(output, out_dir=target))
+            print()
+        return {}
+    if output.resume is not None:
+        if not staging.is_dir():
+            if _is_complete_set(target, variants):
+                print(f"vaco-jax: {target} is complete: nothing to resume, nothing was changed", flush=True)
+                return {}
+            raise ConfigError(
+                f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
+                "a multi-variant command keeps its results there until every variant is done)"
+            )
+        output_dir.refuse_foreign(staging, "it cannot be resumed")
+        run_id = json.loads((staging / MARKER).read_text())["run_id"]
+    else:
+        if staging.exists():
+            if not output.overwrite:
+                raise ConfigError(
+                    f"{staging} holds an interrupted result set: pass --resume {target} to finish it, or "
+                    "--overwrite to start again"
+                )
+            output_dir.clear(staging)
+        if target.exists() and any(target.iterdir()):
+            if not output.overwrite:
+                raise ConfigError(
+                    f"{target} already holds results; pass --overwrite to replace them (when the new set is "
+                    "complete) or choose another --out-dir"
+                )
+            output_dir.refuse_foreign(target, "nothing will be replaced")
+        run_id = new_run_id()
+        staging.mkdir(parents=True, exist_ok=True)
+        entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
+        output_dir.write_marker(staging, run_id, entries, variants=list(variants))
+    results = {}
+    for name in variants:
+        folder = staging / name
+        resumable = output.resume is not None and (folder / checkpoint.SUBDIR).is_dir()
+        # a variant that had not checkpointed yet starts again in its (own, staged) folder
+        sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
+        cfg = variant_config(config, name)
+        results[name] = execute(
+            cfg,
+            grid,
+            num_seeds,
+            seed,
+            sub,
+            stop,
+            run_id=run_id,
+            resume_with=target,
+            reload_complete=True,
+            published_as=target / name,
+            presets=(name,) if name in PRESETS else (),
+            label=name,
+        )
+        print()
+    for axis in grid:
+        plotting.plot_final_vs_axis(results, staging / f"final_vs_{axis}.png", axis, output.metric)
+    print(
+        f"== comparison (final = mean {output.metric} over the last 10% of iterations; IQM and 95% bootstrap CI "
+        "over seeds)"
+    )
+    for name, result in results.items():
+        print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
+    publish(staging, target)
+    for name, result in results.items():  # the stored metrics moved with their folder
+        if isinstance(result.metrics, StoredMetrics):
+            result.metrics.store.directory = target / name / METRICS_SUBDIR
+    print(
+        f"\nwrote {target}/ (run {run_id}): "
+        + " ".join(f"final_vs_{axis}.png" for axis in grid)
+        + " and one folder per variant: "
+        + ", ".join(f"{target / name}/" for name in variants)
+    )
+    return results
+
+
+def check_variant_name(name: str) -> None:
+    """Refuse a demo variant that is neither an algorithm nor a preset, listing both (with the closest match)."""
+    if name in PRESETS or name in ALGORITHMS:
+        return
+    close = difflib.get_close_matches(name, [*ALGORITHMS, *PRESETS], n=1)
+    raise ConfigError(
+        f"--algorithms {name}: no algorithm or preset has that name"
+        + (f" (did you mean {close[0]}?)" if close else "")
+        + f". Algorithms: {', '.join(sorted(ALGORITHMS))}. Presets: {', '.join(PRESETS)}"
+    )
+
+
+def _is_complete_set(target: Path, variants: tuple[str, ...]) -> bool:
+    """Whether ``target`` holds a finished result set of ``variants`` (every variant's summary not partial)."""
+    for name in variants:
+        try:
+            rows = json.loads((target / name / "summary.json").read_text())
+        except (OSError, ValueError):
+            return False
+        if not rows or any(row.get("partial", True) for row in rows):
+            return False
+    return True
