@@ -516,10 +516,15 @@ def _write_json(path: Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=1, allow_nan=True))
 
 
+def cell_path(out_dir: Path, cell: Cell) -> Path:
+    """The cell's file, directly in ``cells/`` (an env name's ``/``, as in ``brax/hopper``, becomes ``-``)."""
+    return out_dir / "cells" / f"{cell.id.replace('/', '-')}.json"
+
+
 def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | None:
     """The cell's results on disk if they describe its current specification (:func:`same_experiment`), else None;
     current or stale (see :func:`is_current`)."""
-    path = out_dir / "cells" / f"{cell.id}.json"
+    path = cell_path(out_dir, cell)
     if not path.exists():
         return None
     result = json.loads(path.read_text())
@@ -998,7 +1003,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{len(cells) - len(todo)} of {len(cells)} cells on disk; running {len(todo)}", flush=True)
         for number, cell in enumerate(todo, 1):
             result = run_cell(preset, cell)
-            _write_json(out_dir / "cells" / f"{cell.id}.json", result)
+            _write_json(cell_path(out_dir, cell), result)
             print(f"[{number}/{len(todo)}] {cell.id}: {result['seconds']:.0f}s", flush=True)
     payload = report(args.preset, preset, out_dir)
     if args.update_readme:

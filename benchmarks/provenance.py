@@ -28,6 +28,7 @@ from typing import Any
 import jax
 
 from vaco_jax import Config, Driver, TrainProgram, algorithms
+from vaco_jax.driver import chunk_plan
 from vaco_jax.memory import abstract_batch
 
 
@@ -73,9 +74,9 @@ def _init_arguments(num_runs: int, hparams):
 
 
 def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
-    """The chunk lengths a driver run of ``total`` iterations in chunks of ``chunk_size`` uses."""
-    size = total if chunk_size is None else max(1, min(chunk_size, total))
-    return sorted({size, *([total % size] if total % size else [])})
+    """The distinct chunk lengths (one program each) a driver run of ``total`` iterations in chunks of
+    ``chunk_size`` uses (:func:`vaco_jax.driver.chunk_plan`)."""
+    return sorted(set(chunk_plan(total, chunk_size)))
 
 
 def git_commit(root: Path) -> str:

@@ -328,7 +328,8 @@ def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
-    return out_dir / "cells" / f"{cell.id}.json"
+    """The cell's file, directly in ``cells/`` (an env name's ``/``, as in ``brax/hopper``, becomes ``-``)."""
+    return out_dir / "cells" / f"{cell.id.replace('/', '-')}.json"
 
 
 def _spec_hash(spec: dict[str, Any]) -> str:

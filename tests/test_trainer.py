@@ -227,3 +227,16 @@ def test_the_next_chunk_is_dispatched_before_the_metric_callbacks_run(tiny_drive
     monkeypatch.undo()
     reference = tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), chunk_size=2, overlap=not overlap)
     np.testing.assert_array_equal(out.metrics["loss/total"], reference.metrics["loss/total"])
+
+
+def test_chunk_plan_evens_chunks_out_so_a_run_compiles_one_program():
+    from vaco_jax.driver import chunk_plan
+
+    assert chunk_plan(100, 30) == [25] * 4  # not 30, 30, 30, 10: one chunk length, one compiled program
+    assert chunk_plan(250, 100) == [50] * 5 and chunk_plan(60, 20) == [20] * 3 and chunk_plan(6, 4) == [3, 3]
+    assert chunk_plan(7, 3) == [3, 3, 1]  # a prime total: no even split, a shorter last chunk
+    assert chunk_plan(5, None) == [5] and chunk_plan(6, 100) == [6] and chunk_plan(0, 3) == []
+    for total in range(1, 60):
+        for size in range(1, 12):
+            plan = chunk_plan(total, size)
+            assert sum(plan) == total and max(plan) <= size and len(set(plan)) <= 2

@@ -166,3 +166,10 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
         "README's tuned verdict is stale: run python benchmarks/tuned_study.py --preset tuned --report "
         "--update-readme README.md"
     )
+
+
+def test_a_brax_cell_is_one_file_in_the_cells_folder(study, tmp_path):
+    """brax env names hold a "/": the cell's file must not land in a folder that does not exist."""
+    block = next(b for b in study.PRESETS["tuned"].blocks if b.env.startswith("brax/"))
+    path = study.cell_path(tmp_path, study.Cell(block, "test-fixed", "ppo"))
+    assert path.parent == tmp_path / "cells" and "/" not in path.name

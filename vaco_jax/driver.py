@@ -64,6 +64,24 @@ def _leaf_array(value) -> np.ndarray:
     return array
 
 
+def chunk_plan(total: int, chunk_size: int | None) -> list[int]:
+    """The chunk lengths of a run of ``total`` iterations: ``chunk_size`` evened out, where it can be, so that every
+    chunk has one length and the run compiles one chunk program (100 iterations in chunks of 30 run as 4 x 25).
+
+    The chunk count m is the smallest from ceil(total / chunk_size) up to twice that which divides ``total``; where
+    none does (a prime total), the chunks are ``chunk_size`` long and a shorter last one takes the rest (two
+    programs). ``None``: one chunk.
+    """
+    if total <= 0:
+        return []
+    size = total if chunk_size is None else max(1, min(chunk_size, total))
+    count = -(-total // size)
+    for chunks in range(count, 2 * count + 1):
+        if total % chunks == 0:
+            return [total // chunks] * chunks
+    return [size] * (total // size) + [total % size]
+
+
 def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
     """Whether a state callback acts after this chunk (its ``due(done, last)``; one without it always may)."""
     due = getattr(state_callback, "due", None)
@@ -141,7 +159,7 @@ class Driver:
         through them; for measuring the gain of double buffering, ``benchmarks/driver_overlap.py``).
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
-        chunk_size = total if chunk_size is None else max(1, min(chunk_size, total))
+        lengths = iter(chunk_plan(total, chunk_size))
         sharding = run_sharding(keys.shape[0])
         if sharding is not None:
             hparams = jax.device_put(hparams, sharding)
@@ -156,7 +174,7 @@ class Driver:
         def dispatch(states: TrainState, done: int):
             """Compile (once per chunk length) and start the next chunk; returns at once (asynchronous dispatch)."""
             nonlocal compile_seconds
-            n = min(chunk_size, total - done)
+            n = next(lengths)
             compiled, seconds = self.compiled_chunk(states, hparams, n)
             compile_seconds += seconds
             return n, time.perf_counter(), *compiled(states, hparams, np.int32(first + done))

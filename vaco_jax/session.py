@@ -47,7 +47,8 @@ class Output:
     tensorboard: bool = False
     """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
     chunk_size: int = 10
-    """Iterations per compiled chunk: progress and metrics reach the host once per chunk."""
+    """Iterations per compiled chunk, at most: progress and metrics reach the host once per chunk. Evened out where
+    the iteration count allows, so that a run compiles one chunk program (100 in chunks of 30 run as 4 x 25)."""
     quiet: bool = False
     """No per-chunk progress lines."""
     checkpoint_every: int = 100
