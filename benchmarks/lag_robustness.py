@@ -53,7 +53,14 @@ from vaco_jax.config import VACOConfig, with_overrides
 from vaco_jax.writers import write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import chunk_lengths, experiment_spec, git_commit, program_fingerprint  # noqa: E402
+from provenance import (  # noqa: E402
+    chunk_lengths,
+    config_record,
+    git_commit,
+    program_fingerprint,
+    same_cell_spec,
+    same_experiment,  # noqa: F401  (re-exported for the tests)
+)
 
 # ----------------------------------------------------------------------------- what can be studied
 
@@ -428,32 +435,10 @@ def cell_fingerprint(preset: Preset, cell: Cell) -> str:
 def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
     """Everything that determines a cell's results (a changed spec reruns the cell)."""
     config, grid = cell_config(preset, cell)
-    spec = {"config": _config_dict(config), "grid": grid, "seeds": preset.seeds}
+    spec = {"config": config_record(config), "grid": grid, "seeds": preset.seeds}
     if preset.first_seed:  # absent at 0, so that cells committed before the field existed stay valid
         spec["first_seed"] = preset.first_seed
     return spec
-
-
-def _config_dict(config: Config) -> dict[str, Any]:
-    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
-
-
-def same_experiment(stored: Any, current: Any, default: Any) -> bool:
-    """Whether a cell's stored spec describes the experiment ``current`` describes now.
-
-    Every value the cell recorded must be the current one; a field the cell did not record (added to the config
-    after it ran) must be at its default (``default``: the default config's spec, same layout). Whether the *code*
-    still makes the same numbers is a separate question, answered by the cell's program fingerprint (stale cells
-    are reported as such, and ``--check`` reruns one)."""
-    if isinstance(stored, dict) and isinstance(current, dict):
-        for key, value in current.items():
-            if key in stored:
-                if not same_experiment(stored[key], value, default.get(key) if isinstance(default, dict) else None):
-                    return False
-            elif not isinstance(default, dict) or key not in default or default[key] != value:
-                return False
-        return set(stored) <= set(current)
-    return stored == current
 
 
 def _spec_hash(spec: dict[str, Any]) -> str:
@@ -522,15 +507,13 @@ def cell_path(out_dir: Path, cell: Cell) -> Path:
 
 
 def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | None:
-    """The cell's results on disk if they describe its current specification (:func:`same_experiment`), else None;
-    current or stale (see :func:`is_current`)."""
+    """The cell's results on disk if they describe its current specification (:func:`provenance.same_cell_spec`),
+    else None; current or stale (see :func:`is_current`)."""
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    default = {"config": _config_dict(Config())}
-    stored, current = experiment_spec(result.get("spec", {})), experiment_spec(cell_spec(preset, cell))
-    return result if same_experiment(stored, current, default) else None
+    return result if same_cell_spec(result.get("spec", {}), cell_spec(preset, cell)) else None
 
 
 def is_current(preset: Preset, cell: Cell, result: dict[str, Any]) -> bool:

@@ -17,8 +17,10 @@ by other code, kept and shown as such, never silently mixed with current ones.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
+import json
 import subprocess
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -42,6 +44,37 @@ def experiment_spec(spec: dict[str, Any]) -> dict[str, Any]:
         return spec
     unread = algorithms.unread_config_groups(config.get("algorithm", ""))
     return {**spec, "config": {key: value for key, value in config.items() if key not in unread}}
+
+
+def same_experiment(stored: Any, current: Any, default: Any) -> bool:
+    """Whether a cell's stored spec describes the experiment ``current`` describes now.
+
+    Every value the cell recorded must be the current one; a field the cell did not record (added to the config
+    after it ran) must be at its default (``default``: the default config's spec, same layout). Whether the *code*
+    still makes the same numbers is a separate question, answered by the cell's program fingerprint (stale cells
+    are reported as such, and ``--check`` reruns one)."""
+    if isinstance(stored, dict) and isinstance(current, dict):
+        for key, value in current.items():
+            if key in stored:
+                if not same_experiment(stored[key], value, default.get(key) if isinstance(default, dict) else None):
+                    return False
+            elif not isinstance(default, dict) or key not in default or default[key] != value:
+                return False
+        return set(stored) <= set(current)
+    return stored == current
+
+
+def config_record(config: Config) -> dict[str, Any]:
+    """A config as a cell records it (plain JSON values)."""
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a stored cell spec is the current one as an experiment: :func:`experiment_spec` on both sides, then
+    :func:`same_experiment` against the default config (a config field added since the cell ran is fine at its
+    default; a changed option the cell's algorithm never reads is fine; anything else is a new experiment)."""
+    default = {"config": config_record(Config())}
+    return same_experiment(experiment_spec(stored), experiment_spec(current), default)
 
 
 def _stablehlo(lowered) -> str:

@@ -58,7 +58,7 @@ from vaco_jax.sweep import seed_keys
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lag_robustness import ENVS, REGIMES  # noqa: E402  (the envs' batch shapes and the update regimes)
-from provenance import chunk_lengths, experiment_spec, git_commit, program_fingerprint  # noqa: E402
+from provenance import chunk_lengths, config_record, git_commit, program_fingerprint, same_cell_spec  # noqa: E402
 
 # the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
@@ -361,7 +361,7 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
 
 def cell_spec(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     config, points, seeds = cell_plan(preset, cell, out_dir)
-    return {"config": json.loads(json.dumps(dataclasses.asdict(config), default=str)), "points": points, "seeds": seeds}
+    return {"config": config_record(config), "points": points, "seeds": seeds}
 
 
 REDUCTIONS = (learner_scores, stats.area_under_curve, stats.final_return, stats._nanmean)
@@ -412,8 +412,9 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
 
 
 def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
-    """The cell on disk if it is the current experiment (its spec without the config groups its algorithm never
-    reads, :func:`provenance.experiment_spec`; a test cell also needs its tuning cell)."""
+    """The cell on disk if it is the current experiment (:func:`provenance.same_cell_spec`: a config field added
+    since at its default, or an option its algorithm never reads, keeps it; a test cell also needs its tuning
+    cell)."""
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
@@ -421,8 +422,7 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     if source is not None and load_cell(out_dir, preset, source) is None:
         return None
     result = json.loads(path.read_text())
-    current = experiment_spec(cell_spec(preset, cell, out_dir))
-    return result if _spec_hash(experiment_spec(result.get("spec", {}))) == _spec_hash(current) else None
+    return result if same_cell_spec(result.get("spec", {}), cell_spec(preset, cell, out_dir)) else None
 
 
 def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stale: bool = False) -> None:

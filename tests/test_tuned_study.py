@@ -173,3 +173,28 @@ def test_a_brax_cell_is_one_file_in_the_cells_folder(study, tmp_path):
     block = next(b for b in study.PRESETS["tuned"].blocks if b.env.startswith("brax/"))
     path = study.cell_path(tmp_path, study.Cell(block, "test-fixed", "ppo"))
     assert path.parent == tmp_path / "cells" and "/" not in path.name
+
+
+def test_a_committed_cell_survives_a_new_config_field_and_another_algorithms_option(study, smoke, tmp_path):
+    """A config field added since a cell ran (absent from its record) at its default, or a changed default of an
+    option its algorithm never reads, keeps the cell; a changed value of anything it reads makes it a new one."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    preset = study.PRESETS["tuned-smoke"]
+    cell = next(c for c in study.cells_of(preset) if c.stage == "tune" and c.method == "ppo_decoupled")
+    path = study.cell_path(out, cell)
+    record = json.loads(path.read_text())
+
+    def load_with(edit) -> bool:
+        changed = json.loads(json.dumps(record))
+        edit(changed["spec"]["config"])
+        path.write_text(json.dumps(changed))
+        return study.load_cell(out, preset, cell) is not None
+
+    assert load_with(lambda config: None)
+    assert load_with(lambda config: config["network"].pop("activation"))  # a field the cell predates, at default
+    assert load_with(lambda config: config["vaco"].update(tv_estimator="sample"))  # ppo never reads vaco.*
+    assert not load_with(lambda config: config.update(num_iterations=config["num_iterations"] + 1))
+    assert not load_with(lambda config: config["ppo"].update(num_epochs=config["ppo"]["num_epochs"] + 1))
