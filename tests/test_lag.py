@@ -78,3 +78,55 @@ def test_traced_k_and_p_do_not_recompile():
     assert sample(1, 0.5).tolist() == [1, 1]
     assert sample(5, 0.5).tolist() == [5, 5]
     assert sample._cache_size() == 1
+
+
+def test_empirical_lags_follow_the_histogram_and_never_draw_a_zero_weight_lag():
+    """lag.kind=empirical: P(k = j) = w_j / sum(w); unnormalised weights are the same histogram."""
+    weights = (0.2, 0.0, 0.8, 0.0)
+
+    def draws(w, keys):
+        sample = lambda key: lag.sample_lags(  # noqa: E731
+            key, kind="empirical", k=0, p=0.5, num_actors=4, max_lag=3, iteration=100, weights=w
+        )
+        return np.asarray(jax.jit(jax.vmap(sample))(keys)).ravel()
+
+    keys = jax.random.split(jax.random.key(0), 5000)  # 20,000 draws
+    got = draws(weights, keys)
+    frequencies = np.bincount(got, minlength=4) / got.size
+    np.testing.assert_allclose(frequencies, [0.2, 0.0, 0.8, 0.0], atol=0.015)
+    assert set(got.tolist()) == {0, 2}
+    scaled = draws(tuple(5.0 * w for w in weights), keys)
+    np.testing.assert_allclose(np.bincount(scaled, minlength=4) / scaled.size, frequencies, atol=0.01)
+    early = lag.sample_lags(
+        jax.random.key(1), kind="empirical", k=0, p=0.5, num_actors=64, max_lag=3, iteration=1, weights=(0, 0, 0, 1)
+    )
+    assert np.asarray(early).tolist() == [1] * 64  # clamped to the history there is
+
+
+def test_empirical_weights_are_traced_one_program_for_two_histograms():
+    """Two runs with different histograms in one compiled program: all lag 0, and all lag 2 once history allows."""
+    from tests.conftest import tiny_config
+    from vaco_jax import Driver, LagConfig, TrainProgram, seed_keys, stack_hparams
+
+    config = tiny_config(num_iterations=4, lag=LagConfig(kind="empirical", max_lag=2, num_actors=2, weights=(1, 0, 0)))
+    far = config.replace(lag=config.lag.replace(weights=(0.0, 0.0, 3.0)))
+    out = Driver(TrainProgram(config)).run(seed_keys(0, 2), stack_hparams([config, far]))
+    np.testing.assert_array_equal(out.metrics["lag/mean"], [[0, 0, 0, 0], [0, 1, 2, 2]])
+
+
+@pytest.mark.parametrize(
+    "lag_config, message",
+    [
+        (dict(kind="empirical", max_lag=2, weights=(1.0, 1.0)), "needs lag.weights with lag.max_lag \\+ 1 = 3 values"),
+        (dict(kind="empirical", max_lag=1, weights=(1.0, -0.5)), "must be finite and >= 0"),
+        (dict(kind="empirical", max_lag=1, weights=(0.0, 0.0)), "must not all be 0"),
+        (dict(kind="uniform", max_lag=1, weights=(0.5, 0.5)), "read by lag.kind=empirical only"),
+    ],
+)
+def test_empirical_weights_are_checked(lag_config, message):
+    from tests.conftest import tiny_config
+    from vaco_jax import LagConfig
+    from vaco_jax.config import ConfigError, validate
+
+    with pytest.raises(ConfigError, match=message):
+        validate(tiny_config(lag=LagConfig(**lag_config)))

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from flax import struct
 
-LAG_KINDS = ("fixed", "uniform", "geometric", "spread")
+LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical")
 TV_SCOPES = ("minibatch", "trajectory", "sample")
 FILTER_REFS = ("learner", "behaviour")
 VTRACE_ADVANTAGES = ("lambda", "q")
@@ -211,9 +211,10 @@ class VtraceConfig:
 class LagConfig:
     """Backward lag: the simulated fleet of stale actors (spec section 2)."""
 
-    kind: Literal["fixed", "uniform", "geometric", "spread"] = static("fixed")
+    kind: Literal["fixed", "uniform", "geometric", "spread", "empirical"] = static("fixed")
     """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at
-    max_lag) or spread (groups evenly over 0..k)."""
+    max_lag), spread (groups evenly over 0..k) or empirical (from the histogram lag.weights, e.g. the lags a real
+    asynchronous system measured)."""
     max_lag: int = static(0)
     """Buffer holds max_lag + 1 snapshots (static: it sets the buffer shape)."""
     num_actors: int = static(1)
@@ -222,6 +223,9 @@ class LagConfig:
     """Lag (fixed, spread) or maximum lag (uniform), in learner updates."""
     p: float = 0.5
     """Success probability of the geometric lag distribution, in (0, 1]."""
+    weights: tuple[float, ...] = ()
+    """lag.kind=empirical: relative frequencies of lags 0, 1, ..., max_lag (max_lag + 1 values >= 0, normalised
+    here; traced, so runs with different histograms share one program); empty for the other kinds."""
 
 
 @struct.dataclass
@@ -384,6 +388,30 @@ def _check_number(
         _check(fv <= high, f"{path}={v} must be <= {high}{hint}")
 
 
+def _check_lag_weights(lag: LagConfig) -> None:
+    """lag.weights: a histogram over lags 0..max_lag for the empirical kind, nothing for the others."""
+    weights = tuple(lag.weights)
+    if lag.kind != "empirical":
+        _check(
+            not weights,
+            f"lag.weights={weights!r} is read by lag.kind=empirical only (lag.kind={lag.kind!r}): drop it, or set "
+            "lag.kind=empirical",
+        )
+        return
+    _check(
+        len(weights) == lag.max_lag + 1,
+        f"lag.kind=empirical needs lag.weights with lag.max_lag + 1 = {lag.max_lag + 1} values (the frequencies "
+        f"of lags 0..{lag.max_lag}); got {len(weights)}: give one per lag, e.g. "
+        f"--lag.weights {' '.join(['1'] * (lag.max_lag + 1))}",
+    )
+    values = np.stack([np.asarray(w, dtype=np.float64) for w in weights])
+    _check(
+        bool(np.all(np.isfinite(values)) and np.all(values >= 0)),
+        f"lag.weights={weights!r} must be finite and >= 0 (relative frequencies of lags 0..{lag.max_lag})",
+    )
+    _check(bool(np.all(values.sum(axis=0) > 0)), "lag.weights must not all be 0: give some lag a positive frequency")
+
+
 def validate(
     config: Config, known_envs: Iterable[str] | None = None, known_algorithms: Iterable[str] | None = None
 ) -> Config:
@@ -459,6 +487,7 @@ def validate(
             int(k) <= lag.max_lag, f"lag.k={int(k)} exceeds lag.max_lag={lag.max_lag}: raise lag.max_lag or lower lag.k"
         )
     _check_number("lag.p", lag.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
+    _check_lag_weights(lag)
     _check_number("env.reward_scale", env.reward_scale, low=0, low_open=True)
     _check_number("ppo.learning_rate", ppo.learning_rate, low=0, low_open=True)
     _check_number("ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True)

@@ -43,7 +43,15 @@ def gather(buffer: LagBuffer, iterations: jax.Array) -> ActorSnapshot:
 
 
 def sample_lags(
-    key: jax.Array, *, kind: str, k: jax.Array, p: jax.Array, num_actors: int, max_lag: int, iteration: jax.Array
+    key: jax.Array,
+    *,
+    kind: str,
+    k: jax.Array,
+    p: jax.Array,
+    num_actors: int,
+    max_lag: int,
+    iteration: jax.Array,
+    weights: tuple[jax.Array, ...] = (),
 ) -> jax.Array:
     """Lag k_g [G] (int32) of each actor group at ``iteration``, clamped to ``min(k_g, T)``.
 
@@ -51,6 +59,7 @@ def sample_lags(
         uniform:    k_g ~ U{0, ..., k}, drawn per group per iteration
         geometric:  k_g ~ Geometric(p) - 1 (failures before the first success), truncated at max_lag
         spread:     k_g = round(g * k / (G - 1)), a heterogeneous fleet from 0 to k (k if G = 1)
+        empirical:  P(k_g = j) = w_j / sum(w), j = 0..max_lag, drawn per group per iteration
 
     Args:
       key: PRNG key (used by uniform and geometric).
@@ -60,6 +69,7 @@ def sample_lags(
       num_actors: G (static).
       max_lag: buffer depth minus one (static).
       iteration: T, learner updates done so far.
+      weights: empirical: max_lag + 1 relative frequencies w_j >= 0 (traced).
 
     Returns:
       [G] int32 lags, each in ``[0, min(max_lag, T)]``.
@@ -79,6 +89,11 @@ def sample_lags(
         else:
             fraction = jnp.arange(num_actors, dtype=jnp.float32) / (num_actors - 1)
             lags = jnp.round(fraction * k).astype(jnp.int32)
+    elif kind == "empirical":
+        frequencies = jnp.stack([jnp.asarray(w, jnp.float32) for w in weights])
+        if frequencies.shape != (max_lag + 1,):
+            raise ValueError(f"lag.kind=empirical needs max_lag + 1 = {max_lag + 1} weights, got {len(weights)}")
+        lags = jax.random.categorical(key, jnp.log(frequencies), shape=(num_actors,)).astype(jnp.int32)
     else:
-        raise ValueError(f"lag.kind={kind!r} is unknown; choose one of fixed, uniform, geometric, spread")
+        raise ValueError(f"lag.kind={kind!r} is unknown; choose one of fixed, uniform, geometric, spread, empirical")
     return jnp.clip(lags, 0, jnp.minimum(max_lag, jnp.asarray(iteration, jnp.int32)))

@@ -158,6 +158,7 @@ class TrainProgram:
             num_actors=config.lag.num_actors,
             max_lag=config.lag.max_lag,
             iteration=iteration,
+            weights=hparams.lag.weights,
         )
         behaviour = lag.gather(state.lag_buffer, iteration - lags)  # [G] snapshots
         learner = ActorSnapshot(state.params.actor, state.obs_norm)  # pi_T, the buffer's slot T
