@@ -28,6 +28,10 @@ from vaco_jax import envs, machine, stats
 from vaco_jax.output_dir import write_text_atomic
 
 README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"
+# the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy
+# with a good argmax wins on the mode and loses here
+README_STOCHASTIC = "<!-- tuned verdict, stochastic: start -->", "<!-- tuned verdict, stochastic: end -->"
+SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
 
 
@@ -108,15 +112,22 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     return {"rows": rows, "tuning": tuning, "missing": missing, "stale": stale, "seconds": seconds}
 
 
+def _pi_key(score: str) -> str:
+    """The row field of the paired P(X > reference) on ``score`` (``pi_vs_reference`` for the learner's AUC)."""
+    return "pi_vs_reference" if score == "learner_auc" else f"pi_vs_reference_{score.removeprefix('learner_')}"
+
+
 def statistics(collected: dict[str, Any]) -> None:
-    """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC."""
+    """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC, of its mode
+    (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``)."""
     rows = collected["rows"]
     reference = {(r["env"], r["regime"], r["lag"]): r for r in rows if r["method"] == REFERENCE and r["primary"]}
     for row in rows:
         row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
         base = reference.get((row["env"], row["regime"], row["lag"]))
         if base is not None and row is not base:
-            row["pi_vs_reference"] = _pi(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"])
+            for score in SCORE_NAMES:
+                row[_pi_key(score)] = _pi(row["per_seed"][score], base["per_seed"][score])
 
 
 def _fmt(summary: dict[str, float]) -> str:
@@ -124,12 +135,15 @@ def _fmt(summary: dict[str, float]) -> str:
     return text + (f" ({summary['diverged']} diverged)" if summary.get("diverged") else "")
 
 
-def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
-    """Per env and lag: each method's learner AUC (IQM, tuned where the block has tuning) and its paired P(> decoupled
-    PPO in the same configuration kind)."""
+def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...], score: str = "learner_auc") -> list[str]:
+    """Per env and lag: each method's ``score`` (IQM; tuned where the block has tuning; the learner's mode AUC by
+    default, ``learner_stochastic_auc`` for its sampling policy) and its paired P(> decoupled PPO in the same
+    configuration kind) on that score."""
     present = [m for m in methods if any(r["method"] == m for r in rows)]
     lines = [
-        "| env | lag | best (learner AUC) | " + " | ".join(f"{m}: AUC, P(> {REFERENCE})" for m in present) + " |",
+        f"| env | lag | best ({SCORE_NAMES[score]}) | "
+        + " | ".join(f"{m}: AUC, P(> {REFERENCE})" for m in present)
+        + " |",
         "|---|---|---|" + "---|" * len(present),
     ]
     blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
@@ -137,19 +151,19 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[
         tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["primary"]]
         for lag in sorted({r["lag"] for r in tuned}, key=lag_order):
             at = {r["method"]: r for r in tuned if r["lag"] == lag}
-            best = max(at.values(), key=lambda r: r["summary"]["learner_auc"]["iqm"])
+            best = max(at.values(), key=lambda r: r["summary"][score]["iqm"])
             cells = []
             for m in present:
                 if m not in at:
                     cells.append("-")
                     continue
-                auc = at[m]["summary"]["learner_auc"]["iqm"]
-                pi = at[m].get("pi_vs_reference")
+                auc = at[m]["summary"][score]["iqm"]
+                pi = at[m].get(_pi_key(score))
                 cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
             kind = f", tuned on {at[best['method']]['held_out']}: held out" if best["held_out"] else ""
             kind = kind or ("" if best["setting"] == "tuned" else ", default hyperparameters")
             label = f"{env} ({regime}{kind})"
-            lines.append(f"| {label} | {lag} | {best['method']} ({best['summary']['learner_auc']['iqm']:.1f}) | "
+            lines.append(f"| {label} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
     return lines
 
@@ -211,6 +225,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     }
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
     verdict = verdict_table(rows, preset.methods)
+    stochastic = verdict_table(rows, preset.methods, score="learner_stochastic_auc")
     markdown = [
         f"# Tuned lag benchmark ({preset_name})",
         "",
@@ -221,6 +236,10 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
         "",
         *verdict,
+        "",
+        "## The same on the learner's stochastic policy (what an on-policy actor would earn)",
+        "",
+        *stochastic,
         "",
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
@@ -235,17 +254,18 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         plot_all(rows, preset, out_dir)
     if readme is not None:
         update_readme(readme, verdict)
+        update_readme(readme, stochastic, markers=README_STOCHASTIC)
     return payload
 
 
-def update_readme(readme: Path, verdict: list[str]) -> None:
+def update_readme(readme: Path, verdict: list[str], markers: tuple[str, str] = (README_START, README_END)) -> None:
+    """Replace the README's block between ``markers`` with ``verdict``."""
     text = readme.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+    (first, last) = markers
+    start, end = text.find(first), text.find(last)
     if start < 0 or end < 0:
-        raise SystemExit(f"{readme} has no {README_START} ... {README_END} block to update")
-    write_text_atomic(
-        readme, text[:start] + "\n".join([README_START, *verdict, README_END]) + text[end + len(README_END) :]
-    )
+        raise SystemExit(f"{readme} has no {first} ... {last} block to update")
+    write_text_atomic(readme, text[:start] + "\n".join([first, *verdict, last]) + text[end + len(last) :])
 
 
 # ----------------------------------------------------------------------------- figures
