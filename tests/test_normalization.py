@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from vaco_jax import normalization
 
@@ -37,3 +38,39 @@ def test_normalize_standardises_and_clips():
     obs = jnp.array([[3.0, -2.0], [1.0, 100.0]])
     expected = np.array([[2.0 / np.sqrt(4.0 + 1e-8), 0.0], [0.0, 10.0]])  # 102 / 0.5 clipped to 10
     np.testing.assert_allclose(normalization.normalize(state, obs), expected, rtol=1e-6)
+
+
+def test_the_normaliser_can_absorb_the_batch_before_the_update_as_brax_does():
+    """env.normalizer_update=before: the same statistics enter the new snapshot (the same batch was absorbed), but
+    the gradient steps ran under them, so the parameters differ from the default order's; without normalisation
+    the option changes nothing, bit for bit."""
+    import jax
+
+    from tests.conftest import tiny_config
+    from vaco_jax import Driver, TrainProgram, seed_keys, stack_hparams
+
+    def final(config):
+        out = Driver(TrainProgram(config)).run(seed_keys(0, 1), stack_hparams([config]))
+        return out.states
+
+    after = tiny_config(num_iterations=1)
+    before = after.replace(env=after.env.replace(normalizer_update="before"))
+    a, b = final(after), final(before)
+    jax.tree.map(np.testing.assert_array_equal, a.obs_norm, b.obs_norm)
+    differences = [
+        float(np.abs(x - y).max()) for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True)
+    ]
+    assert max(differences) > 1e-6
+
+    plain = after.replace(env=after.env.replace(normalize_observations=False))
+    plain_before = plain.replace(env=plain.env.replace(normalizer_update="before"))
+    jax.tree.map(np.testing.assert_array_equal, final(plain).params, final(plain_before).params)
+
+
+def test_an_unknown_normaliser_order_is_a_clear_error():
+    from tests.conftest import tiny_config
+    from vaco_jax.config import ConfigError, validate
+
+    config = tiny_config()
+    with pytest.raises(ConfigError, match="env.normalizer_update='during' is unknown; choose one of after, before"):
+        validate(config.replace(env=config.env.replace(normalizer_update="during")))

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from flax import struct
 
+NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical")
 TV_SCOPES = ("minibatch", "trajectory", "sample")
 FILTER_REFS = ("learner", "behaviour")
@@ -59,6 +60,10 @@ class EnvConfig:
     normalize_observations: bool | None = static(None)
     """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
     chosen by measurement (benchmarks/normalization.py): off for gymnax, on for brax."""
+    normalizer_update: Literal["after", "before"] = static("after")
+    """When the observation statistics absorb an iteration's observations: after the gradient steps (the update
+    trains with the statistics its batch was collected under) or before them (as brax's PPO: the update, its
+    critic values and the new snapshot all use statistics that include the batch)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
@@ -455,6 +460,10 @@ def validate(
     _check(
         env.normalize_observations in (None, True, False),
         f"env.normalize_observations={env.normalize_observations!r} must be true, false or None (backend default)",
+    )
+    _check(
+        env.normalizer_update in NORMALIZER_UPDATES,
+        f"env.normalizer_update={env.normalizer_update!r} is unknown; choose one of {', '.join(NORMALIZER_UPDATES)}",
     )
     _check(
         isinstance(env.action_repeat, int) and env.action_repeat >= 1,

@@ -178,18 +178,23 @@ class TrainProgram:
             num_steps=config.env.num_steps,
         )
 
+        # The observation statistics absorb this batch after the gradient steps (default) or before them.
+        normalize = config.env.normalize_observations
+        obs_norm = state.obs_norm
+        if normalize and config.env.normalizer_update == "before":
+            obs_norm = normalization.update(obs_norm, rollout.observations)
+
         # 3. Advantages with the critic V_T.
-        batch, values = self.estimate_advantages(state, rollout, hparams)
+        batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), rollout, hparams)
 
         # 4. Epochs x minibatches of gradient steps (forward lag).
         learner = Learner(self.networks, self.dist, self.algorithm, make_optimizer(config, hparams), config)
         params, opt_state, train_metrics = run_epochs(
-            state.params, state.opt_state, batch, state.obs_norm, state.algo_state, epoch_key, learner, hparams
+            state.params, state.opt_state, batch, obs_norm, state.algo_state, epoch_key, learner, hparams
         )
 
         # 5. The new actor snapshot (parameters + normaliser statistics) enters the buffer.
-        obs_norm = state.obs_norm
-        if config.env.normalize_observations:
+        if normalize and config.env.normalizer_update == "after":
             obs_norm = normalization.update(obs_norm, rollout.observations)
         snapshot = ActorSnapshot(params.actor, obs_norm)
         lag_buffer = lag.push(state.lag_buffer, snapshot, iteration + 1)
