@@ -61,7 +61,8 @@ def task_config(name: str, spec: tuple, normalize: bool) -> Config:
     env_fields, ppo_fields, iterations, hidden = spec
     return Config(
         num_iterations=iterations,
-        env=EnvConfig(name=name, normalize_observations=normalize, **env_fields),
+        # the order its committed results ran with (before env.normalizer_update existed); see normalizer_order.py
+        env=EnvConfig(name=name, normalize_observations=normalize, normalizer_update="after", **env_fields),
         network=NetworkConfig(actor_hidden=hidden, critic_hidden=hidden),
         ppo=PPOConfig(**ppo_fields),
     )

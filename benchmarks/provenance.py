@@ -69,11 +69,20 @@ def config_record(config: Config) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
+LEGACY_VALUES: dict[str, Any] = {"env.normalizer_update": "after"}
+"""Fields whose default changed when they were added: the value every run had before the field existed (the
+statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the default)."""
+
+
 def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:
     """Whether a stored cell spec is the current one as an experiment: :func:`experiment_spec` on both sides, then
     :func:`same_experiment` against the default config (a config field added since the cell ran is fine at its
-    default; a changed option the cell's algorithm never reads is fine; anything else is a new experiment)."""
+    default, or at its legacy value where its default is not what ran before it existed, :data:`LEGACY_VALUES`; a
+    changed option the cell's algorithm never reads is fine; anything else is a new experiment)."""
     default = {"config": config_record(Config())}
+    for path, value in LEGACY_VALUES.items():  # a field the cell predates had its legacy value, not today's default
+        group, name = path.split(".")
+        default["config"][group][name] = value
     return same_experiment(experiment_spec(stored), experiment_spec(current), default)
 
 

@@ -241,7 +241,7 @@ def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfi
     config = Config(
         algorithm=method.algorithm,
         num_iterations=block.iterations,
-        env=EnvConfig(name=block.env, **env_fields),
+        env=EnvConfig(name=block.env, normalizer_update="after", **env_fields),  # the order every cell ran with
         ppo=PPOConfig(**STUDY_REGIMES[block.regime], **env_spec["ppo"]),
         lag=lag,
         eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),

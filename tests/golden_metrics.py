@@ -25,7 +25,7 @@ def golden_configs() -> dict[str, Config]:
     """Two CartPole runs and one Pendulum run: zero lag, a fixed lag of 2 and a uniform fleet (continuous)."""
     base = Config(
         num_iterations=5,
-        env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True),  # as recorded
+        env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True, normalizer_update="after"),  # as recorded
         network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
         ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3),
         lag=LagConfig(max_lag=4, num_actors=2, k=0),
@@ -34,7 +34,9 @@ def golden_configs() -> dict[str, Config]:
         "cartpole_lag0": base,
         "cartpole_lag2": set_field(base, "lag.k", 2),
         "pendulum_vaco_uniform": base.replace(
-            env=EnvConfig(name="Pendulum-v1", num_envs=8, num_steps=16, normalize_observations=True),
+            env=EnvConfig(
+                name="Pendulum-v1", num_envs=8, num_steps=16, normalize_observations=True, normalizer_update="after"
+            ),
             algorithm="vaco",
             lag=LagConfig(kind="uniform", max_lag=4, num_actors=2, k=3),
         ),

@@ -60,10 +60,11 @@ class EnvConfig:
     normalize_observations: bool | None = static(None)
     """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
     chosen by measurement (benchmarks/normalization.py): off for gymnax, on for brax."""
-    normalizer_update: Literal["after", "before"] = static("after")
-    """When the observation statistics absorb an iteration's observations: after the gradient steps (the update
-    trains with the statistics its batch was collected under) or before them (as brax's PPO: the update, its
-    critic values and the new snapshot all use statistics that include the batch)."""
+    normalizer_update: Literal["after", "before"] = static("before")
+    """When the observation statistics absorb an iteration's observations: before the gradient steps (as brax's
+    PPO: the update, its critic values and the new snapshot all use statistics that include the batch; the
+    default, chosen by measurement: benchmarks/normalizer_order.py) or after them (the update trains with the
+    statistics its batch was collected under; the order before this option existed)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
