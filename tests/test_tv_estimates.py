@@ -98,16 +98,17 @@ def _filter_tv(config: Config, sharpness: float) -> tuple[np.ndarray, np.ndarray
     algorithm = algorithms.build(config)
     beta, learner, current = _policies(sharpness)
     states, actions = _minibatches(beta)
-    log_probs = np.log(_softmax(current))
+    exact_per_state = _exact_state_tv(current, learner)
+    column = lambda x: jnp.asarray(x, jnp.float32)[:, None]  # noqa: E731  (time-major [n, 1, ...])
+    zeros = jnp.zeros((MINIBATCH, 1), jnp.float32)
+    advantages = column(np.where(np.arange(MINIBATCH) % 2 == 0, 1.0, -1.0))
     gated, exact = [], []
     for s, a in zip(states, actions, strict=True):
-        column = lambda x: jnp.asarray(x, jnp.float32)[:, None]  # noqa: E731  (time-major [n, 1])
-        zeros = jnp.zeros((MINIBATCH, 1), jnp.float32)
         batch = TrainBatch(
             observations=jnp.zeros((MINIBATCH, 1, 1)),
             actions=column(a).astype(jnp.int32),
-            ref_log_probs=column(np.log(_softmax(learner))[s, a]),
-            ref_logits=column(learner[s])[:, 0][:, None, :],
+            ref_log_probs=_log_prob(learner, s, a)[:, None],
+            ref_logits=column(learner[s]),
             advantages=zeros,
             value_targets=zeros,
             old_values=zeros,
@@ -115,14 +116,13 @@ def _filter_tv(config: Config, sharpness: float) -> tuple[np.ndarray, np.ndarray
             terminations=zeros.astype(bool),
             truncations=zeros.astype(bool),
             next_observations=jnp.zeros((MINIBATCH, 1, 1)),
-            behaviour_log_probs=column(np.log(_softmax(beta))[s, a]),
+            behaviour_log_probs=_log_prob(beta, s, a)[:, None],
         )
-        advantages = column(np.where(np.arange(MINIBATCH) % 2 == 0, 1.0, -1.0))
         _, metrics = algorithm.policy_loss_fn(
-            column(log_probs[s, a]), column(current[s])[:, 0][:, None, :], batch, advantages, config, {}
+            _log_prob(current, s, a)[:, None], column(current[s]), batch, advantages, config, {}
         )
         gated.append(float(metrics["filter/tv"]))
-        exact.append(_exact_state_tv(current, learner)[s].mean())
+        exact.append(exact_per_state[s].mean())
     return np.array(gated), np.array(exact)
 
 

@@ -190,22 +190,21 @@ class Driver:
             done += n
             stopping = done < total and should_stop is not None and bool(should_stop())
             last = stopping or done == total
-            if last or not overlap or any(_due(callback, done, last) for callback in state_callbacks):
-                # serial: the metrics are handed on (written) before the states (a checkpoint) that follow them
+            # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
+            # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
+            serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
+            if serial:
                 for callback in callbacks:
                     callback(done, metrics)
-                for state_callback in state_callbacks:
-                    state_callback(done, states, last)
-                if last:
-                    break
-                n, dispatched, states, next_metrics = dispatch(states, done)
-            else:  # double buffered: the device runs the next chunk while the host handles this one's metrics
-                for state_callback in state_callbacks:  # none is due: they see the states before they are donated
-                    state_callback(done, states, last)
-                n, dispatched, states, next_metrics = dispatch(states, done)
-                for callback in callbacks:
-                    callback(done, metrics)
+            for state_callback in state_callbacks:  # before the states are donated to the next chunk
+                state_callback(done, states, last)
+            if last:
+                break
+            n, dispatched, states, next_metrics = dispatch(states, done)
             gaps.append(dispatched - ready)
+            if not serial:  # double buffered: the device runs the next chunk while the host handles these metrics
+                for callback in callbacks:
+                    callback(done, metrics)
             metrics = next_metrics
         merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         run_seconds = time.perf_counter() - start
