@@ -58,6 +58,7 @@ from provenance import (  # noqa: E402
     config_record,
     git_commit,
     program_fingerprint,
+    replace_readme_block,
     same_cell_spec,
     same_experiment,  # noqa: F401  (re-exported for the tests)
 )
@@ -701,21 +702,19 @@ def readme_markers(preset: str = "cpu") -> tuple[str, str]:
     return f"<!-- lag-robustness verdict {preset}: start -->", f"<!-- lag-robustness verdict {preset}: end -->"
 
 
+def _readme_table(payload: dict[str, Any]) -> list[str]:
+    return [line for line in verdict_summary(_groups(payload["rows"])) if line.startswith("|")]
+
+
 def readme_block(payload: dict[str, Any]) -> str:
     """The verdict table as the README quotes it (between its preset's markers), from a study's payload."""
     start, end = readme_markers(payload.get("preset", "cpu"))
-    table = [line for line in verdict_summary(_groups(payload["rows"])) if line.startswith("|")]
-    return "\n".join([start, *table, end])
+    return "\n".join([start, *_readme_table(payload), end])
 
 
 def update_readme(payload: dict[str, Any], readme: Path) -> None:
     """Replace the README's marked verdict block of the payload's preset with the one computed from ``payload``."""
-    start_marker, end_marker = readme_markers(payload.get("preset", "cpu"))
-    text = readme.read_text()
-    start, end = text.find(start_marker), text.find(end_marker)
-    if start < 0 or end < 0:
-        raise SystemExit(f"{readme} has no {start_marker} ... {end_marker} block to update")
-    readme.write_text(text[:start] + readme_block(payload) + text[end + len(end_marker) :])
+    replace_readme_block(readme, readme_markers(payload.get("preset", "cpu")), _readme_table(payload))
 
 
 def verdict_summary(groups: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:

@@ -32,6 +32,7 @@ import jax
 from vaco_jax import Config, Driver, TrainProgram, algorithms
 from vaco_jax.driver import chunk_plan
 from vaco_jax.memory import abstract_batch
+from vaco_jax.output_dir import write_text_atomic
 
 
 def experiment_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +85,17 @@ def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:
         group, name = path.split(".")
         default["config"][group][name] = value
     return same_experiment(experiment_spec(stored), experiment_spec(current), default)
+
+
+def replace_readme_block(readme: Path, markers: tuple[str, str], lines: Iterable[str]) -> None:
+    """Replace the README's block between ``markers`` (kept) with ``lines``, atomically; a README without the
+    markers is an error that names them."""
+    first, last = markers
+    text = readme.read_text()
+    start, end = text.find(first), text.find(last)
+    if start < 0 or end < 0:
+        raise SystemExit(f"{readme} has no {first} ... {last} block to update")
+    write_text_atomic(readme, text[:start] + "\n".join([first, *lines, last]) + text[end + len(last) :])
 
 
 def _stablehlo(lowered) -> str:

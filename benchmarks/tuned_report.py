@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from lag_robustness import format_pi, lag_order  # the earlier study's formatting, shared
+from provenance import replace_readme_block
 
 from vaco_jax import envs, machine, stats
 from vaco_jax.output_dir import write_text_atomic
@@ -260,12 +261,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
 
 def update_readme(readme: Path, verdict: list[str], markers: tuple[str, str] = (README_START, README_END)) -> None:
     """Replace the README's block between ``markers`` with ``verdict``."""
-    text = readme.read_text()
-    (first, last) = markers
-    start, end = text.find(first), text.find(last)
-    if start < 0 or end < 0:
-        raise SystemExit(f"{readme} has no {first} ... {last} block to update")
-    write_text_atomic(readme, text[:start] + "\n".join([first, *verdict, last]) + text[end + len(last) :])
+    replace_readme_block(readme, markers, verdict)
 
 
 # ----------------------------------------------------------------------------- figures
