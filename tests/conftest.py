@@ -16,6 +16,18 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram  # noqa: E402
 
 
+def committed_table(results: str, marker: str) -> tuple[str, str]:
+    """(the README's block between ``<!-- marker: start -->`` and ``<!-- marker: end -->``, the ``table`` of the
+    committed results file ``benchmarks/results/<results>``), both stripped: a README figure and its source."""
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    start, end = f"<!-- {marker}: start -->", f"<!-- {marker}: end -->"
+    block = readme[readme.index(start) + len(start) : readme.index(end)].strip()
+    return block, json.loads((root / "benchmarks" / "results" / results).read_text())["table"].strip()
+
+
 def tiny_config(**overrides) -> Config:
     """A CartPole config small enough that compilation dominates (shared by many tests)."""
     config = Config(

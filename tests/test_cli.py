@@ -398,8 +398,7 @@ def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
 
 def test_the_readme_driver_overlap_table_is_the_committed_measurement():
     """The README's double-buffering figures come from benchmarks/results/driver_overlap.json."""
-    root = Path(__file__).resolve().parents[1]
-    payload = json.loads((root / "benchmarks" / "results" / "driver_overlap.json").read_text())
-    readme = (root / "README.md").read_text()
-    start, end = "<!-- driver overlap: start -->", "<!-- driver overlap: end -->"
-    assert readme[readme.index(start) + len(start) : readme.index(end)].strip() == payload["table"]
+    from tests.conftest import committed_table
+
+    block, table = committed_table("driver_overlap.json", "driver overlap")
+    assert block == table

@@ -83,11 +83,11 @@ def test_the_readme_normaliser_order_table_is_the_committed_measurement():
     import json
     from pathlib import Path
 
+    from tests.conftest import committed_table
     from vaco_jax import EnvConfig
 
+    block, table = committed_table("normalization/normalizer_order.json", "normalizer order")
+    assert block == table
     root = Path(__file__).resolve().parents[1]
     payload = json.loads((root / "benchmarks/results/normalization/normalizer_order.json").read_text())
-    readme = (root / "README.md").read_text()
-    start, end = "<!-- normalizer order: start -->", "<!-- normalizer order: end -->"
-    assert readme[readme.index(start) + len(start) : readme.index(end)].strip() == payload["table"]
     assert payload["verdict"]["better"] == EnvConfig().normalizer_update == "before"
