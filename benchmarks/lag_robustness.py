@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import random
@@ -54,6 +53,7 @@ from vaco_jax.writers import write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import (  # noqa: E402
+    cell_file,
     chunk_lengths,
     config_record,
     git_commit,
@@ -61,6 +61,7 @@ from provenance import (  # noqa: E402
     replace_readme_block,
     same_cell_spec,
     same_experiment,  # noqa: F401  (re-exported for the tests)
+    spec_hash,
 )
 
 # ----------------------------------------------------------------------------- what can be studied
@@ -442,10 +443,6 @@ def cell_spec(preset: Preset, cell: Cell) -> dict[str, Any]:
     return spec
 
 
-def _spec_hash(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def _label(variant: str, point: dict[str, Any]) -> str:
     """``vaco-gae+w d=0.05``: the variant and its non-lag grid values."""
     short = {"vaco.tv_threshold": "d", "ppo.clip_eps": "eps"}
@@ -487,7 +484,7 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
     return {
         "cell": {"env": cell.env, "regime": cell.regime, "lag_kind": cell.lag_kind, "variant": cell.variant},
         "spec": (spec := cell_spec(preset, cell)),
-        "spec_hash": _spec_hash(spec),
+        "spec_hash": spec_hash(spec),
         "fingerprint": fingerprint,
         "commit": git_commit(Path(__file__).resolve().parents[1]),
         "seconds": seconds,
@@ -503,8 +500,7 @@ def _write_json(path: Path, payload: Any) -> None:
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
-    """The cell's file, directly in ``cells/`` (an env name's ``/``, as in ``brax/hopper``, becomes ``-``)."""
-    return out_dir / "cells" / f"{cell.id.replace('/', '-')}.json"
+    return cell_file(out_dir, cell.id)
 
 
 def load_cell(out_dir: Path, preset: Preset, cell: Cell) -> dict[str, Any] | None:

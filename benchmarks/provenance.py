@@ -87,6 +87,16 @@ def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:
     return same_experiment(experiment_spec(stored), experiment_spec(current), default)
 
 
+def spec_hash(spec: dict[str, Any]) -> str:
+    """A short hash of a cell's spec, recorded with the cell (for reading; cells match by :func:`same_cell_spec`)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def cell_file(out_dir: Path, cell_id: str) -> Path:
+    """A study cell's file, directly in ``cells/`` (an env name's ``/``, as in ``brax/hopper``, becomes ``-``)."""
+    return out_dir / "cells" / f"{cell_id.replace('/', '-')}.json"
+
+
 def replace_readme_block(readme: Path, markers: tuple[str, str], lines: Iterable[str]) -> None:
     """Replace the README's block between ``markers`` (kept) with ``lines``, atomically; a README without the
     markers is an error that names them."""

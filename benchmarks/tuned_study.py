@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import random
@@ -58,7 +57,15 @@ from vaco_jax.sweep import seed_keys
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from lag_robustness import ENVS, REGIMES  # noqa: E402  (the envs' batch shapes and the update regimes)
-from provenance import chunk_lengths, config_record, git_commit, program_fingerprint, same_cell_spec  # noqa: E402
+from provenance import (  # noqa: E402
+    cell_file,
+    chunk_lengths,
+    config_record,
+    git_commit,
+    program_fingerprint,
+    same_cell_spec,
+    spec_hash,
+)
 
 # the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
@@ -328,12 +335,7 @@ def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
-    """The cell's file, directly in ``cells/`` (an env name's ``/``, as in ``brax/hopper``, becomes ``-``)."""
-    return out_dir / "cells" / f"{cell.id.replace('/', '-')}.json"
-
-
-def _spec_hash(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return cell_file(out_dir, cell.id)
 
 
 def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, list[dict[str, Any]], list[int]]:
@@ -396,7 +398,7 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     result = {
         "cell": {"env": cell.block.env, "regime": cell.block.regime, "stage": cell.stage, "method": cell.method},
         "spec": spec,
-        "spec_hash": _spec_hash(spec),
+        "spec_hash": spec_hash(spec),
         "fingerprint": fingerprint,
         "commit": git_commit(ROOT),
         "seconds": seconds,
