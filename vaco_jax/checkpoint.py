@@ -142,6 +142,8 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
         if old != new:
             kind = "traced" if path in traced else "static"
             found.append(f"{kind} field {path} (checkpoint {old!r}, now {new!r})")
+    if saved.get("async") != current.get("async"):  # the asynchronous mode's options (absent: synchronous)
+        found.append(f"--async (checkpoint {saved.get('async')!r}, now {current.get('async')!r})")
     for key in ("grid", "seed", "num_seeds"):
         if saved[key] != current[key]:
             found.append(f"{key} (checkpoint {saved[key]!r}, now {current[key]!r})")

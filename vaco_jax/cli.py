@@ -1,4 +1,4 @@
-"""Command line: ``vaco-jax train | sweep | demo | eval`` (built with tyro from the config dataclasses).
+"""Command line: ``vaco-jax train | sweep | demo | eval | calibrate`` (built with tyro from the config dataclasses).
 
 This module is the argument schema and its checks; the run itself (output directory, resume, checkpoints,
 metric files, TensorBoard, the chunked driver, results) is :mod:`vaco_jax.session`. Every command prints progress
@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union
 import tyro
 
 from vaco_jax import evaluation, output_dir, writers
+from vaco_jax.asynchronous import AsyncOptions
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value, strict_json
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
@@ -47,6 +48,12 @@ class TrainArgs:
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
+    asynchronous: Annotated[bool, tyro.conf.arg(name="async")] = False
+    """Real asynchronous actor-learner mode: --lag.num-actors actor threads feed the learner through a bounded queue
+    and the lag is measured, not simulated (drop the other lag flags). Not bit-reproducible (thread timing)."""
+    async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
+        default_factory=AsyncOptions
+    )
 
 
 @dataclasses.dataclass
@@ -101,6 +108,37 @@ class DemoArgs:
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=lambda: Output(out_dir=Path("runs/demo"), overwrite=True)
     )
+
+
+def calibrate_config() -> Config:
+    """The calibration's default: the demo's aggressive CartPole-v1 regime (where lag matters) with two actor
+    threads of 8 environments, evaluated every 5 updates."""
+    from vaco_jax.config import EvalConfig
+
+    return demo_config().replace(num_iterations=60, lag=LagConfig(num_actors=2), eval=EvalConfig(every=5))
+
+
+@dataclasses.dataclass
+class CalibrateArgs:
+    """Does the simulator predict a real asynchronous system? Run the config with real actor threads, measure their
+    lag, rerun it in the simulator with lag.kind=empirical on that histogram, and compare learner evaluation
+    returns and TV diagnostics (IQM, 95% CIs, probability of improvement over seeds). Writes calibration.json and
+    calibration.png in --out-dir."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=calibrate_config)
+    num_seeds: int = 8
+    """Seeds of each side (the real and the simulated runs use the same seeds)."""
+    seed: int = 0
+    """First seed."""
+    async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
+        default_factory=AsyncOptions
+    )
+    out_dir: Path = Path("runs/calibration")
+    """Where calibration.json and calibration.png go."""
+    overwrite: bool = False
+    """Replace an earlier calibration's files in --out-dir (only those)."""
 
 
 @dataclasses.dataclass
@@ -206,7 +244,10 @@ def _commands(presets: tuple[str, ...]) -> Any:
     if presets:
         train = dataclasses.replace(train, preset=presets, config=apply_presets(presets, train.config))
         sweep = dataclasses.replace(sweep, preset=presets, config=apply_presets(presets, sweep.config))
-    defaults = {"train": train, "sweep": sweep, "demo": DemoArgs()}
+    calibrate = CalibrateArgs()
+    if presets:
+        calibrate = dataclasses.replace(calibrate, preset=presets, config=apply_presets(presets, calibrate.config))
+    defaults = {"train": train, "sweep": sweep, "demo": DemoArgs(), "calibrate": calibrate}
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
     commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
     return Union[tuple(commands)]  # noqa: UP007
@@ -230,6 +271,18 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(args, EvalArgs):
             run_eval(args)
             return 0
+        if isinstance(args, CalibrateArgs):
+            from vaco_jax.calibration import run_and_write
+
+            run_and_write(
+                args.config,
+                num_seeds=args.num_seeds,
+                seed=args.seed,
+                options=args.async_options.check(),
+                out_dir=args.out_dir,
+                overwrite=args.overwrite,
+            )
+            return 0
         grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
         refuse_flags_that_are_grid_axes(grid, argv)
         if isinstance(args, DemoArgs) and args.config.algorithm != demo_config().algorithm:
@@ -241,7 +294,17 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(args, DemoArgs):
                 compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
             else:
-                execute(args.config, grid, args.num_seeds, args.seed, args.output, stop, presets=args.preset)
+                asynchronous = args.async_options if getattr(args, "asynchronous", False) else None
+                execute(
+                    args.config,
+                    grid,
+                    args.num_seeds,
+                    args.seed,
+                    args.output,
+                    stop,
+                    presets=args.preset,
+                    asynchronous=asynchronous,
+                )
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -121,3 +121,31 @@ def plot_final_vs_axis(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return Path(path)
+
+
+def plot_calibration(record: Mapping, path: str | Path) -> Path:
+    """A calibration (:meth:`vaco_jax.calibration.Calibration.to_json`): the learner's evaluation return of the real
+    asynchronous runs and of the simulated ones (IQM over seeds, 95% CI band), and the measured lag histogram."""
+    plt = _pyplot()
+    fig, (curves_ax, lag_ax) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2.2, 1]})
+    for side, style in (("real", "-"), ("simulated", "--")):
+        curve = record["curves"][f"{side}/eval/return_deterministic"]
+        runs, iterations = np.asarray(curve["runs"], np.float64), np.asarray(curve["iterations"])
+        (line,) = curves_ax.plot(iterations, stats.iqm(runs, axis=0), style, label=side)
+        if runs.shape[0] > 1:
+            bands = np.array([stats.bootstrap_ci(runs[:, i], num_resamples=300) for i in range(runs.shape[1])])
+            curves_ax.fill_between(iterations, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())
+    curves_ax.set_xlabel("learner updates")
+    curves_ax.set_ylabel(f"eval/return_deterministic\n(IQM over {len(record['seeds'])} seeds, 95% CI)")
+    curves_ax.set_title(f"{record['algorithm']} on {record['env']}: asynchronous vs simulated")
+    curves_ax.grid(alpha=0.3)
+    curves_ax.legend(fontsize=8)
+    counts = np.asarray(record["lag_counts"], np.float64)
+    lag_ax.bar(np.arange(len(counts)), counts / counts.sum())
+    lag_ax.set_xlabel("measured lag (learner updates)")
+    lag_ax.set_ylabel("share of batches")
+    lag_ax.set_title(f"{record['actor_threads']} actor threads, queue {record['async']['queue_size']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -35,7 +35,8 @@ def collect_rollout(
     *,
     num_steps: int,
 ) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
-    """Step E environments for T = ``num_steps`` steps, then score the batch under pi_T.
+    """Step E environments for T = ``num_steps`` steps (:func:`act`), then score the batch under pi_T
+    (:func:`score_learner`).
 
     Args:
       env: the batch of E environments.
@@ -53,7 +54,42 @@ def collect_rollout(
     Returns:
       ``(env_state, observations, episode_stats, rollout)`` after T steps.
     """
-    groups = lags.shape[0]
+    env_state, observations, episode_stats, rollout = act(
+        env, networks, dist, behaviour, env_state, observations, episode_stats, key, num_steps=num_steps
+    )
+    return env_state, observations, episode_stats, score_learner(networks, dist, learner, lags, rollout)
+
+
+def act(
+    env: Env,
+    networks: Networks,
+    dist: Distribution,
+    behaviour: ActorSnapshot,
+    env_state: Any,
+    observations: jax.Array,
+    episode_stats: EpisodeStats,
+    key: jax.Array,
+    *,
+    num_steps: int,
+) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
+    """Step E environments for T = ``num_steps`` steps with the G behaviour snapshots; the rollout's learner fields
+    are None (an actor does not know pi_T: :func:`score_learner` fills them in where the batch is learned from).
+
+    Args:
+      env: the batch of E environments.
+      networks: actor/critic modules.
+      dist: the action distribution record.
+      behaviour: [G] stacked behaviour snapshots; group g drives envs ``g * Eg ... (g + 1) * Eg - 1``.
+      env_state: the environments' state.
+      observations: [E, D] current raw observations.
+      episode_stats: running episode returns and lengths.
+      key: PRNG key.
+      num_steps: T (static).
+
+    Returns:
+      ``(env_state, observations, episode_stats, rollout)`` after T steps.
+    """
+    groups = jax.tree.leaves(behaviour)[0].shape[0]
     num_envs = observations.shape[0]
     per_group = num_envs // groups
     spec = env.action_spec
@@ -91,7 +127,7 @@ def collect_rollout(
     (env_state, observations, episode_stats), rollout = jax.lax.scan(
         env_step, (env_state, observations, episode_stats), keys
     )
-    return env_state, observations, episode_stats, score_learner(networks, dist, learner, lags, rollout)
+    return env_state, observations, episode_stats, rollout
 
 
 def to_env_actions(spec: ActionSpec, actions: jax.Array) -> jax.Array:

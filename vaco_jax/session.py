@@ -21,6 +21,7 @@ import numpy as np
 
 from vaco_jax import checkpoint, memory, output_dir, plotting, writers
 from vaco_jax.algorithms import ALGORITHMS
+from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, describe
 from vaco_jax.config import Config, ConfigError, config_dict
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
@@ -116,6 +117,10 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
         # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
         exact = "_exact" if "tv/forward_exact" in metrics else ""
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
+        if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
+            lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
+            queue = metrics["async/queue_depth"][0].mean()
+            trust += f"  lag p50 {np.median(lags):g} max {lags.max():g}  queue {queue:.1f}"
         print(
             f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
             f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}  "
@@ -176,6 +181,7 @@ def execute(
     published_as: Path | None = None,
     presets: tuple[str, ...] = (),
     label: str | None = None,
+    asynchronous: AsyncOptions | None = None,
 ) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None).
@@ -188,12 +194,14 @@ def execute(
     ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
     is where a staged folder will be once its result set is complete (named in the final message). ``presets``
     are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
-    algorithm, with its presets).
+    algorithm, with its presets). ``asynchronous``: run real actor threads (:mod:`vaco_jax.asynchronous`) instead
+    of the simulated lag; its options are recorded in config.json and the checkpoints.
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
     program = TrainProgram(config)  # validates before anything compiles or is written
+    driver = AsyncDriver(program, asynchronous) if asynchronous is not None else Driver(program)
     grid_configs(config, grid)
     check_seeds(seed, num_seeds)
     if output.metric.startswith("eval/") and config.eval.every == 0:
@@ -211,6 +219,8 @@ def execute(
         print(report.format())
         return None
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
+    if asynchronous is not None:
+        meta["async"] = dataclasses.asdict(asynchronous)
     restored = None
     if output.resume is not None:
         restored = _restore(output.resume, program, num_runs, meta)
@@ -256,7 +266,7 @@ def execute(
                 _progress(config, num_runs, output.quiet, offset),
                 *([tensorboard.on_chunk] if tensorboard else []),
             ],
-            driver=Driver(program),
+            driver=driver,
             state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
             resume=restored,
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
@@ -269,6 +279,9 @@ def execute(
     done = result.num_iterations
     partial = done < config.num_iterations
     result.extra["presets"] = list(presets)
+    if asynchronous is not None:
+        result.extra["async"] = dataclasses.asdict(asynchronous)
+        print(f"\n{describe(result.metrics)}")
     result.extra["label"] = label or (f"{config.algorithm} ({' + '.join(presets)})" if presets else config.algorithm)
     rows = write_results(result, out, output.metric, run_id)
     print(
@@ -343,6 +356,8 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         for row in result.summary(metric)
     ]
     record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
+    if "async" in result.extra:
+        record["async"] = result.extra["async"]
     writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)

@@ -177,6 +177,19 @@ class TrainProgram:
             rollout_key,
             num_steps=config.env.num_steps,
         )
+        state = state.replace(env_state=env_state, observations=observations, episode_stats=episode_stats, key=key)
+        return self.learn(state, rollout, lags, epoch_key, hparams)
+
+    def learn(
+        self, state: TrainState, rollout: Rollout, lags: jax.Array, epoch_key: jax.Array, hparams: Config
+    ) -> tuple[TrainState, Metrics]:
+        """Steps 3 to 7 of an iteration on a collected batch: advantages, epochs, the new snapshot, diagnostics.
+
+        ``rollout`` holds the behaviour and the learner's (pi_T) log-probs; ``lags`` [G] are its groups' lags;
+        ``state`` already carries the environments after the rollout and the key of the next iteration. The
+        simulator (:meth:`update_step`) and the asynchronous learner (:mod:`vaco_jax.asynchronous`) both call it.
+        """
+        config, iteration = self.config, state.iteration
 
         # The observation statistics absorb this batch after the gradient steps (default) or before them.
         normalize = config.env.normalize_observations
@@ -219,16 +232,12 @@ class TrainProgram:
             **diagnostics.episode_metrics(rollout),
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
         }
-        new_state = TrainState(
+        new_state = state.replace(
             params=params,
             opt_state=opt_state,
             obs_norm=obs_norm,
             lag_buffer=lag_buffer,
-            env_state=env_state,
-            observations=observations,
-            episode_stats=episode_stats,
             algo_state=algo_state,
-            key=key,
             iteration=iteration + 1,
         )
         return new_state, metrics

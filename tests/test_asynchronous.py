@@ -1,0 +1,251 @@
+"""The asynchronous actor-learner mode: version tags, the learner's update, faults, stops, the CLI and calibration."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.conftest import rollout_with_lags, tiny_config
+from vaco_jax import TrainProgram, cli
+from vaco_jax.asynchronous import (
+    Actor,
+    AsyncDriver,
+    AsyncOptions,
+    AsyncRunError,
+    ParameterStore,
+    check_async_config,
+    lag_histogram,
+)
+from vaco_jax.calibration import calibrate, per_run, simulator_config
+from vaco_jax.config import ConfigError, EvalConfig, LagConfig
+from vaco_jax.sweep import seed_keys
+from vaco_jax.types import ActorSnapshot
+
+
+def async_config(**overrides):
+    """The tiny CartPole config with two actor threads and an evaluation every 3 updates."""
+    config = tiny_config(
+        lag=LagConfig(num_actors=2), eval=EvalConfig(every=3, episodes=2, max_steps=200), num_iterations=6
+    )
+    return config.replace(**overrides)
+
+
+@pytest.fixture(scope="module")
+def driver() -> AsyncDriver:
+    """One compiled asynchronous driver shared by this module's runs."""
+    return AsyncDriver(TrainProgram(async_config()), AsyncOptions(queue_size=2, timeout=30.0))
+
+
+def run(driver: AsyncDriver, num_seeds: int = 2, **kwargs):
+    config = driver.program.config
+    hparams = jax.tree.map(lambda x: np.stack([np.asarray(x)] * num_seeds), config)
+    return driver.run(seed_keys(0, num_seeds), hparams, chunk_size=3, **kwargs)
+
+
+def test_a_batch_is_tagged_with_the_version_of_the_parameters_that_made_it(driver):
+    """The actor acts with exactly the published snapshot, and the batch carries that snapshot's version."""
+    program = driver.program
+    keys = seed_keys(0, 2)
+    states = driver.init(keys, jax.tree.map(lambda x: np.stack([np.asarray(x)] * 2), program.config))
+    carry = driver._reset(states.key, 0)
+    other = jax.tree.map(lambda x: x + 0.1, states.params.actor)  # a snapshot unlike the initial one
+    store = ParameterStore(ActorSnapshot(other, states.obs_norm), 7)
+    actor = Actor(0, driver.actor_devices[0], driver._collect, carry, store, queue.Queue(), threading.Event())
+    batch = actor.collect_batch()
+    assert batch.version == 7 and batch.actor == 0
+    assert batch.rollout.learner_log_probs is None  # scored by the learner, not the actor
+    assert batch.env_steps == 2 * program.config.env.num_steps * driver.envs_per_actor
+    for run_index in range(2):
+        snapshot = jax.tree.map(lambda x, i=run_index: x[i], ActorSnapshot(other, states.obs_norm))
+        observations = batch.rollout.observations[run_index]
+        log_probs = program.dist.log_prob(
+            program.networks.policy(snapshot, observations), batch.rollout.actions[run_index]
+        )
+        np.testing.assert_allclose(batch.rollout.behaviour_log_probs[run_index], log_probs, rtol=1e-5, atol=1e-6)
+
+
+def test_the_learner_update_on_actor_batches_is_the_simulators_update_on_the_same_data(driver):
+    """Two groups' batches (one of them 2 updates stale) concatenated, scored under pi_T and learned from, give the
+    simulator's update step on the same rollout, bit for bit up to float tolerance."""
+    program = driver.program
+    config = program.config.replace(lag=LagConfig(max_lag=2, num_actors=2))
+    simulator = TrainProgram(config)
+    state = jax.jit(simulator.init)(jax.random.key(3))
+    for _ in range(2):  # two updates, so the buffer holds stale snapshots
+        state, _ = jax.jit(simulator.update_step)(state, config)
+    lags = jnp.asarray([0, 2], jnp.int32)
+    rollout = rollout_with_lags(simulator, state, lags)
+    half = config.env.num_envs // 2
+    groups = tuple(
+        jax.tree.map(
+            lambda x, g=g: x[:, g * half : (g + 1) * half], rollout.replace(learner_log_probs=None, learner_logits=None)
+        )
+        for g in range(2)
+    )
+    key, epoch_key = jax.random.split(state.key)
+    expected_state, expected = jax.jit(simulator.learn)(state.replace(key=key), rollout, lags, epoch_key, config)
+    async_state = state.replace(lag_buffer=jax.tree.map(lambda x: x[:1], state.lag_buffer))  # the async buffer size
+    got_state, got = jax.jit(driver._learn_one)(async_state, groups, lags, program.config, jnp.bool_(False))
+    for name in ("loss/policy", "tv/backward", "tv/forward", "lag/mean", "entropy", "episode/return"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got_state.params, expected_state.params
+    )
+    assert float(got["lag/mean"]) == 1.0
+
+
+def test_an_asynchronous_run_trains_with_measured_lags(driver):
+    out = run(driver)
+    metrics = out.metrics
+    assert metrics["episode/return"].shape == (2, 6)
+    lags = np.stack([metrics["async/lag_0"], metrics["async/lag_1"]])  # [G, S, I]
+    assert (lags >= 0).all() and (lags == lags.round()).all()
+    assert (lags[:, 0] == lags[:, 1]).all()  # the runs share their batches
+    assert lags[:, :, 0].max() == 0  # nothing older than the initial parameters exists at the first update
+    # the learner publishes: at most queue_size + 2 * G batches can be made before version 1 exists, so later
+    # updates learn from batches of newer parameters (version = iteration - lag)
+    assert (np.arange(6) - lags).max() >= 1
+    # the learner's own lag diagnostic is the mean of the lags the host measured
+    np.testing.assert_allclose(metrics["lag/mean"], lags.mean(axis=0), rtol=1e-6)
+    assert np.isfinite(metrics["eval/return_deterministic"][:, [2, 5]]).all()
+    assert np.isnan(metrics["eval/return_deterministic"][:, [0, 1, 3, 4]]).all()
+    assert (metrics["async/actors_alive"] == 2).all()
+    assert int(np.asarray(out.states.iteration)[0]) == 6
+    assert lag_histogram(metrics).sum() == 2 * 6
+
+
+class FailingActor(Actor):
+    """An actor whose rollouts raise after ``healthy`` good ones (none: it fails at once)."""
+
+    healthy = 0
+
+    def collect_batch(self):
+        if self.rollouts >= self.healthy:
+            raise RuntimeError(f"simulated crash of actor {self.index}")
+        return super().collect_batch()
+
+
+class StalledActor(Actor):
+    """An actor that never delivers (it waits until the run stops)."""
+
+    def collect_batch(self):
+        self.stop.wait()
+        raise RuntimeError("stopped")
+
+
+def with_actors(driver: AsyncDriver, kinds: dict[int, type], options: AsyncOptions | None = None) -> AsyncDriver:
+    """``driver``'s compiled pieces with actors of the given classes (by index), the others normal."""
+    faulty = AsyncDriver.__new__(AsyncDriver)
+    faulty.__dict__.update(driver.__dict__)
+    faulty.options = options or driver.options
+
+    def make_actor(index, collect, carry, store, batches, stop):
+        kind = kinds.get(index, Actor)
+        return kind(index, driver.actor_devices[index], collect, carry, store, batches, stop)
+
+    faulty.make_actor = make_actor
+    return faulty
+
+
+def test_a_crashed_actor_is_reported_and_the_learner_goes_on(driver, capsys):
+    out = run(with_actors(driver, {1: FailingActor}))
+    assert out.metrics["episode/return"].shape == (2, 6)
+    assert "actor 1 failed and stopped (RuntimeError: simulated crash of actor 1)" in capsys.readouterr().err
+    assert out.metrics["async/actors_alive"][0, -1] == 1
+
+
+def test_every_actor_failing_stops_the_run_with_their_error_and_no_thread_left(driver):
+    before = threading.active_count()
+    with pytest.raises(AsyncRunError, match="every actor thread failed") as error:
+        run(with_actors(driver, {0: FailingActor, 1: FailingActor}))
+    assert "simulated crash" in str(error.value)
+    time.sleep(0.2)
+    assert threading.active_count() <= before
+
+
+def test_a_stalled_fleet_stops_the_run_after_the_timeout(driver):
+    stalled = with_actors(driver, {0: StalledActor, 1: StalledActor}, AsyncOptions(timeout=0.5))
+    start = time.perf_counter()
+    with pytest.raises(AsyncRunError, match="no batch arrived for 0.5 s"):
+        run(stalled)
+    assert time.perf_counter() - start < 20
+
+
+def test_a_stop_request_ends_the_run_at_a_chunk_boundary_with_a_last_state_callback(driver):
+    seen = []
+    out = run(driver, should_stop=lambda: True, state_callbacks=[lambda done, states, last: seen.append((done, last))])
+    assert seen == [(3, True)]
+    assert out.metrics["episode/return"].shape == (2, 3)
+
+
+def test_bad_options_and_simulated_lag_settings_are_refused_with_what_to_change():
+    with pytest.raises(ConfigError, match="queue-size 0 must be >= 1"):
+        AsyncOptions(queue_size=0).check()
+    with pytest.raises(ConfigError, match="timeout -1 must be a positive"):
+        AsyncOptions(timeout=-1).check()
+    with pytest.raises(ConfigError, match="drop the lag flags"):
+        check_async_config(async_config(lag=LagConfig(num_actors=2, max_lag=4, k=2)))
+
+
+def test_lag_histogram_and_the_simulator_config_built_from_it():
+    metrics = {"async/lag_0": np.array([[0, 1, 1, 3]]), "async/lag_1": np.array([[0, 1, 2, 1]]), "x": np.zeros((1, 4))}
+    counts = lag_histogram(metrics)
+    np.testing.assert_array_equal(counts, [2, 4, 1, 1])
+    config = simulator_config(async_config(), counts)
+    assert config.lag.kind == "empirical" and config.lag.max_lag == 3 and config.lag.num_actors == 2
+    np.testing.assert_allclose(config.lag.weights, [0.25, 0.5, 0.125, 0.125])
+    with pytest.raises(ValueError, match="not made by the asynchronous mode"):
+        lag_histogram({"episode/return": np.zeros((1, 3))})
+
+
+def test_per_run_scores_use_only_the_evaluated_iterations():
+    values = np.array([[np.nan, 1.0, np.nan, 3.0], [np.nan, 2.0, np.nan, np.nan]])
+    np.testing.assert_allclose(per_run({"m": values}, "m", "auc"), [2.0, 2.0])
+
+
+def test_calibration_runs_both_modes_on_the_measured_lag():
+    config = async_config(num_iterations=4, eval=EvalConfig(every=2, episodes=2, max_steps=200))
+    calibration = calibrate(config, num_seeds=2, options=AsyncOptions(timeout=30.0), chunk_size=2)
+    assert calibration.counts.sum() == 2 * 4
+    assert calibration.simulated.config.lag.kind == "empirical"
+    rows = {row["score"]: row for row in calibration.rows()}
+    assert {"eval AUC (deterministic)", "lag/mean (mean)", "tv/backward_exact (mean)"} <= set(rows)
+    for row in rows.values():
+        assert 0.0 <= row["p_simulated_above_real"] <= 1.0 and len(row["real_runs"]) == 2
+    record = calibration.to_json()
+    assert record["curves"]["real/eval/return_deterministic"]["iterations"] == [2, 4]
+    with pytest.raises(ConfigError, match="add --eval.every N"):
+        calibrate(config.replace(eval=EvalConfig(every=0)), num_seeds=1)
+
+
+def cli_args(out_dir, *extra):
+    return [
+        "train",
+        "--async",
+        "--num-iterations", "4",
+        "--env.num-envs", "8",
+        "--env.num-steps", "16",
+        "--lag.num-actors", "2",
+        "--num-seeds", "1",
+        "--chunk-size", "2",
+        "--out-dir", str(out_dir),
+        "--quiet",
+        *extra,
+    ]  # fmt: skip
+
+
+def test_cli_train_async_records_its_options_and_refuses_a_simulated_lag(tmp_path, capsys):
+    assert cli.main(cli_args(tmp_path / "run", "--async.queue-size", "3")) == 0
+    record = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert record["async"] == {"queue_size": 3, "timeout": 120.0}
+    assert "async: measured lag over 8 batches" in capsys.readouterr().out
+    assert cli.main(cli_args(tmp_path / "lagged", "--lag.k", "2", "--lag.max-lag", "2")) == 2
+    assert "drop the lag flags" in capsys.readouterr().err
+    assert not (tmp_path / "lagged").exists()

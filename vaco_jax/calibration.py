@@ -1,0 +1,222 @@
+"""Does the simulator predict a real asynchronous system? Measure its lag, simulate that lag, compare.
+
+:func:`calibrate` runs one configuration twice over the same seeds:
+
+1. *real*: the asynchronous actor-learner mode (:mod:`vaco_jax.asynchronous`), whose batches record the lag each
+   one had (in learner updates);
+2. *simulated*: the one-program simulator with ``lag.kind=empirical`` on the histogram the real run measured
+   (``lag.max_lag`` = the largest lag seen, ``lag.num_actors`` = the number of actor threads),
+
+and compares what a user would read off each (:meth:`Calibration.rows`): the learner's evaluation return (AUC and
+final value, deterministic and stochastic policies), the training return, and the TV and entropy diagnostics, each
+as an IQM with a 95% bootstrap interval per side, and the probability that a simulated run scores above a real one
+(0.5: no difference) with its interval. The simulator *agrees* on a score when that interval contains 0.5.
+
+What the simulator cannot reproduce by construction: it draws each group's lag independently every iteration from
+the histogram, while a real system's lags are correlated in time (a slow stretch delays several batches in a row),
+and the real learner may take two batches of the same actor in one update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vaco_jax import output_dir, plotting, stats, writers
+from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
+from vaco_jax.config import Config, ConfigError, LagConfig, strict_json
+from vaco_jax.sweep import SweepResult, run_sweep
+from vaco_jax.trainer import TrainProgram
+
+SCORES = {
+    "eval AUC (deterministic)": ("eval/return_deterministic", "auc"),
+    "eval final (deterministic)": ("eval/return_deterministic", "final"),
+    "eval AUC (stochastic)": ("eval/return_stochastic", "auc"),
+    "eval final (stochastic)": ("eval/return_stochastic", "final"),
+    "train return AUC": ("episode/return", "auc"),
+}
+"""The scores compared: a name -> (metric, reduction). Evaluations count at the iterations that have one."""
+DIAGNOSTICS = ("lag/mean", "tv/backward_exact", "tv/forward_exact", "tv/backward", "tv/forward", "entropy")
+"""Per-run means over all iterations of these, where the runs log them."""
+
+
+def simulator_config(config: Config, counts: np.ndarray) -> Config:
+    """``config`` with the simulated lag drawn from the measured histogram ``counts`` (lags 0..len - 1)."""
+    counts = np.asarray(counts, np.float64)
+    if counts.ndim != 1 or counts.size == 0 or counts.sum() <= 0:
+        raise ValueError(f"a lag histogram needs at least one count, got {counts}")
+    weights = tuple(float(c) for c in counts / counts.sum())
+    lag = LagConfig(kind="empirical", max_lag=len(weights) - 1, num_actors=config.lag.num_actors, weights=weights)
+    return config.replace(lag=lag)
+
+
+def per_run(metrics: Mapping[str, np.ndarray], metric: str, reduction: str) -> np.ndarray:
+    """[S] scores of ``metric`` (AUC: mean over iterations; final: mean over the last 20%), at the iterations where
+    some run logged a value (evaluations: only every eval.every iterations)."""
+    values = np.asarray(metrics[metric], np.float64)
+    values = values.reshape(-1, values.shape[-1])
+    logged = np.isfinite(values).any(axis=0)
+    values = values[:, logged]
+    return stats.area_under_curve(values) if reduction == "auc" else stats.final_return(values, fraction=0.2)
+
+
+@dataclasses.dataclass
+class Calibration:
+    """The real asynchronous runs, the simulated ones on their measured lag, and how they compare."""
+
+    config: Config  # the real runs' config
+    counts: np.ndarray  # measured lag histogram: counts of lags 0, 1, ...
+    real: SweepResult
+    simulated: SweepResult
+    options: AsyncOptions
+
+    def rows(self, seed: int = 0) -> list[dict]:
+        """One row per score and diagnostic: IQM [95% CI] of each side, P(simulated > real) [95% CI], agree."""
+        rows = []
+        named = {**SCORES, **{f"{name} (mean)": (name, "auc") for name in DIAGNOSTICS}}
+        for label, (metric, reduction) in named.items():
+            if metric not in self.real.metrics or metric not in self.simulated.metrics:
+                continue
+            real = per_run(self.real.metrics, metric, reduction)
+            simulated = per_run(self.simulated.metrics, metric, reduction)
+            low, high = stats.probability_of_improvement_ci(simulated, real, seed=seed)
+            rows.append(
+                {
+                    "score": label,
+                    "metric": metric,
+                    "real": stats.summarize(real, seed=seed),
+                    "simulated": stats.summarize(simulated, seed=seed),
+                    "p_simulated_above_real": stats.probability_of_improvement(simulated, real),
+                    "p_ci": [low, high],
+                    "agree": bool(low <= 0.5 <= high),
+                    "real_runs": real.tolist(),
+                    "simulated_runs": simulated.tolist(),
+                }
+            )
+        return rows
+
+    def to_json(self) -> dict:
+        """Everything :func:`calibrate` measured, JSON-ready (curves at the evaluated iterations)."""
+        curves = {}
+        for side, result in (("real", self.real), ("simulated", self.simulated)):
+            for metric in ("eval/return_deterministic", "eval/return_stochastic"):
+                values = np.asarray(result.metrics[metric], np.float64)
+                values = values.reshape(-1, values.shape[-1])
+                logged = np.isfinite(values).any(axis=0)
+                curves[f"{side}/{metric}"] = {
+                    "iterations": (np.flatnonzero(logged) + 1).tolist(),
+                    "runs": values[:, logged].tolist(),
+                }
+        return {
+            "algorithm": self.config.algorithm,
+            "env": self.config.env.name,
+            "num_iterations": self.config.num_iterations,
+            "actor_threads": self.config.lag.num_actors,
+            "async": dataclasses.asdict(self.options),
+            "seeds": self.real.seeds,
+            "lag_counts": self.counts.tolist(),
+            "lag_mean": float(np.average(np.arange(len(self.counts)), weights=self.counts)),
+            "rows": self.rows(),
+            "curves": curves,
+            "seconds": {"real": self.real.run_seconds, "simulated": self.simulated.run_seconds},
+        }
+
+
+def calibrate(
+    config: Config,
+    *,
+    num_seeds: int = 8,
+    seed: int = 0,
+    options: AsyncOptions | None = None,
+    chunk_size: int | None = 10,
+) -> Calibration:
+    """Run ``config`` asynchronously, then in the simulator on the lag histogram it measured (module docstring).
+
+    ``config`` needs ``eval.every`` > 0 (the comparison is on the learner's evaluation) and no lag settings besides
+    ``lag.num_actors`` (the number of actor threads).
+    """
+    if config.eval.every == 0:
+        raise ConfigError(
+            "calibration compares the learner's evaluation returns: add --eval.every N (e.g. 5), which evaluates "
+            "every N iterations in both modes"
+        )
+    options = options or AsyncOptions()
+    real = run_sweep(
+        config,
+        num_seeds=num_seeds,
+        seed=seed,
+        chunk_size=chunk_size,
+        driver=AsyncDriver(TrainProgram(config), options),
+        progress=False,
+    )
+    counts = lag_histogram(real.metrics)
+    simulated = run_sweep(
+        simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
+    )
+    return Calibration(config, counts, real, simulated, options)
+
+
+OUTPUTS = ("calibration.json", "calibration.png")
+"""What ``vaco-jax calibrate`` writes in its --out-dir (its manifest: all that --overwrite may remove there)."""
+
+
+def format_rows(rows: list[dict]) -> str:
+    """The comparison as a plain-text table."""
+    from vaco_jax.session import format_table
+
+    fmt = lambda s: f"{s['iqm']:.3g} [{s['ci_low']:.3g}, {s['ci_high']:.3g}]"  # noqa: E731
+    lines = [
+        [
+            row["score"],
+            fmt(row["real"]),
+            fmt(row["simulated"]),
+            f"{row['p_simulated_above_real']:.2f} [{row['p_ci'][0]:.2f}, {row['p_ci'][1]:.2f}]",
+            "yes" if row["agree"] else "NO",
+        ]
+        for row in rows
+    ]
+    return format_table(["score", "real (async)", "simulated", "P(sim > real)", "agree"], lines)
+
+
+def run_and_write(
+    config: Config,
+    *,
+    num_seeds: int,
+    seed: int,
+    options: AsyncOptions,
+    out_dir: Path,
+    overwrite: bool,
+    chunk_size: int | None = 10,
+) -> Path:
+    """``vaco-jax calibrate``: :func:`calibrate`, a table on stdout, ``calibration.json`` and ``calibration.png``
+    in ``out_dir`` (refused if it holds anything vaco-jax did not write; earlier results only with ``overwrite``)."""
+    output_dir.check_location(out_dir, "--out-dir")
+    output_dir.refuse_foreign(out_dir, "nothing was written or removed there")
+    TrainProgram(config)  # validates before anything runs or is written
+    out = output_dir.prepare(out_dir, output_dir.new_run_id(), OUTPUTS, overwrite=overwrite, resume=False)
+    print(
+        f"vaco-jax: calibrating {config.algorithm} on {config.env.name}: {num_seeds} seeds x {config.num_iterations} "
+        f"updates with {config.lag.num_actors} actor threads (queue {options.queue_size}), then the simulator on "
+        "the lag they measured",
+        flush=True,
+    )
+    calibration = calibrate(config, num_seeds=num_seeds, seed=seed, options=options, chunk_size=chunk_size)
+    record = calibration.to_json()
+    counts = calibration.counts
+    print(
+        f"\nmeasured lag over {int(counts.sum())} batches: "
+        + ", ".join(f"{lag}: {c / counts.sum():.0%}" for lag, c in enumerate(counts) if c)
+        + f" (mean {record['lag_mean']:.2f})\n"
+    )
+    print(format_rows(record["rows"]))
+    writers.write_text_atomic(out / "calibration.json", json.dumps(strict_json(record), indent=1))
+    plotting.plot_calibration(record, out / "calibration.png")
+    print(f"\nwrote {out}/calibration.json and calibration.png", flush=True)
+    return out
+
+
+__all__ = ["Calibration", "calibrate", "format_rows", "per_run", "run_and_write", "simulator_config"]
