@@ -1,0 +1,131 @@
+"""Does the simulator predict a real asynchronous system? Calibration of the lag simulator against actor threads.
+
+For each method and queue size: ``--seeds`` runs of the real asynchronous mode (two actor threads of 8 CartPole
+environments each, one learner; :mod:`vaco_jax.asynchronous`), whose batches record their measured lag; then the
+same config and seeds in the one-program simulator with ``lag.kind=empirical`` on the measured histogram
+(:func:`vaco_jax.calibration.calibrate`). Reported: the measured lag distribution; the learner's evaluation return
+(AUC over the evaluated iterations, deterministic and stochastic policies) and the TV diagnostics of both sides, with
+P(simulated > real) and its 95% CI (the simulator *agrees* on a score when the CI contains 0.5); and env-steps/s of
+the asynchronous mode against the synchronous simulator on the same config, measured in the same run (compilation
+excluded). The config is the demo's aggressive CartPole regime, where one update moves the policy far, so lag
+matters.
+
+Usage: python benchmarks/async_calibration.py [--seeds 8] [--iterations 60] [--queue-sizes 2 8]
+       [--methods ppo ppo-decoupled vaco-decoupled] [--update-readme README.md]
+Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, queue size), prints a table.
+Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (set here if unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+import numpy as np  # noqa: E402
+from provenance import git_commit, replace_readme_block  # noqa: E402
+
+from vaco_jax import machine, plotting  # noqa: E402
+from vaco_jax.asynchronous import AsyncOptions  # noqa: E402
+from vaco_jax.calibration import calibrate  # noqa: E402
+from vaco_jax.cli import calibrate_config  # noqa: E402
+from vaco_jax.config import strict_json  # noqa: E402
+from vaco_jax.session import variant_config  # noqa: E402
+from vaco_jax.writers import write_text_atomic  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+README_MARKERS = ("<!-- async calibration: start -->", "<!-- async calibration: end -->")
+COMPARED = ("eval AUC (deterministic)", "eval AUC (stochastic)", "tv/backward_exact (mean)", "tv/forward_exact (mean)")
+
+
+def env_steps_per_second(result) -> float:
+    """Training env-steps/s of all runs, compilation excluded."""
+    steps = result.config.total_env_steps * len(result.seeds)
+    return steps / max(result.run_seconds - result.compile_seconds, 1e-9)
+
+
+def run_one(method: str, queue_size: int, seeds: int, iterations: int) -> dict[str, Any]:
+    config = variant_config(calibrate_config().replace(num_iterations=iterations), method)
+    calibration = calibrate(config, num_seeds=seeds, options=AsyncOptions(queue_size=queue_size))
+    record = calibration.to_json()
+    record["method"] = method
+    record["env_steps_per_second"] = {
+        "async": env_steps_per_second(calibration.real),
+        "sync": env_steps_per_second(calibration.simulated),
+    }
+    record["compile_seconds"] = {
+        "async": calibration.real.compile_seconds,
+        "sync": calibration.simulated.compile_seconds,
+    }
+    return record
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    lines = [
+        "| method | queue | measured lag: mean (shares of lags 0, 1, 2, ...) | learner eval AUC, real async "
+        "| simulated | P(sim > real) | scores that agree | env-steps/s async / sync |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        counts = np.asarray(record["lag_counts"], np.float64)
+        shares = " / ".join(f"{c / counts.sum():.2f}" for c in counts)
+        rows = {row["score"]: row for row in record["rows"]}
+        auc = rows["eval AUC (deterministic)"]
+        ci = lambda s: f"{s['iqm']:.0f} [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"  # noqa: E731
+        agree = [name for name in COMPARED if name in rows and rows[name]["agree"]]
+        speed = record["env_steps_per_second"]
+        lines.append(
+            f"| {record['method']} | {record['async']['queue_size']} | {record['lag_mean']:.2f} ({shares}) "
+            f"| {ci(auc['real'])} | {ci(auc['simulated'])} "
+            f"| {auc['p_simulated_above_real']:.2f} [{auc['p_ci'][0]:.2f}, {auc['p_ci'][1]:.2f}] "
+            f"| {len(agree)} of {sum(name in rows for name in COMPARED)} "
+            f"| {speed['async']:,.0f} / {speed['sync']:,.0f} ({speed['async'] / speed['sync']:.2f}x) |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--queue-sizes", type=int, nargs="+", default=[2, 8])
+    parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
+    parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
+    args = parser.parse_args()
+    records = []
+    for queue_size in args.queue_sizes:
+        for method in args.methods:
+            print(f"{method}, queue {queue_size}: {args.seeds} seeds asynchronous, then simulated ...", flush=True)
+            record = run_one(method, queue_size, args.seeds, args.iterations)
+            records.append(record)
+            figure = args.out.parent / f"{method}_queue{queue_size}.png"
+            figure.parent.mkdir(parents=True, exist_ok=True)
+            plotting.plot_calibration(record, figure)
+            print(table([record]).splitlines()[-1], flush=True)
+    text = table(records)
+    print(text)
+    payload = {
+        "command": "python benchmarks/async_calibration.py "
+        + f"--seeds {args.seeds} --iterations {args.iterations} --queue-sizes "
+        + " ".join(map(str, args.queue_sizes))
+        + " --methods "
+        + " ".join(args.methods),
+        "commit": git_commit(ROOT),
+        "records": records,
+        "table": text,
+        "machine": machine.describe(),
+    }
+    write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
+    print(f"wrote {args.out}")
+    if args.update_readme is not None:
+        replace_readme_block(args.update_readme, README_MARKERS, ["", text, ""])
+        print(f"updated {args.update_readme}")
+
+
+if __name__ == "__main__":
+    main()
