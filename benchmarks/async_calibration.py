@@ -10,9 +10,12 @@ the asynchronous mode against the synchronous simulator on the same config, meas
 excluded). The config is the demo's aggressive CartPole regime, where one update moves the policy far, so lag
 matters.
 
-Usage: python benchmarks/async_calibration.py [--seeds 8] [--iterations 60] [--queue-sizes 2 8]
+Two regimes (``REGIMES``): *balanced* (rollouts of 128 steps, queue 2: the actors are about as fast as the learner,
+lags mostly 1) and *fast actors* (rollouts of 32 steps, queue 8: the queue fills and lags spread from 0 to about 5).
+
+Usage: python benchmarks/async_calibration.py [--seeds 8] [--regimes balanced fast-actors]
        [--methods ppo ppo-decoupled vaco-decoupled] [--update-readme README.md]
-Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, queue size), prints a table.
+Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, regime), prints a table.
 Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (set here if unset).
 """
 
@@ -39,6 +42,10 @@ from vaco_jax.writers import write_text_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 README_MARKERS = ("<!-- async calibration: start -->", "<!-- async calibration: end -->")
+REGIMES = {  # name: (env.num_steps, queue size, learner updates)
+    "balanced": (128, 2, 60),
+    "fast-actors": (32, 8, 100),
+}
 COMPARED = ("eval AUC (deterministic)", "eval AUC (stochastic)", "tv/backward_exact (mean)", "tv/forward_exact (mean)")
 
 
@@ -48,11 +55,14 @@ def env_steps_per_second(result) -> float:
     return steps / max(result.run_seconds - result.compile_seconds, 1e-9)
 
 
-def run_one(method: str, queue_size: int, seeds: int, iterations: int) -> dict[str, Any]:
-    config = variant_config(calibrate_config().replace(num_iterations=iterations), method)
+def run_one(method: str, regime: str, seeds: int) -> dict[str, Any]:
+    num_steps, queue_size, iterations = REGIMES[regime]
+    config = calibrate_config()
+    config = config.replace(num_iterations=iterations, env=config.env.replace(num_steps=num_steps))
+    config = variant_config(config, method)
     calibration = calibrate(config, num_seeds=seeds, options=AsyncOptions(queue_size=queue_size))
     record = calibration.to_json()
-    record["method"] = method
+    record["method"], record["regime"], record["num_steps"] = method, regime, num_steps
     record["env_steps_per_second"] = {
         "async": env_steps_per_second(calibration.real),
         "sync": env_steps_per_second(calibration.simulated),
@@ -66,7 +76,7 @@ def run_one(method: str, queue_size: int, seeds: int, iterations: int) -> dict[s
 
 def table(records: list[dict[str, Any]]) -> str:
     lines = [
-        "| method | queue | measured lag: mean (shares of lags 0, 1, 2, ...) | learner eval AUC, real async "
+        "| regime | method | measured lag: mean (shares of lags 0, 1, 2, ...) | learner eval AUC, real async "
         "| simulated | P(sim > real) | scores that agree | env-steps/s async / sync |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -79,7 +89,7 @@ def table(records: list[dict[str, Any]]) -> str:
         agree = [name for name in COMPARED if name in rows and rows[name]["agree"]]
         speed = record["env_steps_per_second"]
         lines.append(
-            f"| {record['method']} | {record['async']['queue_size']} | {record['lag_mean']:.2f} ({shares}) "
+            f"| {record['regime']} | {record['method']} | {record['lag_mean']:.2f} ({shares}) "
             f"| {ci(auc['real'])} | {ci(auc['simulated'])} "
             f"| {auc['p_simulated_above_real']:.2f} [{auc['p_ci'][0]:.2f}, {auc['p_ci'][1]:.2f}] "
             f"| {len(agree)} of {sum(name in rows for name in COMPARED)} "
@@ -91,30 +101,30 @@ def table(records: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--queue-sizes", type=int, nargs="+", default=[2, 8])
+    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
     parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
     args = parser.parse_args()
     records = []
-    for queue_size in args.queue_sizes:
+    for regime in args.regimes:
         for method in args.methods:
-            print(f"{method}, queue {queue_size}: {args.seeds} seeds asynchronous, then simulated ...", flush=True)
-            record = run_one(method, queue_size, args.seeds, args.iterations)
+            print(f"{regime}, {method}: {args.seeds} seeds asynchronous, then simulated ...", flush=True)
+            record = run_one(method, regime, args.seeds)
             records.append(record)
-            figure = args.out.parent / f"{method}_queue{queue_size}.png"
+            figure = args.out.parent / f"{regime}_{method}.png"
             figure.parent.mkdir(parents=True, exist_ok=True)
             plotting.plot_calibration(record, figure)
             print(table([record]).splitlines()[-1], flush=True)
     text = table(records)
     print(text)
     payload = {
-        "command": "python benchmarks/async_calibration.py "
-        + f"--seeds {args.seeds} --iterations {args.iterations} --queue-sizes "
-        + " ".join(map(str, args.queue_sizes))
-        + " --methods "
-        + " ".join(args.methods),
+        "command": f"python benchmarks/async_calibration.py --seeds {args.seeds} --regimes {' '.join(args.regimes)} "
+        f"--methods {' '.join(args.methods)}",
+        "regimes": {
+            name: dict(zip(("num_steps", "queue_size", "iterations"), REGIMES[name], strict=True))
+            for name in args.regimes
+        },
         "commit": git_commit(ROOT),
         "records": records,
         "table": text,

@@ -249,3 +249,15 @@ def test_cli_train_async_records_its_options_and_refuses_a_simulated_lag(tmp_pat
     assert cli.main(cli_args(tmp_path / "lagged", "--lag.k", "2", "--lag.max-lag", "2")) == 2
     assert "drop the lag flags" in capsys.readouterr().err
     assert not (tmp_path / "lagged").exists()
+
+
+def test_a_checkpoint_of_an_asynchronous_run_resumes_only_asynchronously():
+    from vaco_jax import checkpoint
+
+    meta = checkpoint.run_meta(async_config(), {}, 0, 1)
+    asynchronous = {**meta, "async": {"queue_size": 2, "timeout": 120.0}}
+    assert checkpoint.differences(meta, meta) == []
+    assert checkpoint.differences(asynchronous, meta) == [
+        "--async (checkpoint {'queue_size': 2, 'timeout': 120.0}, now None)"
+    ]
+    assert "--async" in checkpoint.differences(asynchronous, {**meta, "async": {"queue_size": 8, "timeout": 120.0}})[0]
