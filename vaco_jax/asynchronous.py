@@ -271,8 +271,7 @@ class AsyncDriver:
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` learner updates, with
         actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run)."""
-        config = self.program.config
-        total = config.num_iterations if num_iterations is None else num_iterations
+        total = self.program.config.num_iterations if num_iterations is None else num_iterations
         hparams = jax.device_put(hparams, self.learner_device)
         start = time.perf_counter()
         states = self.init(keys, hparams) if states is None else jax.device_put(states, self.learner_device)
@@ -294,21 +293,9 @@ class AsyncDriver:
                 for _ in range(length):
                     iteration = first + done + len(updates)
                     taken, waited = self._take(batches, actors, reported)
-                    lags = np.asarray([iteration - batch.version for batch in taken], np.int32)
-                    rollouts = tuple(jax.device_put(batch.rollout, self.learner_device) for batch in taken)
-                    due = bool(config.eval.every) and (
-                        (iteration + 1) % config.eval.every == 0 or iteration + 1 == config.num_iterations
-                    )
-                    states, metrics = learn(states, rollouts, lags, hparams, np.bool_(due))
+                    states, metrics = self._update(learn, states, hparams, taken, iteration)
                     store.publish(ActorSnapshot(states.params.actor, states.obs_norm), iteration + 1)
-                    host = {f"async/lag_{i}": float(lag) for i, lag in enumerate(lags)}
-                    host["async/queue_depth"] = float(batches.qsize())
-                    host["async/wait_seconds"] = waited
-                    host["async/actor_env_steps_per_second"] = float(
-                        np.mean([batch.env_steps / max(batch.seconds, 1e-9) for batch in taken])
-                    )
-                    host["async/actors_alive"] = float(sum(actor.is_alive() for actor in actors))
-                    updates.append((metrics, host))
+                    updates.append((metrics, self._host_metrics(taken, iteration, waited, batches, actors)))
                 chunk_metrics = self._stack(updates, keys.shape[0])
                 timings.append(time.perf_counter() - chunk_start)
                 if keep_metrics:
@@ -335,6 +322,29 @@ class AsyncDriver:
             timings=timings,
             gaps=[],
         )
+
+    def _update(
+        self, learn: Callable, states: TrainState, hparams: Config, taken: list[Batch], iteration: int
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Dispatch learner update ``iteration`` on the batches ``taken`` (returns at once: device arrays)."""
+        every, total = self.program.config.eval.every, self.program.config.num_iterations
+        due = bool(every) and ((iteration + 1) % every == 0 or iteration + 1 == total)
+        lags = np.asarray([iteration - batch.version for batch in taken], np.int32)
+        rollouts = tuple(jax.device_put(batch.rollout, self.learner_device) for batch in taken)
+        return learn(states, rollouts, lags, hparams, np.bool_(due))
+
+    @staticmethod
+    def _host_metrics(
+        taken: list[Batch], iteration: int, waited: float, batches: queue.Queue, actors: list[Actor]
+    ) -> dict[str, float]:
+        """What the host measured around update ``iteration`` (see the module docstring)."""
+        host = {f"async/lag_{i}": float(iteration - batch.version) for i, batch in enumerate(taken)}
+        host["async/queue_depth"] = float(batches.qsize())
+        host["async/wait_seconds"] = waited
+        speeds = [batch.env_steps / max(batch.seconds, 1e-9) for batch in taken]
+        host["async/actor_env_steps_per_second"] = float(np.mean(speeds))
+        host["async/actors_alive"] = float(sum(actor.is_alive() for actor in actors))
+        return host
 
     def _take(self, batches: queue.Queue, actors: list[Actor], reported: set[int]) -> tuple[list[Batch], float]:
         """G batches in arrival order; the seconds waited. Reports a failed actor once; raises when none is left

@@ -35,25 +35,9 @@ def collect_rollout(
     *,
     num_steps: int,
 ) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
-    """Step E environments for T = ``num_steps`` steps (:func:`act`), then score the batch under pi_T
-    (:func:`score_learner`).
-
-    Args:
-      env: the batch of E environments.
-      networks: actor/critic modules.
-      dist: the action distribution record.
-      behaviour: [G] stacked behaviour snapshots; group g drives envs ``g * Eg ... (g + 1) * Eg - 1``.
-      learner: the learner's snapshot pi_T (unstacked).
-      lags: [G] int32 lag of each group (0 where the group acts with pi_T).
-      env_state: the environments' state.
-      observations: [E, D] current raw observations.
-      episode_stats: running episode returns and lengths.
-      key: PRNG key.
-      num_steps: T (static).
-
-    Returns:
-      ``(env_state, observations, episode_stats, rollout)`` after T steps.
-    """
+    """Step E environments for T = ``num_steps`` steps (:func:`act`, whose arguments these are), then score the batch
+    under pi_T (:func:`score_learner`): ``learner`` is pi_T's snapshot (unstacked), ``lags`` [G] the groups' lags
+    (0 where a group acts with pi_T). Returns ``(env_state, observations, episode_stats, rollout)`` after T steps."""
     env_state, observations, episode_stats, rollout = act(
         env, networks, dist, behaviour, env_state, observations, episode_stats, key, num_steps=num_steps
     )
