@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module, so that its smoke study (a module fixture) trains once, not once per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lag_robustness")]
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "lag_robustness.py"
 

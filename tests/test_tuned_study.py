@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module, so that its smoke study (a module fixture) trains once, not once per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tuned_study")]
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
