@@ -13,7 +13,7 @@ matters.
 Two regimes (``REGIMES``): *balanced* (rollouts of 128 steps, queue 2: the actors are about as fast as the learner,
 lags mostly 1) and *fast actors* (rollouts of 32 steps, queue 8: the queue fills and lags spread from 0 to about 5).
 
-Usage: python benchmarks/async_calibration.py [--seeds 8] [--regimes balanced fast-actors]
+Usage: python benchmarks/async_calibration.py [--seeds 8] [--first-seed 0] [--regimes balanced fast-actors]
        [--methods ppo ppo-decoupled vaco-decoupled] [--update-readme README.md]
 Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, regime), prints a table.
 Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (set here if unset).
@@ -55,12 +55,12 @@ def env_steps_per_second(result) -> float:
     return steps / max(result.run_seconds - result.compile_seconds, 1e-9)
 
 
-def run_one(method: str, regime: str, seeds: int) -> dict[str, Any]:
+def run_one(method: str, regime: str, seeds: int, first_seed: int = 0) -> dict[str, Any]:
     num_steps, queue_size, iterations = REGIMES[regime]
     config = calibrate_config()
     config = config.replace(num_iterations=iterations, env=config.env.replace(num_steps=num_steps))
     config = variant_config(config, method)
-    calibration = calibrate(config, num_seeds=seeds, options=AsyncOptions(queue_size=queue_size))
+    calibration = calibrate(config, num_seeds=seeds, seed=first_seed, options=AsyncOptions(queue_size=queue_size))
     record = calibration.to_json()
     record["method"], record["regime"], record["num_steps"] = method, regime, num_steps
     record["env_steps_per_second"] = {
@@ -101,6 +101,7 @@ def table(records: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0, help="the runs use seeds first-seed, first-seed + 1, ...")
     parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
     parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
@@ -110,7 +111,7 @@ def main() -> None:
     for regime in args.regimes:
         for method in args.methods:
             print(f"{regime}, {method}: {args.seeds} seeds asynchronous, then simulated ...", flush=True)
-            record = run_one(method, regime, args.seeds)
+            record = run_one(method, regime, args.seeds, args.first_seed)
             records.append(record)
             figure = args.out.parent / f"{regime}_{method}.png"
             figure.parent.mkdir(parents=True, exist_ok=True)
@@ -119,8 +120,8 @@ def main() -> None:
     text = table(records)
     print(text)
     payload = {
-        "command": f"python benchmarks/async_calibration.py --seeds {args.seeds} --regimes {' '.join(args.regimes)} "
-        f"--methods {' '.join(args.methods)}",
+        "command": f"python benchmarks/async_calibration.py --seeds {args.seeds} --first-seed {args.first_seed} "
+        f"--regimes {' '.join(args.regimes)} --methods {' '.join(args.methods)}",
         "regimes": {
             name: dict(zip(("num_steps", "queue_size", "iterations"), REGIMES[name], strict=True))
             for name in args.regimes

@@ -263,3 +263,19 @@ def test_a_checkpoint_of_an_asynchronous_run_resumes_only_asynchronously():
         "--async (checkpoint {'queue_size': 2, 'timeout': 120.0}, now None)"
     ]
     assert "--async" in checkpoint.differences(asynchronous, {**meta, "async": {"queue_size": 8, "timeout": 120.0}})[0]
+
+
+def test_the_readme_calibration_table_is_the_committed_measurement():
+    """The README's calibration figures come from benchmarks/results/async/calibration.json, made with two actor
+    threads and at least 8 seeds per side."""
+    from pathlib import Path
+
+    from tests.conftest import committed_table
+
+    block, table = committed_table("async/calibration.json", "async calibration")
+    assert block == table
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/async/calibration.json").read_text())
+    for record in payload["records"]:
+        assert record["actor_threads"] == 2 and len(record["seeds"]) >= 8
+        assert sum(record["lag_counts"]) == 2 * record["num_iterations"]

@@ -18,7 +18,7 @@ S runs (seeds, sweep points) share the threads: every batch holds all S runs' ro
 lags. The driver has the interface of :class:`vaco_jax.driver.Driver` (``run(keys, hparams, ...)`` in chunks with
 metric and state callbacks), so the metrics store, TensorBoard, checkpoints and the CLI (``vaco-jax train
 --async``) work unchanged. Besides the simulator's metrics it logs, per update: ``async/lag_<i>`` (the lag of the
-i-th batch the update used), ``async/queue_depth`` (batches left waiting), ``async/wait_seconds`` (the learner's
+i-th batch the update used) and ``async/actor_<i>`` (the actor that made it), ``async/queue_depth`` (batches left waiting), ``async/wait_seconds`` (the learner's
 wait for batches), ``async/actor_env_steps_per_second`` (the rollout speed of the batches used, all runs) and
 ``async/actors_alive``.
 
@@ -339,6 +339,7 @@ class AsyncDriver:
     ) -> dict[str, float]:
         """What the host measured around update ``iteration`` (see the module docstring)."""
         host = {f"async/lag_{i}": float(iteration - batch.version) for i, batch in enumerate(taken)}
+        host.update({f"async/actor_{i}": float(batch.actor) for i, batch in enumerate(taken)})
         host["async/queue_depth"] = float(batches.qsize())
         host["async/wait_seconds"] = waited
         speeds = [batch.env_steps / max(batch.seconds, 1e-9) for batch in taken]
