@@ -28,8 +28,6 @@ from vaco_jax.config import ConfigError, EvalConfig, LagConfig
 from vaco_jax.sweep import seed_keys
 from vaco_jax.types import ActorSnapshot
 
-pytestmark = pytest.mark.xdist_group("asynchronous")  # one worker: the module's compiled fixture is built once
-
 
 def async_config(**overrides):
     """The tiny CartPole config with two actor threads and an evaluation every 3 updates."""

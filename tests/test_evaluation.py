@@ -15,8 +15,6 @@ from vaco_jax.distributions import CATEGORICAL, DIAG_GAUSSIAN
 from vaco_jax.networks import Networks
 from vaco_jax.types import ActorSnapshot
 
-pytestmark = pytest.mark.xdist_group("evaluation")  # one worker: the module's compiled fixture is built once
-
 
 def _lever_policy(networks: Networks, logit_of_1: float) -> ActorSnapshot:
     """A policy that ignores the observation: P(action 1) = sigmoid(logit_of_1)."""

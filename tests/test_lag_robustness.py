@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-# one worker runs the whole module, so that its smoke study (a module fixture) trains once, not once per worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lag_robustness")]
+pytestmark = pytest.mark.slow
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "lag_robustness.py"
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# one worker runs the whole module, so that its smoke study (a module fixture) trains once, not once per worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tuned_study")]
+pytestmark = pytest.mark.slow
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
