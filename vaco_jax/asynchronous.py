@@ -18,9 +18,9 @@ S runs (seeds, sweep points) share the threads: every batch holds all S runs' ro
 lags. The driver has the interface of :class:`vaco_jax.driver.Driver` (``run(keys, hparams, ...)`` in chunks with
 metric and state callbacks), so the metrics store, TensorBoard, checkpoints and the CLI (``vaco-jax train
 --async``) work unchanged. Besides the simulator's metrics it logs, per update: ``async/lag_<i>`` (the lag of the
-i-th batch the update used) and ``async/actor_<i>`` (the actor that made it), ``async/queue_depth`` (batches left waiting), ``async/wait_seconds`` (the learner's
-wait for batches), ``async/actor_env_steps_per_second`` (the rollout speed of the batches used, all runs) and
-``async/actors_alive``.
+i-th batch the update used) and ``async/actor_<i>`` (the actor that made it), ``async/queue_depth`` (batches left
+waiting), ``async/wait_seconds`` (the learner's wait for batches), ``async/actor_env_steps_per_second`` (the rollout
+speed of the batches used, all runs) and ``async/actors_alive``.
 
 Faults: an actor that raises is reported once (stderr) and the learner goes on with the others; when none is left,
 or no batch arrives for ``timeout`` seconds, the run stops with :class:`AsyncRunError` naming the cause. The
