@@ -49,7 +49,7 @@ import numpy as np
 
 from vaco_jax import evaluation
 from vaco_jax.config import Config, ConfigError
-from vaco_jax.driver import ChunkCallback, RunOutput, StateCallback, chunk_plan
+from vaco_jax.driver import ChunkCallback, RunOutput, StateCallback, chunk_plan, ends_here, merge_chunks
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.rollout import act, score_learner
 from vaco_jax.trainer import TrainProgram
@@ -301,8 +301,7 @@ class AsyncDriver:
                 if keep_metrics:
                     chunks.append(chunk_metrics)
                 done += length
-                stopping = done < total and should_stop is not None and bool(should_stop())
-                last = stopping or done == total
+                last = ends_here(done, total, should_stop)
                 for callback in callbacks:
                     callback(done, chunk_metrics)
                 for state_callback in state_callbacks:
@@ -313,10 +312,9 @@ class AsyncDriver:
             stop.set()
             for actor in actors:
                 actor.join(timeout=max(self.options.timeout, 1.0))
-        merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
         return RunOutput(
             states=states,
-            metrics=merged,
+            metrics=merge_chunks(chunks),
             compile_seconds=compile_seconds,
             run_seconds=time.perf_counter() - start,
             timings=timings,
@@ -398,13 +396,19 @@ class AsyncDriver:
         return stacked
 
 
+def _first_run(metrics, name: str) -> np.ndarray:
+    """[I] values of ``name`` of the first run (the host-measured async metrics are the same for every run)."""
+    values = np.asarray(metrics[name])
+    return values.reshape(-1, values.shape[-1])[0]
+
+
 def lag_histogram(metrics: dict[str, np.ndarray]) -> np.ndarray:
     """Counts of the realised lags 0, 1, ..., max over every batch of an asynchronous run's metrics (one run's
     values: the runs share their batches' lags)."""
     names = sorted((name for name in metrics if name.startswith("async/lag_")), key=lambda n: int(n.rsplit("_", 1)[1]))
     if not names:
         raise ValueError("these metrics hold no async/lag_<i>: they were not made by the asynchronous mode")
-    lags = np.concatenate([np.asarray(metrics[name]).reshape(-1, np.shape(metrics[name])[-1])[0] for name in names])
+    lags = np.concatenate([_first_run(metrics, name) for name in names])
     return np.bincount(lags.astype(np.int64))
 
 
@@ -413,15 +417,14 @@ def describe(metrics) -> str:
     and actor speed (``metrics``: ``{name: [..., I]}``, the runs share these values)."""
     counts = lag_histogram(metrics)
     lags = np.repeat(np.arange(len(counts)), counts)
-    first = lambda name: np.asarray(metrics[name]).reshape(-1, np.shape(metrics[name])[-1])[0]  # noqa: E731
     shares = ", ".join(f"{lag}: {count / counts.sum():.0%}" for lag, count in enumerate(counts) if count)
     p50, p90, p99 = np.percentile(lags, [50, 90, 99])
     return (
         f"async: measured lag over {counts.sum()} batches: mean {lags.mean():.2f}, p50 {p50:g}, p90 {p90:g}, "
         f"p99 {p99:g}, max {lags.max()} ({shares})\n"
-        f"async: queue depth mean {first('async/queue_depth').mean():.2f}; learner waited "
-        f"{first('async/wait_seconds').sum():.1f} s for batches; actors "
-        f"{first('async/actor_env_steps_per_second').mean():,.0f} env-steps/s each (all runs)"
+        f"async: queue depth mean {_first_run(metrics, 'async/queue_depth').mean():.2f}; learner waited "
+        f"{_first_run(metrics, 'async/wait_seconds').sum():.1f} s for batches; actors "
+        f"{_first_run(metrics, 'async/actor_env_steps_per_second').mean():,.0f} env-steps/s each (all runs)"
     )
 
 

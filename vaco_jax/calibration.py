@@ -29,6 +29,7 @@ import numpy as np
 from vaco_jax import output_dir, plotting, stats, writers
 from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
 from vaco_jax.config import Config, ConfigError, LagConfig, strict_json
+from vaco_jax.session import format_table
 from vaco_jax.sweep import SweepResult, run_sweep
 from vaco_jax.trainer import TrainProgram
 
@@ -54,13 +55,19 @@ def simulator_config(config: Config, counts: np.ndarray) -> Config:
     return config.replace(lag=lag)
 
 
-def per_run(metrics: Mapping[str, np.ndarray], metric: str, reduction: str) -> np.ndarray:
-    """[S] scores of ``metric`` (AUC: mean over iterations; final: mean over the last 20%), at the iterations where
-    some run logged a value (evaluations: only every eval.every iterations)."""
+def logged_values(metrics: Mapping[str, np.ndarray], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values [S, L], iterations [L] counted from 1) of ``metric`` at the iterations where some run logged a value
+    (evaluations: only every eval.every iterations)."""
     values = np.asarray(metrics[metric], np.float64)
     values = values.reshape(-1, values.shape[-1])
     logged = np.isfinite(values).any(axis=0)
-    values = values[:, logged]
+    return values[:, logged], np.flatnonzero(logged) + 1
+
+
+def per_run(metrics: Mapping[str, np.ndarray], metric: str, reduction: str) -> np.ndarray:
+    """[S] scores of ``metric`` (AUC: mean over iterations; final: mean over the last 20%), at the iterations where
+    some run logged a value (:func:`logged_values`)."""
+    values, _ = logged_values(metrics, metric)
     return stats.area_under_curve(values) if reduction == "auc" else stats.final_return(values, fraction=0.2)
 
 
@@ -104,13 +111,8 @@ class Calibration:
         curves = {}
         for side, result in (("real", self.real), ("simulated", self.simulated)):
             for metric in ("eval/return_deterministic", "eval/return_stochastic"):
-                values = np.asarray(result.metrics[metric], np.float64)
-                values = values.reshape(-1, values.shape[-1])
-                logged = np.isfinite(values).any(axis=0)
-                curves[f"{side}/{metric}"] = {
-                    "iterations": (np.flatnonzero(logged) + 1).tolist(),
-                    "runs": values[:, logged].tolist(),
-                }
+                values, iterations = logged_values(result.metrics, metric)
+                curves[f"{side}/{metric}"] = {"iterations": iterations.tolist(), "runs": values.tolist()}
         return {
             "algorithm": self.config.algorithm,
             "env": self.config.env.name,
@@ -166,8 +168,6 @@ OUTPUTS = ("calibration.json", "calibration.png")
 
 def format_rows(rows: list[dict]) -> str:
     """The comparison as a plain-text table."""
-    from vaco_jax.session import format_table
-
     fmt = lambda s: f"{s['iqm']:.3g} [{s['ci_low']:.3g}, {s['ci_high']:.3g}]"  # noqa: E731
     lines = [
         [
@@ -219,4 +219,4 @@ def run_and_write(
     return out
 
 
-__all__ = ["Calibration", "calibrate", "format_rows", "per_run", "run_and_write", "simulator_config"]
+__all__ = ["Calibration", "calibrate", "format_rows", "logged_values", "per_run", "run_and_write", "simulator_config"]

@@ -82,6 +82,18 @@ def chunk_plan(total: int, chunk_size: int | None) -> list[int]:
     return [size] * (total // size) + [total % size]
 
 
+def ends_here(done: int, total: int, should_stop: Callable[[], bool] | None) -> bool:
+    """Whether a run ends after the chunk that brought it to ``done`` iterations: all ``total`` are done, or
+    ``should_stop()`` (asked once per chunk boundary before the end, never after the last chunk) says so."""
+    stopping = done < total and should_stop is not None and bool(should_stop())
+    return stopping or done == total
+
+
+def merge_chunks(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-chunk metrics ``{name: [S, n]}`` joined along the iteration axis (empty without chunks)."""
+    return {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
+
+
 def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
     """Whether a state callback acts after this chunk (its ``due(done, last)``; one without it always may)."""
     due = getattr(state_callback, "due", None)
@@ -188,8 +200,7 @@ class Driver:
             if keep_metrics:
                 chunks.append(metrics)
             done += n
-            stopping = done < total and should_stop is not None and bool(should_stop())
-            last = stopping or done == total
+            last = ends_here(done, total, should_stop)
             # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
             # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
             serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
@@ -206,7 +217,7 @@ class Driver:
                 for callback in callbacks:
                     callback(done, metrics)
             metrics = next_metrics
-        merged = {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
+        merged = merge_chunks(chunks)
         run_seconds = time.perf_counter() - start
         return RunOutput(
             states=states,
