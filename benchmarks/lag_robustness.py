@@ -69,7 +69,7 @@ from lag_study.report import (  # noqa: E402, F401
     verdict_markdown,
 )
 from lag_study.specs import ENVS, PRESETS, REGIMES, VARIANTS, Block, Preset, Variant, lag_order  # noqa: E402, F401
-from provenance import same_experiment  # noqa: E402, F401
+from provenance import fingerprints_memoized, same_experiment  # noqa: E402, F401
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -102,19 +102,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         for cell in cells:
             print(f"{'done ' if load_cell(out_dir, preset, cell) else 'todo '} {cell.id}")
         return
-    if not args.report:
+    with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once
+        if not args.report:
 
-        def needs_run(cell: Cell) -> bool:
-            done = load_cell(out_dir, preset, cell)
-            return done is None or (args.rerun_stale and not is_current(preset, cell, done))
+            def needs_run(cell: Cell) -> bool:
+                done = load_cell(out_dir, preset, cell)
+                return done is None or (args.rerun_stale and not is_current(preset, cell, done))
 
-        todo = [c for c in cells if needs_run(c)][: args.max_cells]
-        print(f"{len(cells) - len(todo)} of {len(cells)} cells on disk; running {len(todo)}", flush=True)
-        for number, cell in enumerate(todo, 1):
-            result = run_cell(preset, cell)
-            write_json(cell_path(out_dir, cell), result)
-            print(f"[{number}/{len(todo)}] {cell.id}: {result['seconds']:.0f}s", flush=True)
-    payload = report(args.preset, preset, out_dir)
+            todo = [c for c in cells if needs_run(c)][: args.max_cells]
+            print(f"{len(cells) - len(todo)} of {len(cells)} cells on disk; running {len(todo)}", flush=True)
+            for number, cell in enumerate(todo, 1):
+                result = run_cell(preset, cell)
+                write_json(cell_path(out_dir, cell), result)
+                print(f"[{number}/{len(todo)}] {cell.id}: {result['seconds']:.0f}s", flush=True)
+        payload = report(args.preset, preset, out_dir)
     if args.update_readme:
         update_readme(payload, args.update_readme)
     print((out_dir / "verdict.md").read_text())

@@ -17,12 +17,13 @@ by other code, kept and shown as such, never silently mixed with current ones.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import inspect
 import json
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -112,11 +113,39 @@ def _stablehlo(lowered) -> str:
     return lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
 
 
+_memo: dict[str, str] | None = None  # fingerprints by request, inside :func:`fingerprints_memoized` only
+
+
+@contextlib.contextmanager
+def fingerprints_memoized() -> Iterator[None]:
+    """Inside this block each distinct fingerprint request is lowered once: a study's run and its report, in one
+    process, ask for every cell's fingerprint twice (when the cell is made, and to mark stale cells), and the code
+    cannot change in between. Outside it every call lowers the programs afresh."""
+    global _memo
+    outer, _memo = _memo, {} if _memo is None else _memo
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
 def program_fingerprint(
     config: Config, num_runs: int, chunk_lengths: Iterable[int], reductions: Iterable[Callable] = ()
 ) -> str:
     """The fingerprint of training ``num_runs`` runs of ``config`` in chunks of the given lengths, and of reducing
     their metrics with ``reductions`` (see the module docstring)."""
+    chunk_lengths, reductions = sorted(set(chunk_lengths)), tuple(reductions)
+    if _memo is None:
+        return _fingerprint(config, num_runs, chunk_lengths, reductions)
+    request = json.dumps(
+        [config_record(config), num_runs, chunk_lengths, [f"{f.__module__}.{f.__qualname__}" for f in reductions]]
+    )
+    if request not in _memo:
+        _memo[request] = _fingerprint(config, num_runs, chunk_lengths, reductions)
+    return _memo[request]
+
+
+def _fingerprint(config: Config, num_runs: int, chunk_lengths: list[int], reductions: tuple[Callable, ...]) -> str:
     program = TrainProgram(config)
     states, hparams = abstract_batch(program, num_runs)
     driver = Driver(program)
@@ -124,7 +153,7 @@ def program_fingerprint(
     for package in ("jax", "jaxlib"):
         digest.update(f"{package}=={metadata.version(package)};".encode())
     digest.update(_stablehlo(jax.jit(program.init_batched).lower(*_init_arguments(num_runs, hparams))).encode())
-    for length in sorted(set(chunk_lengths)):
+    for length in chunk_lengths:
         digest.update(_stablehlo(driver.lower_chunk(states, hparams, length)).encode())
     for function in reductions:
         digest.update(inspect.getsource(function).encode())
@@ -153,4 +182,4 @@ def git_commit(root: Path) -> str:
         return "unknown"
 
 
-__all__ = ["chunk_lengths", "git_commit", "program_fingerprint"]
+__all__ = ["chunk_lengths", "fingerprints_memoized", "git_commit", "program_fingerprint"]

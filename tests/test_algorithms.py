@@ -237,7 +237,7 @@ def test_every_baseline_trains_under_a_lagged_fleet_with_finite_metrics():
         result = run_sweep(config, num_seeds=1)
         for metric in ("loss/total", "loss/policy", "grad_norm", "tv/forward", "is/weight_mean"):
             assert np.isfinite(result.metrics[metric]).all(), (name, metric)
-    assert "m2po/kept" in run_sweep(tiny_config(algorithm="m2po", num_iterations=1), num_seeds=1).metrics
+        assert name != "m2po" or np.isfinite(result.metrics["m2po/kept"]).all()
 
 
 def test_geppo_adapts_its_step_size_to_the_updates_tv():

@@ -1,10 +1,13 @@
-"""End-to-end learning with no lag: every algorithm solves CartPole-v1 and learns Pendulum-v1 well above random."""
+"""End-to-end learning with no lag: every algorithm solves CartPole-v1 and learns Pendulum-v1 well above random.
+
+Compiled as a user's programs are (tests.conftest.FULL_OPTIMISATION): their time is in the steps."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from tests.conftest import optimised_driver
 from vaco_jax import Config, EnvConfig, PPOConfig, envs, run_sweep, stats
 from vaco_jax.config import EvalConfig
 
@@ -43,7 +46,8 @@ IMPALA_CARTPOLE = CARTPOLE.replace(
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_solves_cartpole(algorithm):
-    result = run_sweep(CARTPOLE.replace(algorithm=algorithm), num_seeds=4)
+    config = CARTPOLE.replace(algorithm=algorithm)
+    result = run_sweep(config, num_seeds=4, driver=optimised_driver(config))
     final = stats.final_return(result.metrics["episode/return"])  # [seed]
     assert stats.iqm(final) >= 475, final
     # the trained policy's mode balances the pole for the whole 500-step episode
@@ -53,14 +57,15 @@ def test_solves_cartpole(algorithm):
 
 
 def test_impala_solves_cartpole_with_one_pass_and_raw_advantages():
-    result = run_sweep(IMPALA_CARTPOLE, num_seeds=4)
+    result = run_sweep(IMPALA_CARTPOLE, num_seeds=4, driver=optimised_driver(IMPALA_CARTPOLE))
     final = stats.final_return(result.metrics["episode/return"])
     assert stats.iqm(final) >= 475, final
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_learns_pendulum_well_above_random(algorithm):
-    result = run_sweep(PENDULUM.replace(algorithm=algorithm), num_seeds=4)
+    config = PENDULUM.replace(algorithm=algorithm)
+    result = run_sweep(config, num_seeds=4, driver=optimised_driver(config))
     final = stats.final_return(result.metrics["episode/return"])
     chance = random_policy_return("Pendulum-v1")
     assert chance < -1000

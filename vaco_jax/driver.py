@@ -20,8 +20,9 @@ the host time between a chunk's end and the next one's dispatch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
@@ -109,13 +110,24 @@ def run_sharding(num_runs: int) -> NamedSharding | None:
 
 
 class Driver:
-    """Compiled init and chunk functions for one program, shared across calls (compile once)."""
+    """Compiled init and chunk functions for one program, shared across calls (compile once).
 
-    def __init__(self, program: TrainProgram):
+    ``compiler_options`` are XLA options for both programs, e.g. ``{"xla_backend_optimization_level": 0}``: about
+    30% less compile time and several times slower steps (a smoke run whose compile dominates). None: XLA's
+    defaults, or what the ``XLA_FLAGS`` environment variable sets.
+    """
+
+    def __init__(self, program: TrainProgram, *, compiler_options: Mapping[str, Any] | None = None):
         self.program = program
-        self._init = jax.jit(program.init_batched)
+        options = dict(compiler_options) if compiler_options else None
+        self._init = jax.jit(program.init_batched, compiler_options=options)
         # the first iteration of a chunk is one unbatched scalar for all runs (see TrainProgram.run)
-        self._chunk = jax.jit(jax.vmap(program.run, in_axes=(0, 0, None, None)), static_argnums=2, donate_argnums=0)
+        self._chunk = jax.jit(
+            jax.vmap(program.run, in_axes=(0, 0, None, None)),
+            static_argnums=2,
+            donate_argnums=0,
+            compiler_options=options,
+        )
         self._compiled: dict[tuple, object] = {}
 
     def compiled_chunk(self, states: TrainState, hparams: Config, num_iterations: int):

@@ -121,7 +121,9 @@ class BraxEnv:
             _patch_brax_for_jax()
             with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
                 self._env = brax_envs.get_environment(name, backend=backend)
-                self.observation_size = int(self._env.observation_size)  # brax resets the env to find it
+                # the shape of a traced reset: brax's own observation_size runs a reset op by op (6 s for humanoid)
+                start = jax.eval_shape(self._env.reset, jax.random.key(0))
+        self.observation_size = int(start.obs.shape[-1])
         self.name = f"brax/{name}"
         self.backend = backend
         self.action_repeat = action_repeat
