@@ -6,6 +6,7 @@ a missing brax into a failure so that CI cannot pass without running them.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -23,6 +24,11 @@ from brax.envs.base import Wrapper  # noqa: E402
 from vaco_jax import envs  # noqa: E402
 from vaco_jax.config import ConfigError  # noqa: E402
 from vaco_jax.envs.brax import DEFAULT_BACKENDS, BraxEnv  # noqa: E402
+
+
+@functools.cache
+def _random_return(name: str) -> float:
+    return envs.random_policy_return(envs.make(name))
 
 
 def _random_steps(env, num_envs: int, num_steps: int, seed: int = 0):
@@ -139,12 +145,13 @@ def test_a_hopper_fall_is_a_termination_and_is_never_bootstrapped():
     config = tiny_config(env=EnvConfig(name="brax/hopper", num_envs=8, num_steps=64, episode_length=40))
     program = TrainProgram(config)
     hparams = jax.tree.map(lambda x: x[0], stack_hparams([program.config]))
-    state = program.init(jax.random.key(0), hparams)
-    rollout = rollout_with_lags(program, state, [0, 0])
+    state = jax.jit(program.init)(jax.random.key(0), hparams)  # compiled: brax's reset op by op takes seconds
+    rollout = jax.jit(lambda s: rollout_with_lags(program, s, [0, 0]))(state)
     terminated, truncated = np.asarray(rollout.terminations), np.asarray(rollout.truncations)
     assert terminated.any() and truncated.any() and not (terminated & truncated).any()
     assert np.asarray(rollout.episode_lengths)[terminated].max() < 40  # falls, before the 40-step limit
-    advantages = lambda r: np.asarray(program.estimate_advantages(state, r, hparams)[0].advantages)  # noqa: E731
+    estimate = jax.jit(lambda r: program.estimate_advantages(state, r, hparams)[0].advantages)
+    advantages = lambda r: np.asarray(estimate(r))  # noqa: E731
     base = advantages(rollout)
     moved = lambda mask: rollout.replace(  # noqa: E731
         next_observations=jnp.where(mask[..., None], rollout.next_observations + 5.0, rollout.next_observations)
@@ -213,6 +220,6 @@ def test_inverted_pendulum_learns_well_above_a_random_policy(algorithm, lag_k):
     )
     config = apply_preset(algorithm, config) if algorithm in PRESETS else config.replace(algorithm=algorithm)
     out = optimised_driver(config).run(seed_keys(0, 2), stack_hparams([config] * 2))  # its time is in the steps
-    random_return = envs.random_policy_return(envs.make("brax/inverted_pendulum"))
+    random_return = _random_return("brax/inverted_pendulum")
     final = np.nanmean(out.metrics["episode/return"][:, -10:], axis=1)
     assert np.all(final > 5 * random_return), (final, random_return)

@@ -4,6 +4,8 @@ Compiled as a user's programs are (tests.conftest.FULL_OPTIMISATION): their time
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -20,12 +22,13 @@ CARTPOLE = Config(
     eval=EvalConfig(every=200, episodes=4),  # deterministic and stochastic episodes after iterations 200 and 400
 )
 PENDULUM = Config(
-    num_iterations=100,  # 32 envs x 128 steps x 100 = 409,600 env steps per seed
-    env=EnvConfig(name="Pendulum-v1", num_envs=32, num_steps=128),
+    num_iterations=100,  # 16 envs x 128 steps x 100 = 204,800 env steps per seed (final IQM -233 to -314, measured)
+    env=EnvConfig(name="Pendulum-v1", num_envs=16, num_steps=128),
     ppo=PPOConfig(learning_rate=3e-3, num_epochs=8, num_minibatches=4, gamma=0.95, ent_coef=0.0),
 )
 
 
+@functools.cache
 def random_policy_return(name: str) -> float:
     """Mean return of completed episodes under uniformly random actions (the chance level)."""
     return envs.random_policy_return(envs.make(name))

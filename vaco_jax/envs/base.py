@@ -91,8 +91,6 @@ def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000,
     from the categories, continuous ones uniformly within the action bounds.
     """
     spec = env.action_spec
-    reset_key, run_key = jax.random.split(jax.random.key(seed))
-    state, _ = env.reset(jax.random.split(reset_key, num_envs))
 
     def step(carry, key):
         state, running = carry
@@ -106,7 +104,14 @@ def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000,
         done = jnp.logical_or(ts.terminated, ts.truncated)
         return (state, jnp.where(done, 0.0, running)), (jnp.where(done, running, 0.0), done)
 
-    _, (finished, done) = jax.lax.scan(step, (state, jnp.zeros(num_envs)), jax.random.split(run_key, num_steps))
+    @jax.jit  # one program: the reset too (a brax reset op by op takes seconds)
+    def episodes(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        reset_key, run_key = jax.random.split(key)
+        state, _ = env.reset(jax.random.split(reset_key, num_envs))
+        keys = jax.random.split(run_key, num_steps)
+        return jax.lax.scan(step, (state, jnp.zeros(num_envs)), keys)[1]
+
+    finished, done = episodes(jax.random.key(seed))
     count = int(jnp.sum(done))
     if count == 0:
         raise ValueError(f"no episode ended in {num_steps} random steps: raise num_steps")
