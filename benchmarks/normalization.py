@@ -62,7 +62,9 @@ def task_config(name: str, spec: tuple, normalize: bool) -> Config:
     return Config(
         num_iterations=iterations,
         # the order its committed results ran with (before env.normalizer_update existed); see normalizer_order.py
-        env=EnvConfig(name=name, normalize_observations=normalize, normalizer_update="after", **env_fields),
+        env=EnvConfig(
+            name=name, normalize_observations=normalize, normalizer_update="after", start_pool=0, **env_fields
+        ),  # as measured
         network=NetworkConfig(actor_hidden=hidden, critic_hidden=hidden),
         ppo=PPOConfig(**ppo_fields),
     )

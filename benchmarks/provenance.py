@@ -71,9 +71,10 @@ def config_record(config: Config) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
-LEGACY_VALUES: dict[str, Any] = {"env.normalizer_update": "after"}
+LEGACY_VALUES: dict[str, Any] = {"env.normalizer_update": "after", "env.start_pool": 0}
 """Fields whose default changed when they were added: the value every run had before the field existed (the
-statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the default)."""
+statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the default; brax
+reset every environment at every step until ``env.start_pool`` made a per-rollout start pool the default)."""
 
 
 def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:

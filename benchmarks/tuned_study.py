@@ -249,7 +249,8 @@ def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfi
     config = Config(
         algorithm=method.algorithm,
         num_iterations=block.iterations,
-        env=EnvConfig(name=block.env, normalizer_update="after", **env_fields),  # the order every cell ran with
+        # the normaliser order and the brax start resets every cell ran with (both options came later)
+        env=EnvConfig(name=block.env, normalizer_update="after", start_pool=0, **env_fields),
         ppo=PPOConfig(**STUDY_REGIMES[block.regime], **env_spec["ppo"]),
         lag=lag,
         eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),

@@ -52,7 +52,7 @@ def _random_steps(env, num_envs: int, num_steps: int, seed: int = 0):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(DEFAULT_BACKENDS))
 def test_every_brax_env_resets_and_steps_finitely_under_jit(name):
-    env = envs.make(f"brax/{name}", episode_length=100)
+    env = envs.make(f"brax/{name}", episode_length=100, start_pool=None)  # restarts from a pool, as in training
     first, (ts, _) = _random_steps(env, num_envs=2, num_steps=250)
     assert first.shape == (2, env.observation_size) and env.action_spec.size >= 1
     for field in (ts.observation, ts.final_observation, ts.reward):
@@ -69,6 +69,38 @@ def test_unknown_brax_names_and_backends_are_clear_errors():
         envs.make("brax/inverted_pendulum", backend="physx")
     with pytest.raises(ConfigError, match="brax/swimmer supports only env.backend=generalized"):
         envs.make("brax/swimmer", backend="spring")
+    with pytest.raises(ConfigError, match="env.start_pool=-1 must be a non-negative integer"):
+        envs.make("brax/inverted_pendulum", start_pool=-1)
+    with pytest.raises(ConfigError, match="env.start_pool=4 is a brax option"):
+        envs.make("CartPole-v1", start_pool=4)
+
+
+def test_the_start_pool_hands_out_its_starts_in_order_flags_reuse_and_is_redrawn_per_rollout():
+    """Pool of 3, 2 envs whose episodes end every 2 steps: the 6 restarts take slots 0, 1 | 2, 0 | 1, 2 in env order,
+    the last three flagged as reused; ``begin_rollout`` draws a new pool."""
+    env = envs.make("brax/inverted_pendulum", episode_length=2, start_pool=3)
+
+    @jax.jit
+    def run(key):
+        state, _ = env.reset(jax.random.split(key, 2))
+        pool = state.pool
+
+        def step(state, k):
+            return env.step(state, jnp.zeros((2, 1)), k)
+
+        state, ts = jax.lax.scan(step, state, jax.random.split(key, 6))
+        return pool, ts, state, env.begin_rollout(state, jax.random.key(7))
+
+    pool, ts, state, redrawn = run(jax.random.key(0))
+    done = np.asarray(ts.truncated | ts.terminated)
+    np.testing.assert_array_equal(done, [[False, False], [True, True]] * 3)  # the 2-step limit, no fall
+    pool_obs, observation = np.asarray(pool.obs), np.asarray(ts.observation)
+    for t, slots in ((1, (0, 1)), (3, (2, 0)), (5, (1, 2))):
+        np.testing.assert_array_equal(observation[t], pool_obs[list(slots)])
+    np.testing.assert_array_equal(np.asarray(ts.reused_start)[1::2], [[False, False], [False, True], [True, True]])
+    assert not np.asarray(ts.reused_start)[0::2].any() and int(state.pool_used) == 6
+    assert len({tuple(o) for o in pool_obs}) == 3  # distinct random draws
+    assert int(redrawn.pool_used) == 0 and not np.allclose(np.asarray(redrawn.pool.obs), pool_obs)
 
 
 def test_time_limit_truncates_and_start_states_are_fresh_random_draws():
@@ -223,3 +255,4 @@ def test_inverted_pendulum_learns_well_above_a_random_policy(algorithm, lag_k):
     random_return = _random_return("brax/inverted_pendulum")
     final = np.nanmean(out.metrics["episode/return"][:, -10:], axis=1)
     assert np.all(final > 5 * random_return), (final, random_return)
+    assert np.all(out.metrics["env/reused_starts"] <= out.metrics["episode/count"])  # the start pool's counter

@@ -190,3 +190,11 @@ def test_observation_normalisation_defaults_per_backend_and_an_explicit_choice_w
     assert explicit.env.normalize_observations is False
     program = TrainProgram(tiny_config(env=EnvConfig(name="CartPole-v1", num_envs=8, num_steps=16)))
     assert program.config.env.normalize_observations is False and not program.networks.normalize_observations
+
+
+def test_the_readme_start_pool_table_is_the_committed_measurement():
+    """The README's brax start-pool figures come from benchmarks/results/start_pool.json."""
+    from tests.conftest import committed_table
+
+    block, table = committed_table("start_pool.json", "start pool")
+    assert block == table

@@ -50,6 +50,7 @@ def test_metrics_are_per_iteration(lag_runs):
         "env/nonfinite_steps",
     }
     assert expected <= set(lag_runs.metrics)
+    assert "env/reused_starts" not in lag_runs.metrics  # brax's start pool only: gymnax draws every start fresh
 
 
 def test_zero_lag_gives_exactly_zero_backward_tv(lag_runs):

@@ -73,6 +73,11 @@ class EnvConfig:
     """brax only: env steps per agent step (the action is held, rewards are summed)."""
     backend: str = static("")
     """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': the env's default)."""
+    start_pool: int | None = static(None)
+    """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
+    four per environment, chosen by measurement: benchmarks/start_pool.py; 0: no pool, a fresh reset for every
+    environment at every step, as before this option existed). Past the pool's end starts are reused and counted
+    in ``env/reused_starts``."""
 
 
 @struct.dataclass
@@ -469,6 +474,10 @@ def validate(
     _check(
         isinstance(env.action_repeat, int) and env.action_repeat >= 1,
         f"env.action_repeat={env.action_repeat!r} must be a positive integer",
+    )
+    _check(
+        env.start_pool is None or (isinstance(env.start_pool, int) and env.start_pool >= 0),
+        f"env.start_pool={env.start_pool!r} must be a non-negative integer (0: a fresh reset at every step) or None",
     )
     _check(
         env.num_envs % lag.num_actors == 0,

@@ -62,16 +62,20 @@ def episode_metrics(rollout: Rollout) -> dict[str, jax.Array]:
 
     ``episode/count`` is the validity flag: where it is 0 the means are NaN,
     never a placeholder 0. ``env/nonfinite_steps`` counts the steps where the
-    physics produced a non-finite observation or reward (the env was reset there).
+    physics produced a non-finite observation or reward (the env was reset there); ``env/reused_starts`` (brax's
+    start pool only) the episodes restarted from a start state the rollout had already used.
     """
     done = jnp.logical_or(rollout.terminations, rollout.truncations)
     count = jnp.sum(done)
     safe = jnp.maximum(count, 1).astype(jnp.float32)
     mean_return = jnp.sum(jnp.where(done, rollout.episode_returns, 0.0)) / safe
     mean_length = jnp.sum(jnp.where(done, rollout.episode_lengths, 0)).astype(jnp.float32) / safe
-    return {
+    metrics = {
         "episode/return": jnp.where(count > 0, mean_return, jnp.nan),
         "episode/length": jnp.where(count > 0, mean_length, jnp.nan),
         "episode/count": count.astype(jnp.float32),
         "env/nonfinite_steps": jnp.sum(rollout.nonfinite).astype(jnp.float32),
     }
+    if rollout.reused_starts is not None:
+        metrics["env/reused_starts"] = jnp.sum(rollout.reused_starts).astype(jnp.float32)
+    return metrics

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax.distributions import Distribution
-from vaco_jax.envs.base import ActionSpec, Env, update_episode_stats
+from vaco_jax.envs.base import ActionSpec, Env, begin_rollout, update_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.types import ActorSnapshot, EpisodeStats, Rollout
 
@@ -104,9 +104,11 @@ def act(
             episode_returns=finished_returns,
             episode_lengths=finished_lengths,
             nonfinite=ts.nonfinite,
+            reused_starts=ts.reused_start,
         )
         return (env_state, ts.observation, stats), transition
 
+    env_state = begin_rollout(env, env_state, key)  # e.g. brax's start pool (no operation for gymnax)
     keys = jax.random.split(key, num_steps)
     (env_state, observations, episode_stats), rollout = jax.lax.scan(
         env_step, (env_state, observations, episode_stats), keys

@@ -85,6 +85,7 @@ class Rollout:
     episode_returns: jax.Array  # [T, E] return of the episode that ended at t (valid if done)
     episode_lengths: jax.Array  # [T, E] int32 length of that episode (valid if done)
     nonfinite: jax.Array  # [T, E] bool: the physics produced a non-finite step there (reset, truncated, reward 0)
+    reused_starts: jax.Array | None = None  # [T, E] bool: restarted from an already used pooled start (brax), or None
 
 
 @struct.dataclass

@@ -69,7 +69,8 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
     config = Config(
         algorithm=variant.algorithm,
         num_iterations=block.iterations,
-        env=EnvConfig(name=cell.env, normalizer_update="after", **env_fields),  # the order every cell ran with
+        # the normaliser order and the brax start resets every cell ran with (both options came later)
+        env=EnvConfig(name=cell.env, normalizer_update="after", start_pool=0, **env_fields),
         ppo=PPOConfig(**REGIMES[cell.regime], **env_spec["ppo"]),
         lag=lag,
         # this study ran VACO's filter on the importance-weighted TV estimate (the default until the exact per-state

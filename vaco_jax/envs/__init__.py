@@ -46,7 +46,7 @@ class Backend:
 
     prefix: str
     env_names: Callable[[], list[str]]
-    build: Callable[..., Env]  # (name without prefix, *, episode_length, action_repeat, backend) -> Env
+    build: Callable[..., Env]  # (name without prefix, *, episode_length, action_repeat, backend, start_pool) -> Env
     install: str
     normalize_observations: bool  # the default of env.normalize_observations, chosen by measurement
 
@@ -57,9 +57,11 @@ def _gymnax_names() -> list[str]:
     return gymnax_env_names()
 
 
-def _build_gymnax(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
+def _build_gymnax(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
     from vaco_jax.envs.gymnax import GymnaxEnv
 
+    if start_pool:
+        raise ConfigError(f"env.start_pool={start_pool} is a brax option; leave it unset for the gymnax env {name!r}")
     if action_repeat != 1:
         raise ConfigError(f"env.action_repeat={action_repeat} is a brax option; gymnax envs take env.action_repeat=1")
     if backend:
@@ -73,7 +75,7 @@ def _brax_names() -> list[str]:
     return brax_env_names()
 
 
-def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
+def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
     try:
         import brax  # noqa: F401
     except ImportError:
@@ -82,7 +84,9 @@ def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: 
         ) from None
     from vaco_jax.envs.brax import BraxEnv
 
-    return BraxEnv(name, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
+    return BraxEnv(
+        name, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
+    )
 
 
 _CUSTOM: dict[str, Callable[[], Env]] = {}
@@ -104,11 +108,11 @@ def register(name: str, factory: Callable[[], Env], *, overwrite: bool = False) 
     make.cache_clear()
 
 
-def _build_custom(name: str, *, episode_length: int, action_repeat: int, backend: str) -> Env:
-    if (episode_length, action_repeat, backend) != (0, 1, ""):
+def _build_custom(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
+    if (episode_length, action_repeat, backend, start_pool or 0) != (0, 1, "", 0):
         raise ConfigError(
-            f"custom/{name} is built by its registered factory: leave env.episode_length=0, env.action_repeat=1 "
-            "and env.backend='' (set such options inside the factory)"
+            f"custom/{name} is built by its registered factory: leave env.episode_length=0, env.action_repeat=1, "
+            "env.backend='' and env.start_pool unset (set such options inside the factory)"
         )
     return _CUSTOM[f"custom/{name}"]()
 
@@ -154,7 +158,9 @@ def describe_env_names() -> str:
 
 
 @functools.cache
-def make(name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "") -> Env:
+def make(
+    name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "", start_pool: int | None = 0
+) -> Env:
     """The batched environment called ``name`` with the given options (see :class:`vaco_jax.config.EnvConfig`).
 
     Raises :class:`~vaco_jax.config.ConfigError` naming the known ids of every backend if ``name`` is
@@ -163,7 +169,9 @@ def make(name: str, *, episode_length: int = 0, action_repeat: int = 1, backend:
     key, env_id = backend_of(name)
     if env_id not in BACKENDS[key].env_names():
         raise ConfigError(f"env.name={name!r} is unknown; {describe_env_names()}")
-    return BACKENDS[key].build(env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend)
+    return BACKENDS[key].build(
+        env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
+    )
 
 
 def default_normalization(name: str) -> bool:
@@ -173,4 +181,10 @@ def default_normalization(name: str) -> bool:
 
 def from_config(env: EnvConfig) -> Env:
     """The environment an :class:`~vaco_jax.config.EnvConfig` describes (name and options)."""
-    return make(env.name, episode_length=env.episode_length, action_repeat=env.action_repeat, backend=env.backend)
+    return make(
+        env.name,
+        episode_length=env.episode_length,
+        action_repeat=env.action_repeat,
+        backend=env.backend,
+        start_pool=env.start_pool,
+    )

@@ -41,6 +41,8 @@ class TimeStep:
     truncated: jax.Array  # [E] bool: time limit (or a non-finite physics step), not terminated: bootstrap
     final_observation: jax.Array  # [E, D] s'_t, the observation before any reset (always finite)
     nonfinite: jax.Array  # [E] bool: the backend produced a non-finite observation or reward and was reset
+    reused_start: jax.Array | None = None  # [E] bool: restarted from a start state this rollout already used
+    # (brax's start pool ran out); None where every start is a fresh draw
 
 
 class Env(Protocol):
@@ -62,6 +64,15 @@ class Env(Protocol):
         drawn from ``key``; ``TimeStep.final_observation`` keeps the observation before the reset.
         """
         ...
+
+    # Optional: ``begin_rollout(state, key) -> state``, called once before each rollout's steps (brax draws its
+    # start pool there). An env without it is left as it is (:func:`begin_rollout`).
+
+
+def begin_rollout(env: Env, state: Any, key: jax.Array) -> Any:
+    """``env.begin_rollout(state, key)`` where the env has that hook, else ``state`` unchanged."""
+    hook = getattr(env, "begin_rollout", None)
+    return state if hook is None else hook(state, key)
 
 
 def init_episode_stats(num_envs: int) -> EpisodeStats:

@@ -5,8 +5,13 @@ restarts every finished episode from the *first* start state it cached, which
 changes the start-state distribution, and it does not keep the pre-reset
 observation for bootstrapping. This adapter instead
 
-* draws a fresh random start state for every finished episode (one reset per
-  environment per step, selected where the episode ended),
+* draws a fresh random start state for every finished episode. By default from a
+  *start pool*: P fresh start states drawn once per rollout (``begin_rollout``;
+  P = ``start_pool``, or four per environment), handed out in order to the episodes
+  that end during it; if more than P end, the pool is reused in the same order and
+  each reused start is flagged (``TimeStep.reused_start``, the metric
+  ``env/reused_starts``). ``start_pool=0`` computes a fresh reset for every
+  environment at every step instead (exact, and a reset's cost per step),
 * returns the pre-reset observation as ``final_observation``,
 * reports truncation (the time limit, ``episode_length`` brax steps) separately
   from termination (the env's own ``done``, e.g. a fallen hopper),
@@ -56,6 +61,16 @@ DEFAULT_BACKENDS: dict[str, str] = {
 # Envs that support fewer backends than BRAX_BACKENDS (brax raises "Unsupported backend" for the others).
 SUPPORTED_BACKENDS: dict[str, tuple[str, ...]] = {"swimmer": ("generalized",)}
 DEFAULT_EPISODE_LENGTH = 1000
+# start pool size per environment when env.start_pool is None: within a few percent of one per environment's speed,
+# and no start was reused in 10 updates of PPO on hopper, ant or inverted_pendulum (one per environment: 35% reused
+# on the last, whose early episodes are short); benchmarks/start_pool.py
+POOL_PER_ENV = 4
+_POOL_STREAM = 0x5747  # folded into a key: the start pool's random stream, apart from the steps' keys
+
+
+def _size(pool: Any) -> int:
+    """The number of start states in a pool."""
+    return jax.tree.leaves(pool)[0].shape[0]
 
 
 class _ClipCompatNumpy:
@@ -86,6 +101,8 @@ class BraxEnvState:
 
     core: Any  # brax.envs.base.State with a leading [E] axis
     steps: jax.Array  # [E] int32 agent steps since the episode started
+    pool: Any = None  # [P] fresh start states of this rollout (None: a fresh reset at every step)
+    pool_used: jax.Array | None = None  # [] int32 starts handed out from the pool since it was drawn
 
 
 def brax_env_names() -> list[str]:
@@ -103,9 +120,19 @@ class BraxEnv:
       action_repeat: brax steps per agent step (the action is held; rewards are summed).
       backend: the physics pipeline (``generalized``, ``positional``, ``spring``, ``mjx``);
         "" picks :data:`DEFAULT_BACKENDS`.
+      start_pool: fresh start states drawn per rollout for the episodes that end in it (None: four per
+        environment, :data:`POOL_PER_ENV`; 0: no pool, a fresh reset for every environment at every step).
     """
 
-    def __init__(self, name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = ""):
+    def __init__(
+        self,
+        name: str,
+        *,
+        episode_length: int = 0,
+        action_repeat: int = 1,
+        backend: str = "",
+        start_pool: int | None = None,
+    ):
         if name not in DEFAULT_BACKENDS:
             raise ConfigError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
         backend = backend or DEFAULT_BACKENDS[name]
@@ -124,8 +151,11 @@ class BraxEnv:
                 # the shape of a traced reset: brax's own observation_size runs a reset op by op (6 s for humanoid)
                 start = jax.eval_shape(self._env.reset, jax.random.key(0))
         self.observation_size = int(start.obs.shape[-1])
+        if start_pool is not None and (not isinstance(start_pool, int) or start_pool < 0):
+            raise ConfigError(f"env.start_pool={start_pool!r} must be a non-negative integer (0: no pool) or None")
         self.name = f"brax/{name}"
         self.backend = backend
+        self.start_pool = start_pool
         self.action_repeat = action_repeat
         self.episode_length = episode_length or DEFAULT_EPISODE_LENGTH
         self.max_episode_steps = -(-self.episode_length // action_repeat)  # agent steps
@@ -137,7 +167,19 @@ class BraxEnv:
     def reset(self, keys: jax.Array) -> tuple[BraxEnvState, jax.Array]:
         core = self._reset_all(keys)
         state = BraxEnvState(core=core, steps=jnp.zeros(keys.shape[0], jnp.int32))
+        size = POOL_PER_ENV * keys.shape[0] if self.start_pool is None else self.start_pool
+        if size:
+            state = self._draw_pool(state, jax.random.fold_in(keys[0], _POOL_STREAM), size)
         return state, core.obs.astype(jnp.float32)
+
+    def begin_rollout(self, state: BraxEnvState, key: jax.Array) -> BraxEnvState:
+        """Draw this rollout's start pool afresh (a no-op without a pool)."""
+        if state.pool is None:
+            return state
+        return self._draw_pool(state, jax.random.fold_in(key, _POOL_STREAM), _size(state.pool))
+
+    def _draw_pool(self, state: BraxEnvState, key: jax.Array, size: int) -> BraxEnvState:
+        return state.replace(pool=self._reset_all(jax.random.split(key, size)), pool_used=jnp.zeros((), jnp.int32))
 
     def step(self, state: BraxEnvState, actions: jax.Array, key: jax.Array) -> tuple[BraxEnvState, TimeStep]:
         num_envs = actions.shape[0]
@@ -152,10 +194,16 @@ class BraxEnv:
         done = terminated | truncated
         final_observation = jnp.where(finite[:, None], core.obs, state.core.obs).astype(jnp.float32)
 
-        fresh = self._reset_all(jax.random.split(key, num_envs))
+        if state.pool is None:
+            fresh, reused, pool_used = self._reset_all(jax.random.split(key, num_envs)), None, None
+        else:  # the pool's next starts, in order, to the episodes that ended (cyclically past its end: flagged)
+            slot = state.pool_used + jnp.cumsum(done) - 1
+            size = _size(state.pool)
+            fresh = jax.tree.map(lambda x: x[slot % size], state.pool)
+            reused, pool_used = done & (slot >= size), state.pool_used + jnp.sum(done, dtype=jnp.int32)
         select = lambda a, b: jnp.where(done.reshape(-1, *([1] * (a.ndim - 1))), a, b)  # noqa: E731
         core = jax.tree.map(select, fresh, core)
-        new_state = BraxEnvState(core=core, steps=jnp.where(done, 0, steps))
+        new_state = state.replace(core=core, steps=jnp.where(done, 0, steps), pool_used=pool_used)
         return new_state, TimeStep(
             observation=core.obs.astype(jnp.float32),
             reward=jnp.where(reward_finite, reward, 0.0).astype(jnp.float32),
@@ -163,6 +211,7 @@ class BraxEnv:
             truncated=truncated,
             final_observation=final_observation,
             nonfinite=nonfinite,
+            reused_start=reused,
         )
 
     def _reset_all(self, keys: jax.Array) -> Any:
