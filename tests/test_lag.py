@@ -126,7 +126,8 @@ def test_empirical_weights_are_traced_one_program_for_two_histograms():
 def test_empirical_weights_are_checked(lag_config, message):
     from tests.conftest import tiny_config
     from vaco_jax import LagConfig
-    from vaco_jax.config import ConfigError, validate
+    from vaco_jax.config import ConfigError
+    from vaco_jax.validation import validate
 
     with pytest.raises(ConfigError, match=message):
         validate(tiny_config(lag=LagConfig(**lag_config)))

@@ -70,7 +70,8 @@ def test_the_normaliser_can_absorb_the_batch_before_the_update_as_brax_does():
 
 def test_an_unknown_normaliser_order_is_a_clear_error():
     from tests.conftest import tiny_config
-    from vaco_jax.config import ConfigError, validate
+    from vaco_jax.config import ConfigError
+    from vaco_jax.validation import validate
 
     config = tiny_config()
     with pytest.raises(ConfigError, match="env.normalizer_update='during' is unknown; choose one of after, before"):

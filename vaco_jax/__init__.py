@@ -14,11 +14,11 @@ from vaco_jax.config import (
     NetworkConfig,
     PPOConfig,
     traced_fields,
-    validate,
 )
 from vaco_jax.driver import Driver, RunOutput, stack_hparams
 from vaco_jax.sweep import SweepResult, run_sweep, seed_keys
 from vaco_jax.trainer import TrainProgram, make_train
+from vaco_jax.validation import validate
 
 __version__ = "0.1.0"
 

@@ -13,13 +13,14 @@ import jax.numpy as jnp
 
 from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization
 from vaco_jax.algorithms import AdvantageInputs
-from vaco_jax.config import Config, ConfigError, validate
+from vaco_jax.config import Config, ConfigError
 from vaco_jax.distributions import for_actions
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.rollout import collect_rollout
 from vaco_jax.types import ActorSnapshot, Rollout, TrainBatch, TrainState
 from vaco_jax.update import Learner, make_optimizer, run_epochs
+from vaco_jax.validation import validate
 
 Metrics = dict[str, jax.Array]
 EVAL_STREAM = 0x5EED  # folded into a state's key for its evaluation: a stream apart from training's

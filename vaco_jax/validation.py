@@ -1,0 +1,224 @@
+"""Validation of a :class:`~vaco_jax.config.Config`: every field's type, range and choices, with an error that names
+the field and what to change (:class:`~vaco_jax.config.ConfigError`). Traced fields may hold a batch of values (a
+sweep's stacked hyperparameters): each value is checked."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from vaco_jax.config import (
+    ACTIVATIONS,
+    BASELINE_ADVANTAGES,
+    CISPO_TRUNCATIONS,
+    FILTER_REFS,
+    IS_WEIGHTS,
+    LAG_KINDS,
+    NORMALIZER_UPDATES,
+    SURROGATES,
+    TV_ESTIMATORS,
+    TV_SCOPES,
+    VTRACE_ADVANTAGES,
+    W_MODES,
+    Config,
+    ConfigError,
+    LagConfig,
+)
+
+
+def _values(value: Any) -> np.ndarray:
+    return np.asarray(value).reshape(-1)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_number(
+    path: str,
+    value: Any,
+    *,
+    low: float,
+    high: float = math.inf,
+    low_open: bool = False,
+    integer: bool = False,
+    allow_inf: bool = False,
+    hint: str = "",
+) -> None:
+    array = np.asarray(value)
+    numeric = np.issubdtype(array.dtype, np.number) and not np.issubdtype(array.dtype, np.bool_)
+    if not numeric:
+        try:
+            example = f", e.g. {path}={float(value)!r} rather than {value!r}"
+        except (TypeError, ValueError):
+            example = ""
+        raise ConfigError(f"{path}={value!r} is a {type(value).__name__}, not a number: pass a float or int{example}")
+    for v in _values(value):
+        fv = float(v)
+        _check(
+            math.isfinite(fv) or (allow_inf and fv == math.inf), f"{path}={v} is not finite; give a finite number{hint}"
+        )
+        _check(not integer or fv == int(fv), f"{path}={v} must be an integer{hint}")
+        below = fv <= low if low_open else fv < low
+        _check(not below, f"{path}={v} must be {'>' if low_open else '>='} {low}{hint}")
+        _check(fv <= high, f"{path}={v} must be <= {high}{hint}")
+
+
+def _check_lag_weights(lag: LagConfig) -> None:
+    """lag.weights: a histogram over lags 0..max_lag for the empirical kind, nothing for the others."""
+    weights = tuple(lag.weights)
+    if lag.kind != "empirical":
+        _check(
+            not weights,
+            f"lag.weights={weights!r} is read by lag.kind=empirical only (lag.kind={lag.kind!r}): drop it, or set "
+            "lag.kind=empirical",
+        )
+        return
+    _check(
+        len(weights) == lag.max_lag + 1,
+        f"lag.kind=empirical needs lag.weights with lag.max_lag + 1 = {lag.max_lag + 1} values (the frequencies "
+        f"of lags 0..{lag.max_lag}); got {len(weights)}: give one per lag, e.g. "
+        f"--lag.weights {' '.join(['1'] * (lag.max_lag + 1))}",
+    )
+    values = np.stack([np.asarray(w, dtype=np.float64) for w in weights])
+    _check(
+        bool(np.all(np.isfinite(values)) and np.all(values >= 0)),
+        f"lag.weights={weights!r} must be finite and >= 0 (relative frequencies of lags 0..{lag.max_lag})",
+    )
+    _check(bool(np.all(values.sum(axis=0) > 0)), "lag.weights must not all be 0: give some lag a positive frequency")
+
+
+def validate(
+    config: Config, known_envs: Iterable[str] | None = None, known_algorithms: Iterable[str] | None = None
+) -> Config:
+    """Check every field before anything is traced; raise :class:`ConfigError` naming the field.
+
+    Traced fields may hold arrays (a sweep grid); every element is checked.
+    Returns ``config`` unchanged so calls can be chained.
+    """
+    if known_algorithms is not None and config.algorithm not in (known := sorted(known_algorithms)):
+        raise ConfigError(f"algorithm={config.algorithm!r} is unknown; choose one of {', '.join(known)}")
+    if known_envs is not None:
+        from vaco_jax.envs import describe_env_names
+
+        if config.env.name not in set(known_envs):
+            raise ConfigError(f"env.name={config.env.name!r} is unknown; {describe_env_names()}")
+
+    env, ppo, lag, net = config.env, config.ppo, config.lag, config.network
+    for path, value in (
+        ("num_iterations", config.num_iterations),
+        ("env.num_envs", env.num_envs),
+        ("env.num_steps", env.num_steps),
+        ("ppo.num_epochs", ppo.num_epochs),
+        ("ppo.num_minibatches", ppo.num_minibatches),
+        ("lag.num_actors", lag.num_actors),
+    ):
+        _check(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            f"{path}={value!r} must be a positive integer",
+        )
+    for path, value in (("eval.every", config.eval.every), ("eval.max_steps", config.eval.max_steps)):
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"{path}={value!r} must be >= 0")
+    _check(
+        isinstance(config.eval.episodes, int) and config.eval.episodes >= 1,
+        f"eval.episodes={config.eval.episodes!r} must be a positive integer",
+    )
+    _check(isinstance(lag.max_lag, int) and lag.max_lag >= 0, f"lag.max_lag={lag.max_lag!r} must be an integer >= 0")
+    _check(
+        isinstance(env.episode_length, int) and env.episode_length >= 0,
+        f"env.episode_length={env.episode_length!r} must be an integer >= 0 (0: the environment's own limit)",
+    )
+    _check(
+        env.normalize_observations in (None, True, False),
+        f"env.normalize_observations={env.normalize_observations!r} must be true, false or None (backend default)",
+    )
+    _check(
+        env.normalizer_update in NORMALIZER_UPDATES,
+        f"env.normalizer_update={env.normalizer_update!r} is unknown; choose one of {', '.join(NORMALIZER_UPDATES)}",
+    )
+    _check(
+        isinstance(env.action_repeat, int) and env.action_repeat >= 1,
+        f"env.action_repeat={env.action_repeat!r} must be a positive integer",
+    )
+    _check(
+        env.start_pool is None or (isinstance(env.start_pool, int) and env.start_pool >= 0),
+        f"env.start_pool={env.start_pool!r} must be a non-negative integer (0: a fresh reset at every step) or None",
+    )
+    _check(
+        env.num_envs % lag.num_actors == 0,
+        f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "
+        f"make num_envs a multiple of num_actors",
+    )
+    _check(
+        env.num_envs % ppo.num_minibatches == 0,
+        f"env.num_envs={env.num_envs} is not divisible by ppo.num_minibatches={ppo.num_minibatches}: "
+        f"minibatches split the environment axis, so make num_envs a multiple of num_minibatches",
+    )
+    _check(lag.kind in LAG_KINDS, f"lag.kind={lag.kind!r} is unknown; choose one of {', '.join(LAG_KINDS)}")
+    _check(
+        net.activation in ACTIVATIONS,
+        f"network.activation={net.activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}",
+    )
+    for path, sizes in (("network.actor_hidden", net.actor_hidden), ("network.critic_hidden", net.critic_hidden)):
+        _check(
+            all(isinstance(s, int) and s >= 1 for s in sizes),
+            f"{path}={sizes!r} must be a tuple of positive layer sizes, e.g. (64, 64)",
+        )
+
+    _check_number("lag.k", lag.k, low=0, integer=True)
+    for k in _values(lag.k):
+        _check(
+            int(k) <= lag.max_lag, f"lag.k={int(k)} exceeds lag.max_lag={lag.max_lag}: raise lag.max_lag or lower lag.k"
+        )
+    _check_number("lag.p", lag.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
+    _check_lag_weights(lag)
+    _check_number("env.reward_scale", env.reward_scale, low=0, low_open=True)
+    _check_number("ppo.learning_rate", ppo.learning_rate, low=0, low_open=True)
+    _check_number("ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True)
+    _check_number("ppo.gamma", ppo.gamma, low=0, high=1)
+    _check_number("ppo.gae_lambda", ppo.gae_lambda, low=0, high=1)
+    _check_number("ppo.clip_eps", ppo.clip_eps, low=0, low_open=True)
+    _check_number("ppo.vf_clip_eps", ppo.vf_clip_eps, low=0, low_open=True)
+    _check_number("ppo.ent_coef", ppo.ent_coef, low=0)
+    _check_number("ppo.vf_coef", ppo.vf_coef, low=0)
+    _check_number("ppo.kl_coef", ppo.kl_coef, low=0)
+    _check_number("ppo.kl_target", ppo.kl_target, low=0, low_open=True)
+    _check_number("ppo.w_max", ppo.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    vaco, vtrace = config.vaco, config.vtrace
+    _check_number(
+        "vaco.tv_threshold", vaco.tv_threshold, low=0, low_open=True, allow_inf=True, hint=" (inf disables the filter)"
+    )
+    for path, value, choices in (
+        ("vaco.tv_scope", vaco.tv_scope, TV_SCOPES),
+        ("vaco.filter_ref", vaco.filter_ref, FILTER_REFS),
+        ("vtrace.advantage", vtrace.advantage, VTRACE_ADVANTAGES),
+        ("vaco.is_weight", vaco.is_weight, IS_WEIGHTS),
+        ("vaco.tv_estimator", vaco.tv_estimator, TV_ESTIMATORS),
+        ("vaco.surrogate", vaco.surrogate, SURROGATES),
+        ("ppo.w_mode", ppo.w_mode, W_MODES),
+        ("impact.advantages", config.impact.advantages, BASELINE_ADVANTAGES),
+        ("geppo.advantages", config.geppo.advantages, BASELINE_ADVANTAGES),
+        ("cispo.truncation", config.cispo.truncation, CISPO_TRUNCATIONS),
+    ):
+        _check(value in choices, f"{path}={value!r} is unknown; choose one of {', '.join(choices)}")
+    _check_number("vaco.w_max", vaco.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number(
+        "vaco.surrogate_cap", vaco.surrogate_cap, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)"
+    )
+    _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+    _check_number("impact.rho_max", config.impact.rho_max, low=0, low_open=True, allow_inf=True)
+    _check_number("m2po.tau", config.m2po.tau, low=0, allow_inf=True, hint=" (inf: mask nothing)")
+    _check_number("cispo.eps_high", config.cispo.eps_high, low=0, allow_inf=True, hint=" (inf: no truncation)")
+    geppo = config.geppo
+    _check_number("geppo.adapt_factor", geppo.adapt_factor, low=0)
+    _check_number("geppo.adapt_min", geppo.adapt_min, low=0)
+    _check_number("geppo.adapt_max", geppo.adapt_max, low=0, low_open=True)
+    return config
+
+
+__all__ = ["validate"]
