@@ -36,8 +36,8 @@ from vaco_jax import machine, plotting  # noqa: E402
 from vaco_jax.asynchronous import AsyncOptions  # noqa: E402
 from vaco_jax.calibration import calibrate  # noqa: E402
 from vaco_jax.cli import calibrate_config  # noqa: E402
+from vaco_jax.comparison import variant_config  # noqa: E402
 from vaco_jax.config import strict_json  # noqa: E402
-from vaco_jax.session import variant_config  # noqa: E402
 from vaco_jax.writers import write_text_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ import tyro
 
 from vaco_jax import evaluation, output_dir, writers
 from vaco_jax.asynchronous import AsyncOptions
+from vaco_jax.comparison import compare
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value, strict_json
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
@@ -26,7 +27,6 @@ from vaco_jax.presets import PRESETS, apply_presets
 from vaco_jax.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     Interrupted,
     Output,
-    compare,
     execute,
     format_summary,
     format_table,

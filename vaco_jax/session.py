@@ -10,7 +10,6 @@ staged result set (the demo). The command line (:mod:`vaco_jax.cli`) parses argu
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import shutil
 import time
@@ -20,14 +19,12 @@ from typing import Any, Literal
 import numpy as np
 
 from vaco_jax import checkpoint, memory, output_dir, plotting, writers
-from vaco_jax.algorithms import ALGORITHMS
 from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, describe
 from vaco_jax.config import Config, ConfigError, config_dict
 from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
-from vaco_jax.metrics_store import MetricsStore, StoredMetrics
-from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
-from vaco_jax.presets import PRESETS, apply_preset
+from vaco_jax.metrics_store import MetricsStore
+from vaco_jax.output_dir import METRICS_SUBDIR, new_run_id
 from vaco_jax.sweep import SweepResult, check_seeds, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
 
@@ -367,134 +364,3 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
     for axis in result.grid:
         plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
     return rows
-
-
-def variant_config(config: Config, name: str) -> Config:
-    """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
-    return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
-
-
-def compare(
-    config: Config,
-    variants: tuple[str, ...],
-    grid: dict[str, list],
-    num_seeds: int,
-    seed: int,
-    output: Output,
-    stop: GracefulStop | None = None,
-) -> dict[str, SweepResult]:
-    """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
-
-    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``). The whole result set is
-    built in ``<out-dir>.incomplete`` and moved into place when every variant is done, so ``--out-dir`` never
-    holds variants of different runs; an interrupted set stays there until ``--resume <out-dir>`` completes it.
-    """
-    target = output.resume if output.resume is not None else output.out_dir
-    output = dataclasses.replace(output, out_dir=target)
-    check_output(output)
-    check_seeds(seed, num_seeds)
-    staging = staging_dir(target)
-    for name in variants:  # validate every variant, and where it will write, before the first one trains
-        check_variant_name(name)
-        TrainProgram(variant_config(config, name))
-        grid_configs(variant_config(config, name), grid)
-    if output.dry_run:
-        for name in variants:
-            execute(variant_config(config, name), grid, num_seeds, seed, dataclasses.replace(output, out_dir=target))
-            print()
-        return {}
-    if output.resume is not None:
-        if not staging.is_dir():
-            if _is_complete_set(target, variants):
-                print(f"vaco-jax: {target} is complete: nothing to resume, nothing was changed", flush=True)
-                return {}
-            raise ConfigError(
-                f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
-                "a multi-variant command keeps its results there until every variant is done)"
-            )
-        output_dir.refuse_foreign(staging, "it cannot be resumed")
-        run_id = json.loads((staging / MARKER).read_text())["run_id"]
-    else:
-        if staging.exists():
-            if not output.overwrite:
-                raise ConfigError(
-                    f"{staging} holds an interrupted result set: pass --resume {target} to finish it, or "
-                    "--overwrite to start again"
-                )
-            output_dir.clear(staging)
-        if target.exists() and any(target.iterdir()):
-            if not output.overwrite:
-                raise ConfigError(
-                    f"{target} already holds results; pass --overwrite to replace them (when the new set is "
-                    "complete) or choose another --out-dir"
-                )
-            output_dir.refuse_foreign(target, "nothing will be replaced")
-        run_id = new_run_id()
-        staging.mkdir(parents=True, exist_ok=True)
-        entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
-        output_dir.write_marker(staging, run_id, entries, variants=list(variants))
-    results = {}
-    for name in variants:
-        folder = staging / name
-        resumable = output.resume is not None and (folder / checkpoint.SUBDIR).is_dir()
-        # a variant that had not checkpointed yet starts again in its (own, staged) folder
-        sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
-        cfg = variant_config(config, name)
-        results[name] = execute(
-            cfg,
-            grid,
-            num_seeds,
-            seed,
-            sub,
-            stop,
-            run_id=run_id,
-            resume_with=target,
-            reload_complete=True,
-            published_as=target / name,
-            presets=(name,) if name in PRESETS else (),
-            label=name,
-        )
-        print()
-    for axis in grid:
-        plotting.plot_final_vs_axis(results, staging / f"final_vs_{axis}.png", axis, output.metric)
-    print(
-        f"== comparison (final = mean {output.metric} over the last 10% of iterations; IQM and 95% bootstrap CI "
-        "over seeds)"
-    )
-    for name, result in results.items():
-        print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
-    publish(staging, target)
-    for name, result in results.items():  # the stored metrics moved with their folder
-        if isinstance(result.metrics, StoredMetrics):
-            result.metrics.store.directory = target / name / METRICS_SUBDIR
-    print(
-        f"\nwrote {target}/ (run {run_id}): "
-        + " ".join(f"final_vs_{axis}.png" for axis in grid)
-        + " and one folder per variant: "
-        + ", ".join(f"{target / name}/" for name in variants)
-    )
-    return results
-
-
-def check_variant_name(name: str) -> None:
-    """Refuse a demo variant that is neither an algorithm nor a preset, listing both (with the closest match)."""
-    if name in PRESETS or name in ALGORITHMS:
-        return
-    close = difflib.get_close_matches(name, [*ALGORITHMS, *PRESETS], n=1)
-    raise ConfigError(
-        f"--algorithms {name}: no algorithm or preset has that name"
-        + (f" (did you mean {close[0]}?)" if close else "")
-        + f". Algorithms: {', '.join(sorted(ALGORITHMS))}. Presets: {', '.join(PRESETS)}"
-    )
-
-
-def _is_complete_set(target: Path, variants: tuple[str, ...]) -> bool:
-    """Whether ``target`` holds a finished result set of ``variants`` (every variant's summary not partial)."""
-    for name in variants:
-        try:
-            rows = json.loads((target / name / "summary.json").read_text())
-        except (OSError, ValueError):
-            return False
-        if not rows or any(row.get("partial", True) for row in rows):
-            return False
-    return True
