@@ -25,6 +25,10 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 _cache = Path(os.environ.get("VACO_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache"))
 jax.config.update("jax_compilation_cache_dir", str(_cache))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+# the CLI runs in subprocesses (Ctrl-C, kill and resume tests) share the cache: they compile the programs the
+# in-process reference runs compiled
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_cache))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1.0")
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram  # noqa: E402
 

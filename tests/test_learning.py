@@ -35,6 +35,9 @@ def random_policy_return(name: str) -> float:
 
 
 ALGORITHMS = ["ppo", "ppo_kl", "spo", "vaco"]
+# CartPole budgets: PPO, PPO-KL and SPO solve it in 300 iterations (final returns 469 to 500, every deterministic
+# evaluation 500, measured); VACO needs the 400 (IQM 358 at 300)
+CARTPOLE_ITERATIONS = {"ppo": 300, "ppo_kl": 300, "spo": 300, "vaco": 400}
 # IMPALA is a plain policy gradient on V-trace q-form advantages (no trust region): with several epochs
 # per batch, or with per-minibatch advantage normalisation (which discards the scale that rho weighting
 # carries), it collapses to a deterministic policy at these learning rates. With IMPALA's own practice,
@@ -49,7 +52,7 @@ IMPALA_CARTPOLE = CARTPOLE.replace(
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_solves_cartpole(algorithm):
-    config = CARTPOLE.replace(algorithm=algorithm)
+    config = CARTPOLE.replace(algorithm=algorithm, num_iterations=CARTPOLE_ITERATIONS[algorithm])
     result = run_sweep(config, num_seeds=4, driver=optimised_driver(config))
     final = stats.final_return(result.metrics["episode/return"])  # [seed]
     assert stats.iqm(final) >= 475, final

@@ -43,8 +43,9 @@ print(json.dumps({{name: value.tolist() for name, value in out.metrics.items()}}
 
 def test_two_devices_match_one_device_and_resume_sharded(tiny_driver):
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(root)}
-    cache = str(root / ".jax_cache")
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()  # tests' flags too
+    env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(root)}
+    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the tests' cache (tests/conftest.py)
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(cache=cache)],
         cwd=root,
