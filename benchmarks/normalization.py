@@ -61,10 +61,11 @@ def task_config(name: str, spec: tuple, normalize: bool) -> Config:
     env_fields, ppo_fields, iterations, hidden = spec
     return Config(
         num_iterations=iterations,
-        # the order its committed results ran with (before env.normalizer_update existed); see normalizer_order.py
+        # the normaliser order and brax's start resets its committed results ran with (before env.normalizer_update
+        # and env.start_pool existed); see normalizer_order.py
         env=EnvConfig(
             name=name, normalize_observations=normalize, normalizer_update="after", start_pool=0, **env_fields
-        ),  # as measured
+        ),
         network=NetworkConfig(actor_hidden=hidden, critic_hidden=hidden),
         ppo=PPOConfig(**ppo_fields),
     )

@@ -34,11 +34,12 @@ SETTINGS = {"0 (reset every step)": 0, "E": NUM_ENVS, "4E (default)": None}
 def measure(task: str, start_pool: int | None, iterations: int, repeats: int) -> dict[str, float]:
     config = Config(
         num_iterations=iterations,
-        env=EnvConfig(name=f"brax/{task}", num_envs=NUM_ENVS, num_steps=NUM_STEPS, reward_scale=0.1),
+        env=EnvConfig(
+            name=f"brax/{task}", num_envs=NUM_ENVS, num_steps=NUM_STEPS, reward_scale=0.1, start_pool=start_pool
+        ),
         network=NetworkConfig(actor_hidden=(32, 32), critic_hidden=(32, 32)),
         ppo=PPOConfig(num_epochs=4, num_minibatches=4, learning_rate=1e-3),
     )
-    config = config.replace(env=config.env.replace(start_pool=start_pool))
     driver = Driver(TrainProgram(config))
     hparams, keys = stack_hparams([config]), seed_keys(0, 1)
     best, out = float("inf"), None

@@ -14,8 +14,7 @@ from tests.test_trainer import _run
 
 SCRIPT = """
 import json, jax
-jax.config.update("jax_compilation_cache_dir", {cache!r})
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config  # also the tests' compilation cache and XLA flags
 from tests.test_trainer import _run
 from vaco_jax import Driver, TrainProgram
 from vaco_jax.driver import run_sharding
@@ -45,9 +44,8 @@ def test_two_devices_match_one_device_and_resume_sharded(tiny_driver):
     root = Path(__file__).resolve().parents[1]
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()  # tests' flags too
     env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(root)}
-    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # the tests' cache (tests/conftest.py)
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(cache=cache)],
+        [sys.executable, "-c", SCRIPT.format()],
         cwd=root,
         env=env,
         capture_output=True,

@@ -241,3 +241,19 @@ def test_chunk_plan_evens_chunks_out_so_a_run_compiles_one_program():
         for size in range(1, 12):
             plan = chunk_plan(total, size)
             assert sum(plan) == total and max(plan) <= size and len(set(plan)) <= 2
+
+
+def test_the_drivers_compiler_options_reach_xla():
+    """``Driver(compiler_options=...)`` is handed to XLA for both programs: an option XLA does not know is refused
+    when the init program and when the chunk program compile, and a known one is accepted."""
+    from vaco_jax import Driver, TrainProgram
+    from vaco_jax.memory import abstract_batch
+
+    program = TrainProgram(tiny_config(num_iterations=1))
+    keys, hparams = seed_keys(0, 1), stack_hparams([program.config])
+    unknown = Driver(program, compiler_options={"no_such_xla_option": 1})
+    with pytest.raises(Exception, match="no_such_xla_option"):
+        unknown.init(keys, hparams)
+    with pytest.raises(Exception, match="no_such_xla_option"):
+        unknown.lower_chunk(*abstract_batch(program, 1), 1).compile()
+    Driver(program, compiler_options={"xla_backend_optimization_level": 3}).init(keys, hparams)
