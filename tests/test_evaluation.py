@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.conftest import tiny_config
+from tests.conftest import optimised_driver, tiny_config
 from tests.stub_envs import LeverEnv, TargetEnv
 from vaco_jax import evaluation, normalization, run_sweep
 from vaco_jax.config import EvalConfig
@@ -56,11 +56,14 @@ def test_episodes_that_do_not_end_within_the_budget_are_not_counted():
 
 
 @pytest.fixture(scope="module")
-def with_and_without_eval(tiny_driver):
+def with_and_without_eval():
+    """The same runs without and with evaluation, compiled as a user's are: XLA's cheaper test code generation
+    (tests.conftest) fuses the two programs' shared reductions differently, which moves the last bits."""
     config = tiny_config()  # 6 iterations
-    plain = run_sweep(config, {"lag.k": [0, 2]}, num_seeds=2, chunk_size=4, driver=tiny_driver)
-    evaluated = run_sweep(
-        config.replace(eval=EvalConfig(every=4, episodes=3)), {"lag.k": [0, 2]}, num_seeds=2, chunk_size=4
+    with_eval = config.replace(eval=EvalConfig(every=4, episodes=3))
+    plain, evaluated = (
+        run_sweep(c, {"lag.k": [0, 2]}, num_seeds=2, chunk_size=4, driver=optimised_driver(c))
+        for c in (config, with_eval)
     )
     return plain, evaluated
 
