@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaco_jax import diagnostics, tv
-from vaco_jax.types import Rollout
+from vaco_jax.types import Transitions
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -60,7 +60,7 @@ def _rollout(rng: np.random.Generator, horizon: int, width: int, actions: int):
     acts = np.array([[rng.choice(actions, p=_softmax(behaviour[t, e])) for e in range(width)] for t in range(horizon)])
     log_prob = lambda logits: np.log(np.take_along_axis(_softmax(logits), acts[..., None], -1)[..., 0])  # noqa: E731
     zeros = jnp.zeros((horizon, width))
-    rollout = Rollout(
+    rollout = Transitions(
         observations=jnp.zeros((horizon, width, 1)),
         actions=jnp.asarray(acts),
         rewards=zeros,

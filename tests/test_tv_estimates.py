@@ -14,7 +14,7 @@ import pytest
 
 from vaco_jax import Config, algorithms, diagnostics, tv
 from vaco_jax.config import EnvConfig, VACOConfig
-from vaco_jax.types import Rollout, TrainBatch
+from vaco_jax.types import Transitions
 
 STATES, ACTIONS, MINIBATCH, MINIBATCHES = 512, 2, 64, 400
 
@@ -104,18 +104,13 @@ def _filter_tv(config: Config, sharpness: float) -> tuple[np.ndarray, np.ndarray
     advantages = column(np.where(np.arange(MINIBATCH) % 2 == 0, 1.0, -1.0))
     gated, exact = [], []
     for s, a in zip(states, actions, strict=True):
-        batch = TrainBatch(
+        batch = Transitions(  # the learning stage: only what the loss reads
             observations=jnp.zeros((MINIBATCH, 1, 1)),
             actions=column(a).astype(jnp.int32),
             ref_log_probs=_log_prob(learner, s, a)[:, None],
             ref_logits=column(learner[s]),
             advantages=zeros,
             value_targets=zeros,
-            old_values=zeros,
-            rewards=zeros,
-            terminations=zeros.astype(bool),
-            truncations=zeros.astype(bool),
-            next_observations=jnp.zeros((MINIBATCH, 1, 1)),
             behaviour_log_probs=_log_prob(beta, s, a)[:, None],
         )
         _, metrics = algorithm.policy_loss_fn(
@@ -152,7 +147,7 @@ def test_continuous_actions_report_the_effective_sample_size_of_the_weights_the_
         return float(w.sum() ** 2 / (w.size * (w**2).sum()))
 
     zeros = jnp.zeros(behaviour.shape)
-    rollout = Rollout(
+    rollout = Transitions(
         observations=jnp.zeros((*behaviour.shape, 1)),
         actions=jnp.zeros((*behaviour.shape, 1)),
         rewards=zeros,
@@ -161,8 +156,6 @@ def test_continuous_actions_report_the_effective_sample_size_of_the_weights_the_
         next_observations=jnp.zeros((*behaviour.shape, 1)),
         behaviour_log_probs=jnp.asarray(behaviour),
         learner_log_probs=jnp.asarray(learner),
-        behaviour_logits=None,
-        learner_logits=None,
         episode_returns=zeros,
         episode_lengths=zeros.astype(jnp.int32),
         nonfinite=zeros.astype(bool),

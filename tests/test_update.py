@@ -38,7 +38,7 @@ def _value_loss(clip: bool, old_value_shift: float) -> float:
     from tests.test_algorithms import first_batch
 
     state, batch = first_batch(program)
-    batch = batch.replace(old_values=batch.old_values + old_value_shift)
+    batch = batch.replace(values=batch.values + old_value_shift)
     learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
     _, metrics = minibatch_loss(state.params, batch, state.obs_norm, state.algo_state, learner, config)
     return float(metrics["loss/value"])
@@ -66,3 +66,52 @@ def test_explained_variance_matches_its_definition():
     assert float(explained_variance(jnp.ones(4), jnp.full(4, 2.0))) == 0.0  # constant targets: 0, not NaN
     assert float(explained_variance(jnp.asarray(targets), jnp.asarray(targets))) == pytest.approx(1.0)
     jax.block_until_ready(got)
+
+
+@pytest.mark.parametrize("ratio_ref", ["behaviour", "learner"])
+def test_the_gradient_steps_get_the_ratio_reference_and_only_the_fields_they_read(ratio_ref):
+    """The record's learning stage: the reference policy's log-probs and logits are the behaviour's or the
+    learner's as asked, the episode records and the other logits are dropped (no minibatch gathers them), and the
+    leaves keep the record's field order (the compiled minibatch programs, and so the study fingerprints, follow
+    it)."""
+    from vaco_jax.types import Transitions
+
+    t, e, a = 3, 2, 4
+    field = lambda value: jnp.full((t, e), value, jnp.float32)  # noqa: E731
+    scored = Transitions(
+        observations=jnp.zeros((t, e, 1)),
+        actions=jnp.zeros((t, e), jnp.int32),
+        values=field(1.0),
+        rewards=field(2.0),
+        terminations=jnp.zeros((t, e), bool),
+        truncations=jnp.zeros((t, e), bool),
+        next_observations=jnp.ones((t, e, 1)),
+        behaviour_log_probs=field(-1.0),
+        learner_log_probs=field(-2.0),
+        behaviour_logits=jnp.full((t, e, a), 0.5),
+        learner_logits=jnp.full((t, e, a), 0.25),
+        next_values=field(3.0),
+        episode_returns=field(9.0),
+        episode_lengths=jnp.ones((t, e), jnp.int32),
+        nonfinite=jnp.zeros((t, e), bool),
+        reused_starts=jnp.zeros((t, e), bool),
+    )
+    batch = scored.for_gradient_steps(ratio_ref, advantages=field(5.0), value_targets=field(6.0))
+    expected_ref = (-1.0, 0.5) if ratio_ref == "behaviour" else (-2.0, 0.25)
+    assert (float(batch.ref_log_probs[0, 0]), float(batch.ref_logits[0, 0, 0])) == expected_ref
+    present = [f for f in Transitions.__dataclass_fields__ if getattr(batch, f) is not None]
+    assert present == [
+        "observations",
+        "actions",
+        "ref_log_probs",
+        "ref_logits",
+        "advantages",
+        "value_targets",
+        "values",
+        "rewards",
+        "terminations",
+        "truncations",
+        "next_observations",
+        "behaviour_log_probs",
+    ]
+    assert len(jax.tree.leaves(batch)) == len(present)

@@ -31,34 +31,23 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
 from vaco_jax import advantages, losses
 from vaco_jax import lag_robust_losses as lrl
 from vaco_jax.config import Config
 from vaco_jax.distributions import DistParams
 from vaco_jax.tv import state_tv
-from vaco_jax.types import TrainBatch
+from vaco_jax.types import Transitions
 
 AlgoState = Any  # per-run algorithm state, e.g. {"kl_coef": []} for adaptive PPO-KL
 
 
-@struct.dataclass
-class AdvantageInputs:
-    """What an advantage estimator may use, time-major [T, ...]."""
-
-    rewards: jax.Array  # [T, ...] scaled rewards
-    values: jax.Array  # [T, ...] V(s_t) (V_T, or V_phi for IMPALA)
-    next_values: jax.Array  # [T, ...] V(s'_t)
-    terminations: jax.Array  # [T, ...]
-    truncations: jax.Array  # [T, ...]
-    behaviour_log_probs: jax.Array  # [T, ...] log beta(a_t|s_t)
-    target_log_probs: jax.Array  # [T, ...] log-probs of the policy being evaluated (pi_T or pi_theta)
-
-
 class AdvantageFn(Protocol):
-    def __call__(self, inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array, jax.Array]:
-        """Return ``(advantages, value_targets)``, each [T, ...]."""
+    def __call__(self, batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
+        """Return ``(advantages, value_targets)``, each [T, ...], from the estimating stage of ``batch``: scaled
+        ``rewards``, the critic's ``values`` and ``next_values``, ``terminations``, ``truncations``, and the
+        policy being evaluated in ``learner_log_probs`` (pi_T; pi_theta where an algorithm re-estimates its
+        advantages at every gradient step) against ``behaviour_log_probs``."""
         ...
 
 
@@ -67,7 +56,7 @@ class PolicyLossFn(Protocol):
         self,
         log_probs: jax.Array,
         dist_params: DistParams,
-        batch: TrainBatch,
+        batch: Transitions,
         advantages: jax.Array,
         hparams: Config,
         state: AlgoState,
@@ -75,7 +64,8 @@ class PolicyLossFn(Protocol):
         """Return ``(policy_loss, metrics)``.
 
         ``log_probs`` [T, B] and ``dist_params`` (logits [T, B, A] for discrete actions) are
-        pi_theta's on the minibatch ``batch``; ``advantages`` [T, B] are the ones this step uses.
+        pi_theta's on the minibatch ``batch`` (the learning stage of the record,
+        :meth:`~vaco_jax.types.Transitions.for_gradient_steps`); ``advantages`` [T, B] are the ones this step uses.
         """
         ...
 
@@ -112,31 +102,31 @@ class Algorithm(NamedTuple):
 # ----------------------------------------------------------------------------- advantage estimators
 
 
-def gae_advantages(inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array, jax.Array]:
-    """GAE(lambda) with the critic of the inputs."""
+def gae_advantages(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
+    """GAE(lambda) with the batch's critic values."""
     return advantages.gae(
-        inputs.rewards,
-        inputs.values,
-        inputs.next_values,
-        inputs.terminations,
-        inputs.truncations,
+        batch.rewards,
+        batch.values,
+        batch.next_values,
+        batch.terminations,
+        batch.truncations,
         gamma=hparams.ppo.gamma,
         lambda_=hparams.ppo.gae_lambda,
     )
 
 
 def vtrace_advantages(form: str) -> AdvantageFn:
-    """V-trace(lambda) for ``inputs.target_log_probs`` from behaviour data, in advantage form ``form``."""
+    """V-trace(lambda) for ``batch.learner_log_probs`` from behaviour data, in advantage form ``form``."""
 
-    def estimate(inputs: AdvantageInputs, hparams: Config) -> tuple[jax.Array, jax.Array]:
+    def estimate(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
         return advantages.vtrace(
-            inputs.rewards,
-            inputs.values,
-            inputs.next_values,
-            inputs.terminations,
-            inputs.truncations,
-            inputs.target_log_probs,
-            inputs.behaviour_log_probs,
+            batch.rewards,
+            batch.values,
+            batch.next_values,
+            batch.terminations,
+            batch.truncations,
+            batch.learner_log_probs,
+            batch.behaviour_log_probs,
             gamma=hparams.ppo.gamma,
             lambda_=hparams.ppo.gae_lambda,
             rho_bar=hparams.vtrace.rho_bar,
@@ -150,14 +140,14 @@ def vtrace_advantages(form: str) -> AdvantageFn:
 # ----------------------------------------------------------------------------- policy losses bound to hparams
 
 
-def _ppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _ppo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
 
 
 def _ppo_decoupled_loss(options: Config) -> PolicyLossFn:
     """Decoupled PPO with the static weight mode ``options.ppo.w_mode`` bound."""
 
-    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
         return losses.ppo_decoupled_loss(
             log_probs,
             batch.ref_log_probs,
@@ -171,16 +161,16 @@ def _ppo_decoupled_loss(options: Config) -> PolicyLossFn:
     return loss
 
 
-def _ppo_kl_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _ppo_kl_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     loss, metrics = losses.ppo_kl_loss(log_probs, batch.ref_log_probs, adv, kl_coef=state["kl_coef"])
     return loss, {**metrics, "kl/coef": state["kl_coef"]}
 
 
-def _spo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _spo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     return losses.spo_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
 
 
-def _impala_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _impala_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     return losses.impala_policy_loss(log_probs, adv)
 
 
@@ -199,7 +189,7 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     """VACO's filter loss with the static options of ``config.vaco`` bound."""
     options = config.vaco
 
-    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
         exact = None
         if uses_exact_tv(options.tv_estimator, discrete=batch.ref_logits is not None):
             exact = jax.lax.stop_gradient(state_tv(dist_params, batch.ref_logits))
@@ -220,7 +210,7 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     return loss
 
 
-def _impact_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _impact_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     return lrl.impact_loss(
         log_probs,
         batch.ref_log_probs,
@@ -232,7 +222,7 @@ def _impact_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config
 
 
 def _m2po_loss(options: Config) -> PolicyLossFn:
-    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
         return lrl.m2po_loss(
             log_probs,
             batch.ref_log_probs,
@@ -247,7 +237,7 @@ def _m2po_loss(options: Config) -> PolicyLossFn:
     return loss
 
 
-def _geppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+def _geppo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
     loss, metrics = lrl.geppo_loss(
         log_probs, batch.ref_log_probs, batch.behaviour_log_probs, adv, clip_eps=hparams.ppo.clip_eps
     )
@@ -255,7 +245,7 @@ def _geppo_loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config,
 
 
 def _cispo_loss(options: Config) -> PolicyLossFn:
-    def loss(log_probs, dist_params, batch: TrainBatch, adv, hparams: Config, state: AlgoState):
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
         return lrl.cispo_loss(
             log_probs,
             batch.behaviour_log_probs,

@@ -53,7 +53,7 @@ from vaco_jax.driver import ChunkCallback, RunOutput, StateCallback, chunk_plan,
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.rollout import act, score_learner
 from vaco_jax.trainer import TrainProgram
-from vaco_jax.types import ActorSnapshot, EpisodeStats, Rollout, TrainState
+from vaco_jax.types import ActorSnapshot, EpisodeStats, TrainState, Transitions
 
 ACTOR_STREAM = 0xAC70  # folded into a run's key, plus the actor's index: each actor's own random stream
 POLL_SECONDS = 0.05  # how often a waiting thread checks for a stop request
@@ -86,7 +86,7 @@ class Batch:
 
     actor: int
     version: int  # learner updates done when the actor took its parameters
-    rollout: Rollout  # leaves [S, T, Eg, ...]; the learner's fields are None
+    rollout: Transitions  # the acting stage, leaves [S, T, Eg, ...]
     env_steps: int  # S * T * Eg
     seconds: float  # the rollout's wall time (parameter transfer included)
 
@@ -211,7 +211,12 @@ class AsyncDriver:
         return env_state, observations, stats, key, rollout
 
     def _learn_one(
-        self, state: TrainState, rollouts: tuple[Rollout, ...], lags: jax.Array, hparams: Config, evaluate: jax.Array
+        self,
+        state: TrainState,
+        rollouts: tuple[Transitions, ...],
+        lags: jax.Array,
+        hparams: Config,
+        evaluate: jax.Array,
     ) -> tuple[TrainState, dict[str, jax.Array]]:
         """One learner update of one run on G batches (concatenated along the environment axis), then its
         evaluation where ``evaluate`` (a real branch: it is the same for every run)."""

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 
 from vaco_jax import tv
 from vaco_jax.distributions import DistParams
-from vaco_jax.types import Rollout
+from vaco_jax.types import Transitions
 
 
 def lag_and_tv(
-    lags: jax.Array, rollout: Rollout, next_log_probs: jax.Array, next_dist_params: DistParams
+    lags: jax.Array, rollout: Transitions, next_log_probs: jax.Array, next_dist_params: DistParams
 ) -> dict[str, jax.Array]:
     """``lag/mean`` and the backward, forward and total TV estimates on the batch (spec section 5).
 
@@ -57,7 +57,7 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
     return jnp.where(var_targets > 0, 1.0 - jnp.var(targets - values) / jnp.maximum(var_targets, 1e-12), 0.0)
 
 
-def episode_metrics(rollout: Rollout) -> dict[str, jax.Array]:
+def episode_metrics(rollout: Transitions) -> dict[str, jax.Array]:
     """Mean return and length of the training episodes that *completed* in this rollout.
 
     ``episode/count`` is the validity flag: where it is 0 the means are NaN,

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from vaco_jax.distributions import Distribution
 from vaco_jax.envs.base import ActionSpec, Env, begin_rollout, update_episode_stats
 from vaco_jax.networks import Networks
-from vaco_jax.types import ActorSnapshot, EpisodeStats, Rollout
+from vaco_jax.types import ActorSnapshot, EpisodeStats, Transitions
 
 
 def collect_rollout(
@@ -34,7 +34,7 @@ def collect_rollout(
     key: jax.Array,
     *,
     num_steps: int,
-) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
+) -> tuple[Any, jax.Array, EpisodeStats, Transitions]:
     """Step E environments for T = ``num_steps`` steps (:func:`act`, whose arguments these are), then score the batch
     under pi_T (:func:`score_learner`): ``learner`` is pi_T's snapshot (unstacked), ``lags`` [G] the groups' lags
     (0 where a group acts with pi_T). Returns ``(env_state, observations, episode_stats, rollout)`` after T steps."""
@@ -55,9 +55,10 @@ def act(
     key: jax.Array,
     *,
     num_steps: int,
-) -> tuple[Any, jax.Array, EpisodeStats, Rollout]:
-    """Step E environments for T = ``num_steps`` steps with the G behaviour snapshots; the rollout's learner fields
-    are None (an actor does not know pi_T: :func:`score_learner` fills them in where the batch is learned from).
+) -> tuple[Any, jax.Array, EpisodeStats, Transitions]:
+    """Step E environments for T = ``num_steps`` steps with the G behaviour snapshots: the acting stage of the
+    :class:`~vaco_jax.types.Transitions` record. Its learner fields are None (an actor does not know pi_T:
+    :func:`score_learner` fills them in where the batch is learned from).
 
     Args:
       env: the batch of E environments.
@@ -90,7 +91,7 @@ def act(
         env_state, ts = env.step(env_state, to_env_actions(spec, actions), env_key)
         dones = jnp.logical_or(ts.terminated, ts.truncated)
         stats, finished_returns, finished_lengths = update_episode_stats(stats, ts.reward, dones)
-        transition = Rollout(
+        transition = Transitions(  # the learner's fields are scored once on the whole batch (score_learner)
             observations=obs,
             actions=actions,
             rewards=ts.reward,
@@ -98,9 +99,7 @@ def act(
             truncations=ts.truncated,
             next_observations=ts.final_observation,
             behaviour_log_probs=log_probs,
-            learner_log_probs=None,  # scored once on the whole batch after the scan (score_learner)
             behaviour_logits=flat(dist_params) if spec.discrete else None,
-            learner_logits=None,
             episode_returns=finished_returns,
             episode_lengths=finished_lengths,
             nonfinite=ts.nonfinite,
@@ -125,8 +124,8 @@ def to_env_actions(spec: ActionSpec, actions: jax.Array) -> jax.Array:
 
 
 def score_learner(
-    networks: Networks, dist: Distribution, learner: ActorSnapshot, lags: jax.Array, rollout: Rollout
-) -> Rollout:
+    networks: Networks, dist: Distribution, learner: ActorSnapshot, lags: jax.Array, rollout: Transitions
+) -> Transitions:
     """Fill in pi_T's log-probs (and logits, discrete) for the whole batch in one forward pass.
 
     Where a group's lag is 0 the behaviour values are kept, bit for bit: beta = pi_T there.

@@ -12,13 +12,12 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization
-from vaco_jax.algorithms import AdvantageInputs
 from vaco_jax.config import Config, ConfigError
 from vaco_jax.distributions import for_actions
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.networks import Networks
 from vaco_jax.rollout import collect_rollout
-from vaco_jax.types import ActorSnapshot, Rollout, TrainBatch, TrainState
+from vaco_jax.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.update import Learner, make_optimizer, run_epochs
 from vaco_jax.validation import validate
 
@@ -182,7 +181,7 @@ class TrainProgram:
         return self.learn(state, rollout, lags, epoch_key, hparams)
 
     def learn(
-        self, state: TrainState, rollout: Rollout, lags: jax.Array, epoch_key: jax.Array, hparams: Config
+        self, state: TrainState, rollout: Transitions, lags: jax.Array, epoch_key: jax.Array, hparams: Config
     ) -> tuple[TrainState, Metrics]:
         """Steps 3 to 7 of an iteration on a collected batch: advantages, epochs, the new snapshot, diagnostics.
 
@@ -243,36 +242,19 @@ class TrainProgram:
         )
         return new_state, metrics
 
-    def estimate_advantages(self, state: TrainState, rollout: Rollout, hparams: Config) -> tuple[TrainBatch, jax.Array]:
-        """Critic values V_T(s_t), V_T(s'_t), the algorithm's advantages, and the training batch."""
+    def estimate_advantages(
+        self, state: TrainState, rollout: Transitions, hparams: Config
+    ) -> tuple[Transitions, jax.Array]:
+        """The estimating and learning stages of the record: scaled rewards and the critic's values V_T(s_t),
+        V_T(s'_t), the algorithm's advantages and value targets, then the batch the gradient steps read
+        (:meth:`~vaco_jax.types.Transitions.for_gradient_steps`). Returns it and V_T(s_t)."""
         critic = lambda obs: self.networks.value(state.params.critic, state.obs_norm, obs)  # noqa: E731
         values, next_values = critic(rollout.observations), critic(rollout.next_observations)
-        inputs = AdvantageInputs(
-            rewards=rollout.rewards * hparams.env.reward_scale,
-            values=values,
-            next_values=next_values,
-            terminations=rollout.terminations,
-            truncations=rollout.truncations,
-            behaviour_log_probs=rollout.behaviour_log_probs,
-            target_log_probs=rollout.learner_log_probs,
+        estimating = rollout.replace(
+            rewards=rollout.rewards * hparams.env.reward_scale, values=values, next_values=next_values
         )
-        advantages, targets = self.algorithm.advantage_fn(inputs, hparams)
-        behaviour_ref = self.algorithm.ratio_ref == "behaviour"
-        batch = TrainBatch(
-            observations=rollout.observations,
-            actions=rollout.actions,
-            ref_log_probs=rollout.behaviour_log_probs if behaviour_ref else rollout.learner_log_probs,
-            ref_logits=rollout.behaviour_logits if behaviour_ref else rollout.learner_logits,
-            advantages=advantages,
-            value_targets=targets,
-            old_values=values,
-            rewards=inputs.rewards,
-            terminations=rollout.terminations,
-            truncations=rollout.truncations,
-            next_observations=rollout.next_observations,
-            behaviour_log_probs=rollout.behaviour_log_probs,
-        )
-        return batch, values
+        advantages, targets = self.algorithm.advantage_fn(estimating, hparams)
+        return estimating.for_gradient_steps(self.algorithm.ratio_ref, advantages, targets), values
 
     # ------------------------------------------------------------------ helpers
 

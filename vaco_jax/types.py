@@ -69,26 +69,6 @@ class EpisodeStats:
 
 
 @struct.dataclass
-class Rollout:
-    """One iteration's batch, time-major. Row t is (s_t, a_t, r_t, s'_t)."""
-
-    observations: jax.Array  # [T, E, D] raw s_t
-    actions: jax.Array  # [T, E] int32 (discrete) or [T, E, A] float (unclipped sample)
-    rewards: jax.Array  # [T, E] raw r_t (before reward scaling)
-    terminations: jax.Array  # [T, E] bool, true termination
-    truncations: jax.Array  # [T, E] bool, time-limit truncation (and not a termination)
-    next_observations: jax.Array  # [T, E, D] raw s'_t, pre-reset
-    behaviour_log_probs: jax.Array  # [T, E] log beta(a_t|s_t), stored when acting
-    learner_log_probs: jax.Array  # [T, E] log pi_T(a_t|s_t)
-    behaviour_logits: jax.Array | None  # [T, E, A] discrete only, else None
-    learner_logits: jax.Array | None  # [T, E, A] discrete only, else None
-    episode_returns: jax.Array  # [T, E] return of the episode that ended at t (valid if done)
-    episode_lengths: jax.Array  # [T, E] int32 length of that episode (valid if done)
-    nonfinite: jax.Array  # [T, E] bool: the physics produced a non-finite step there (reset, truncated, reward 0)
-    reused_starts: jax.Array | None = None  # [T, E] bool: restarted from an already used pooled start (brax), or None
-
-
-@struct.dataclass
 class TrainState:
     """The whole state of one training run: everything needed to resume it exactly."""
 
@@ -105,18 +85,65 @@ class TrainState:
 
 
 @struct.dataclass
-class TrainBatch:
-    """Everything a gradient step reads, time-major [T, E, ...] (minibatches: [T, B, ...])."""
+class Transitions:
+    """One iteration's transitions, time-major [T, E, ...]: the one record that flows from the rollout to the loss.
+
+    Row t is (s_t, a_t, r_t, s'_t). Each stage of an iteration fills in its fields; a field no stage has filled in
+    yet is None, which is not a pytree leaf (it costs nothing inside the compiled program):
+
+    1. acting (:func:`vaco_jax.rollout.act`): ``observations`` to ``next_observations``, ``behaviour_log_probs``
+       (and ``behaviour_logits`` for discrete actions), ``episode_returns`` to ``reused_starts``;
+    2. scoring (:func:`vaco_jax.rollout.score_learner`): ``learner_log_probs`` (and ``learner_logits``);
+    3. estimating (:meth:`vaco_jax.trainer.TrainProgram.estimate_advantages`): ``rewards`` scaled by
+       ``env.reward_scale``, the critic's ``values`` and ``next_values``; an advantage estimator
+       (:class:`vaco_jax.algorithms.AdvantageFn`) reads the record at this stage;
+    4. learning (:meth:`for_gradient_steps`): the ratio reference (``ref_log_probs``, ``ref_logits``), the
+       ``advantages`` and ``value_targets``, and only the fields a gradient step reads. A policy loss
+       (:class:`vaco_jax.algorithms.PolicyLossFn`) gets a minibatch of this record, [T, B, ...].
+
+    The field order is the order of the leaves in the compiled programs (the rollout's and the minibatches'):
+    keep it, or every committed study cell's program fingerprint changes.
+    """
 
     observations: jax.Array  # [T, E, D] raw s_t
-    actions: jax.Array  # [T, E] or [T, E, A]
-    ref_log_probs: jax.Array  # [T, E] log-probs of the ratio reference (beta or pi_T)
-    ref_logits: jax.Array | None  # [T, E, A] logits of the ratio reference (discrete actions), else None
-    advantages: jax.Array  # [T, E] (unused when the algorithm recomputes them every step)
-    value_targets: jax.Array  # [T, E]
-    old_values: jax.Array  # [T, E] V_T(s_t)
-    rewards: jax.Array  # [T, E] scaled rewards (for per-step advantage estimation)
-    terminations: jax.Array  # [T, E]
-    truncations: jax.Array  # [T, E]
-    next_observations: jax.Array  # [T, E, D] raw s'_t (pre-reset)
-    behaviour_log_probs: jax.Array  # [T, E] log beta(a_t|s_t)
+    actions: jax.Array  # [T, E] int32 (discrete) or [T, E, A] float (the unclipped sample)
+    ref_log_probs: jax.Array | None = None  # [T, E] log-probs of the ratio reference (beta or pi_T): learning
+    ref_logits: jax.Array | None = None  # [T, E, A] its logits (discrete actions): learning
+    advantages: jax.Array | None = None  # [T, E] (unused where the algorithm re-estimates them every step)
+    value_targets: jax.Array | None = None  # [T, E]
+    values: jax.Array | None = None  # [T, E] the critic's V(s_t): V_T (V_phi inside IMPALA's gradient steps)
+    rewards: jax.Array | None = None  # [T, E] r_t: raw when acting, scaled by env.reward_scale from estimating on
+    terminations: jax.Array | None = None  # [T, E] bool, true termination
+    truncations: jax.Array | None = None  # [T, E] bool, time-limit truncation (and not a termination)
+    next_observations: jax.Array | None = None  # [T, E, D] raw s'_t, pre-reset
+    behaviour_log_probs: jax.Array | None = None  # [T, E] log beta(a_t|s_t), stored when acting
+    learner_log_probs: jax.Array | None = None  # [T, E] log pi_T(a_t|s_t) (pi_theta inside IMPALA's steps)
+    behaviour_logits: jax.Array | None = None  # [T, E, A] discrete actions only
+    learner_logits: jax.Array | None = None  # [T, E, A] discrete actions only
+    next_values: jax.Array | None = None  # [T, E] the critic's V(s'_t): estimating
+    episode_returns: jax.Array | None = None  # [T, E] return of the episode that ended at t (valid if done)
+    episode_lengths: jax.Array | None = None  # [T, E] int32 length of that episode (valid if done)
+    nonfinite: jax.Array | None = None  # [T, E] bool: the physics produced a non-finite step (reset, truncated, r 0)
+    reused_starts: jax.Array | None = None  # [T, E] bool: restarted from an already used pooled start (brax), or None
+
+    def for_gradient_steps(self, ratio_ref: str, advantages: jax.Array, value_targets: jax.Array) -> Transitions:
+        """What the gradient steps read (and their minibatches are cut from): the ratio reference's log-probs and
+        logits (``ratio_ref``: ``"behaviour"``, beta, or ``"learner"``, pi_T), the advantages and value targets,
+        the estimating stage's ``values`` and scaled ``rewards``, and the transitions an estimator needs at every
+        step; the rest (the learner's and behaviour logits, ``next_values``, the episode records) is dropped, so
+        that no minibatch gathers what no step reads."""
+        behaviour = ratio_ref == "behaviour"
+        return self.replace(
+            ref_log_probs=self.behaviour_log_probs if behaviour else self.learner_log_probs,
+            ref_logits=self.behaviour_logits if behaviour else self.learner_logits,
+            advantages=advantages,
+            value_targets=value_targets,
+            learner_log_probs=None,
+            behaviour_logits=None,
+            learner_logits=None,
+            next_values=None,
+            episode_returns=None,
+            episode_lengths=None,
+            nonfinite=None,
+            reused_starts=None,
+        )

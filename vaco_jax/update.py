@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import optax
 
 from vaco_jax import losses
-from vaco_jax.algorithms import AdvantageInputs, Algorithm, AlgoState
+from vaco_jax.algorithms import Algorithm, AlgoState
 from vaco_jax.config import Config
 from vaco_jax.distributions import Distribution
 from vaco_jax.networks import Networks
-from vaco_jax.types import ActorSnapshot, AgentParams, NormalizerState, TrainBatch
+from vaco_jax.types import ActorSnapshot, AgentParams, NormalizerState, Transitions
 
 
 class Learner(NamedTuple):
@@ -50,7 +50,7 @@ def _normalize(x: jax.Array) -> jax.Array:
 
 def step_advantages(
     params: AgentParams,
-    batch: TrainBatch,
+    batch: Transitions,
     log_probs: jax.Array,
     obs_norm: NormalizerState,
     learner: Learner,
@@ -64,22 +64,15 @@ def step_advantages(
     if not learner.algorithm.advantages_every_step:
         return batch.advantages, batch.value_targets
     critic = lambda obs: learner.networks.value(params.critic, obs_norm, obs)  # noqa: E731
-    inputs = AdvantageInputs(
-        rewards=batch.rewards,
-        values=critic(batch.observations),
-        next_values=critic(batch.next_observations),
-        terminations=batch.terminations,
-        truncations=batch.truncations,
-        behaviour_log_probs=batch.behaviour_log_probs,
-        target_log_probs=log_probs,
-    )
-    inputs = jax.lax.stop_gradient(inputs)
+    values, next_values = critic(batch.observations), critic(batch.next_observations)
+    # the estimating stage, for pi_theta and V_phi: constants to the gradient
+    inputs = jax.lax.stop_gradient(batch.replace(values=values, next_values=next_values, learner_log_probs=log_probs))
     return jax.lax.stop_gradient(learner.algorithm.advantage_fn(inputs, hparams))
 
 
 def minibatch_loss(
     params: AgentParams,
-    batch: TrainBatch,
+    batch: Transitions,
     obs_norm: NormalizerState,
     algo_state: AlgoState,
     learner: Learner,
@@ -98,7 +91,7 @@ def minibatch_loss(
         log_probs, dist_params, batch, advantages, hparams, algo_state
     )
     v_loss = losses.value_loss(
-        values, value_targets, batch.old_values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
+        values, value_targets, batch.values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
     )
     total = policy_loss + ppo.vf_coef * v_loss - ppo.ent_coef * entropy
     metrics = {
@@ -115,7 +108,7 @@ def minibatch_loss(
 def run_epochs(
     params: AgentParams,
     opt_state: optax.OptState,
-    batch: TrainBatch,
+    batch: Transitions,
     obs_norm: NormalizerState,
     algo_state: AlgoState,
     key: jax.Array,
@@ -132,7 +125,7 @@ def run_epochs(
     num_envs = batch.observations.shape[1]
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
 
-    def gradient_step(carry, minibatch: TrainBatch):
+    def gradient_step(carry, minibatch: Transitions):
         params, opt_state = carry
         (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
         updates, opt_state = learner.optimizer.update(grads, opt_state, params)
