@@ -14,15 +14,8 @@ import pytest
 
 from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, cli
-from vaco_jax.asynchronous import (
-    Actor,
-    AsyncDriver,
-    AsyncOptions,
-    AsyncRunError,
-    ParameterStore,
-    check_async_config,
-    lag_histogram,
-)
+from vaco_jax.actors import Actor, ParameterStore
+from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, AsyncRunError, check_async_config, lag_histogram
 from vaco_jax.calibration import calibrate, per_run, simulator_config
 from vaco_jax.config import ConfigError, EvalConfig, LagConfig
 from vaco_jax.sweep import seed_keys

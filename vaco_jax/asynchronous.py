@@ -39,7 +39,6 @@ import queue
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaco_jax import evaluation
+from vaco_jax.actors import POLL_SECONDS, Actor, ActorBatch, ParameterStore
 from vaco_jax.config import Config, ConfigError
 from vaco_jax.driver import ChunkCallback, RunOutput, StateCallback, chunk_plan, ends_here, merge_chunks
 from vaco_jax.envs.base import init_episode_stats
@@ -56,7 +56,6 @@ from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import ActorSnapshot, EpisodeStats, TrainState, Transitions
 
 ACTOR_STREAM = 0xAC70  # folded into a run's key, plus the actor's index: each actor's own random stream
-POLL_SECONDS = 0.05  # how often a waiting thread checks for a stop request
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,33 +79,6 @@ class AsyncRunError(RuntimeError):
     """The asynchronous run cannot go on: every actor failed, or none delivered a batch in time."""
 
 
-@dataclasses.dataclass
-class Batch:
-    """One actor's rollout of all S runs, tagged with the parameter version that made it."""
-
-    actor: int
-    version: int  # learner updates done when the actor took its parameters
-    rollout: Transitions  # the acting stage, leaves [S, T, Eg, ...]
-    env_steps: int  # S * T * Eg
-    seconds: float  # the rollout's wall time (parameter transfer included)
-
-
-class ParameterStore:
-    """The learner's newest actor snapshot [S] and its version: the learner publishes, actors read (thread-safe)."""
-
-    def __init__(self, snapshot: ActorSnapshot, version: int):
-        self._lock = threading.Lock()
-        self._snapshot, self._version = snapshot, version
-
-    def publish(self, snapshot: ActorSnapshot, version: int) -> None:
-        with self._lock:
-            self._snapshot, self._version = snapshot, version
-
-    def latest(self) -> tuple[ActorSnapshot, int]:
-        with self._lock:
-            return self._snapshot, self._version
-
-
 def check_async_config(config: Config) -> None:
     """Refuse lag settings the asynchronous mode would ignore: its lags are measured, not drawn."""
     lag = config.lag
@@ -115,54 +87,6 @@ def check_async_config(config: Config) -> None:
             f"--async measures the lag of real actor threads, so lag.kind={lag.kind} lag.k={lag.k} would be "
             "ignored: drop the lag flags (keep --lag.num-actors: it sets the number of actor threads)"
         )
-
-
-class Actor(threading.Thread):
-    """One actor thread: newest parameters -> a jitted rollout of its E / G environments (all S runs) -> the queue."""
-
-    def __init__(
-        self,
-        index: int,
-        device: jax.Device,
-        collect: Callable,
-        carry: tuple,
-        store: ParameterStore,
-        batches: queue.Queue,
-        stop: threading.Event,
-    ):
-        super().__init__(name=f"vaco-jax-actor-{index}", daemon=True)
-        self.index, self.device, self.collect = index, device, collect
-        self.carry = carry  # (env_state, observations, episode_stats, key) on ``device``, leaves [S, ...]
-        self.store, self.batches, self.stop = store, batches, stop
-        self.error: BaseException | None = None
-        self.traceback = ""
-        self.rollouts = 0
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                batch = self.collect_batch()
-                while not self.stop.is_set():  # a full queue: wait for the learner (backpressure)
-                    try:
-                        self.batches.put(batch, timeout=POLL_SECONDS)
-                        break
-                    except queue.Full:
-                        continue
-        except BaseException as error:  # reported by the learner, which goes on with the other actors
-            self.traceback = traceback.format_exc()  # first: the learner reads it once it sees the error
-            self.error = error
-
-    def collect_batch(self) -> Batch:
-        """Take the newest parameters and play one rollout with them."""
-        start = time.perf_counter()
-        snapshot, version = self.store.latest()
-        snapshot = jax.device_put(snapshot, self.device)
-        env_state, observations, stats, key, rollout = self.collect(snapshot, *self.carry)
-        rollout = jax.block_until_ready(rollout)
-        self.carry = (env_state, observations, stats, key)
-        self.rollouts += 1
-        steps = int(np.prod(rollout.rewards.shape))
-        return Batch(self.index, version, rollout, steps, time.perf_counter() - start)
 
 
 class AsyncDriver:
@@ -327,7 +251,7 @@ class AsyncDriver:
         )
 
     def _update(
-        self, learn: Callable, states: TrainState, hparams: Config, taken: list[Batch], iteration: int
+        self, learn: Callable, states: TrainState, hparams: Config, taken: list[ActorBatch], iteration: int
     ) -> tuple[TrainState, dict[str, jax.Array]]:
         """Dispatch learner update ``iteration`` on the batches ``taken`` (returns at once: device arrays)."""
         every, total = self.program.config.eval.every, self.program.config.num_iterations
@@ -338,7 +262,7 @@ class AsyncDriver:
 
     @staticmethod
     def _host_metrics(
-        taken: list[Batch], iteration: int, waited: float, batches: queue.Queue, actors: list[Actor]
+        taken: list[ActorBatch], iteration: int, waited: float, batches: queue.Queue, actors: list[Actor]
     ) -> dict[str, float]:
         """What the host measured around update ``iteration`` (see the module docstring)."""
         host = {f"async/lag_{i}": float(iteration - batch.version) for i, batch in enumerate(taken)}
@@ -350,7 +274,7 @@ class AsyncDriver:
         host["async/actors_alive"] = float(sum(actor.is_alive() for actor in actors))
         return host
 
-    def _take(self, batches: queue.Queue, actors: list[Actor], reported: set[int]) -> tuple[list[Batch], float]:
+    def _take(self, batches: queue.Queue, actors: list[Actor], reported: set[int]) -> tuple[list[ActorBatch], float]:
         """G batches in arrival order; the seconds waited. Reports a failed actor once; raises when none is left
         or when no batch came for ``timeout`` seconds."""
         taken, start = [], time.perf_counter()
@@ -437,7 +361,6 @@ __all__ = [
     "AsyncDriver",
     "AsyncOptions",
     "AsyncRunError",
-    "ParameterStore",
     "check_async_config",
     "describe",
     "lag_histogram",
