@@ -19,32 +19,20 @@ from typing import Any, Literal
 import numpy as np
 from flax import struct
 
+from vaco_jax.algorithm_options import (
+    CISPOConfig,
+    GePPOConfig,
+    ImpactConfig,
+    M2POConfig,
+    VACOConfig,
+    VtraceConfig,
+)
+from vaco_jax.config_fields import ConfigError, group, static
+
 NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical")
-TV_SCOPES = ("minibatch", "trajectory", "sample")
-FILTER_REFS = ("learner", "behaviour")
-VTRACE_ADVANTAGES = ("lambda", "q")
-IS_WEIGHTS = ("none", "truncated")
-TV_ESTIMATORS = ("auto", "sample", "exact")
-SURROGATES = ("ratio", "logprob")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
-BASELINE_ADVANTAGES = ("vtrace", "gae")
-CISPO_TRUNCATIONS = ("cispo", "topr")
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field and the fix."""
-
-
-def static(default: Any) -> Any:
-    """A static (shape- or code-path-changing) config field."""
-    return struct.field(pytree_node=False, default=default)
-
-
-def group(factory: type) -> Any:
-    """A nested config group (a pytree node holding its own traced leaves)."""
-    return struct.field(pytree_node=True, default_factory=factory)
 
 
 @struct.dataclass
@@ -133,89 +121,6 @@ class PPOConfig:
     w_mode: Literal["truncate", "mask"] = static("truncate")
     """ppo_decoupled (and m2po): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the samples whose weight
     exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
-
-
-@struct.dataclass
-class ImpactConfig:
-    """IMPACT / APPO (Luo et al. 2020): a clipped target-network ratio times a truncated importance weight."""
-
-    rho_max: float = 2.0
-    """Truncation of the importance weight clip(pi_T/beta, 0, rho_max) (2 in IMPACT and RLlib's APPO)."""
-    advantages: Literal["vtrace", "gae"] = static("vtrace")
-    """V-trace(lambda) for the target network pi_T, as in the paper (vtrace.rho_bar, vtrace.c_bar), or GAE."""
-
-
-@struct.dataclass
-class M2POConfig:
-    """M2PO (arXiv 2510.01161): drop the stalest samples until the second moment of log(pi_T/beta) is <= tau."""
-
-    tau: float = 0.04
-    """The largest mean squared log-ratio log(pi_T/beta) of the samples kept (0.04 in the paper)."""
-
-
-@struct.dataclass
-class GePPOConfig:
-    """GePPO (Queeney et al. 2021): PPO's clip centred on the off-policy weight pi_T/beta, TV-adaptive step size."""
-
-    advantages: Literal["vtrace", "gae"] = static("vtrace")
-    """V-trace(lambda) for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.rho_bar, c_bar) or GAE."""
-    adaptive_lr: bool = static(True)
-    """Adapt the step size once per iteration from the update's TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
-    adapt_factor: float = 0.03
-    """Step-size factor: divided by (1 + adapt_factor) when TV > adapt_max * eps/2, multiplied when TV < adapt_min *
-    eps/2."""
-    adapt_min: float = 0.5
-    """Lower TV threshold, as a multiple of the trust region's eps/2."""
-    adapt_max: float = 1.0
-    """Upper TV threshold, as a multiple of the trust region's eps/2."""
-
-
-@struct.dataclass
-class CISPOConfig:
-    """CISPO (MiniMax-M1) and TOPR: a policy gradient weighted by a stop-gradient truncated importance ratio."""
-
-    eps_high: float = 0.28
-    """The weight is min(pi_theta/beta, 1 + eps_high) (no lower bound, as in MiniMax-M1)."""
-    truncation: Literal["cispo", "topr"] = static("cispo")
-    """cispo (min(r, 1 + eps_high)) or topr (1 for A >= 0, clip(r, 0, 1) for A < 0: Tapered Off-Policy REINFORCE)."""
-
-
-@struct.dataclass
-class VACOConfig:
-    """VACO's align and filter (spec section 4)."""
-
-    tv_threshold: float = 0.2
-    """delta: the filter's trust-region radius in total variation (inf disables the filter)."""
-    tv_scope: Literal["minibatch", "trajectory", "sample"] = static("minibatch")
-    """Scope of the TV estimate: minibatch, trajectory (per env rollout segment) or sample."""
-    filter_ref: Literal["learner", "behaviour"] = static("learner")
-    """The filter's reference policy: learner (pi_T, bounds forward lag) or behaviour (beta, total lag)."""
-    align: bool = static(True)
-    """Re-estimate advantages with V-trace for pi_T once per iteration (false: GAE, no correction)."""
-    is_weight: Literal["none", "truncated"] = static("none")
-    """Off-policy weight of the surrogate: none (w = 1) or truncated (w = min(ref/beta, w_max))."""
-    w_max: float = 100.0
-    """Truncation of the off-policy weight when is_weight=truncated."""
-    tv_estimator: Literal["auto", "sample", "exact"] = static("auto")
-    """Filter's TV estimate: auto (exact for discrete actions, sample for continuous ones), sample
-    (importance-weighted over beta's actions: unbiased, but its typical value falls to about half the TV when
-    beta rarely samples the actions where the policies differ) or exact (per-state, discrete actions only)."""
-    surrogate: Literal["ratio", "logprob"] = static("ratio")
-    """ratio (r * A) or logprob (stopgrad(min(r, surrogate_cap)) * A * log pi_theta; same gradient at cap=inf)."""
-    surrogate_cap: float = math.inf
-    """C: upper truncation of the stop-gradient ratio of the logprob surrogate (inf: none)."""
-
-
-@struct.dataclass
-class VtraceConfig:
-    """V-trace(lambda) truncation levels and advantage form (lambda = ppo.gae_lambda)."""
-
-    rho_bar: float = 1.0
-    """rho-bar: truncation of the importance weights in the TD errors (inf: none)."""
-    c_bar: float = 1.0
-    """c-bar: truncation of the traces (inf: none)."""
-    advantage: Literal["lambda", "q"] = static("lambda")
-    """lambda (A = v_t - V(s_t); equals GAE at zero lag) or q (IMPALA's form)."""
 
 
 @struct.dataclass

@@ -19,10 +19,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from vaco_jax.algorithm_options import CISPO_TRUNCATIONS
 from vaco_jax.losses import Metrics, _clip_fraction, _clipped_surrogate, off_policy_weights, truncated_is_weights
 from vaco_jax.tv import ratios
-
-CISPO_TRUNCATIONS = ("cispo", "topr")
 
 
 def impact_loss(

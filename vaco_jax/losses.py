@@ -12,7 +12,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from vaco_jax.config import IS_WEIGHTS, SURROGATES, TV_SCOPES, W_MODES
+from vaco_jax.algorithm_options import IS_WEIGHTS, SURROGATES, TV_SCOPES
+from vaco_jax.config import W_MODES
 from vaco_jax.tv import LOG_RATIO_BOUND, ratios, sample_tv
 
 Metrics = dict[str, jax.Array]

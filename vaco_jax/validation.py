@@ -4,68 +4,16 @@ sweep's stacked hyperparameters): each value is checked."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
-from vaco_jax.config import (
-    ACTIVATIONS,
-    BASELINE_ADVANTAGES,
-    CISPO_TRUNCATIONS,
-    FILTER_REFS,
-    IS_WEIGHTS,
-    LAG_KINDS,
-    NORMALIZER_UPDATES,
-    SURROGATES,
-    TV_ESTIMATORS,
-    TV_SCOPES,
-    VTRACE_ADVANTAGES,
-    W_MODES,
-    Config,
-    ConfigError,
-    LagConfig,
-)
-
-
-def _values(value: Any) -> np.ndarray:
-    return np.asarray(value).reshape(-1)
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _check_number(
-    path: str,
-    value: Any,
-    *,
-    low: float,
-    high: float = math.inf,
-    low_open: bool = False,
-    integer: bool = False,
-    allow_inf: bool = False,
-    hint: str = "",
-) -> None:
-    array = np.asarray(value)
-    numeric = np.issubdtype(array.dtype, np.number) and not np.issubdtype(array.dtype, np.bool_)
-    if not numeric:
-        try:
-            example = f", e.g. {path}={float(value)!r} rather than {value!r}"
-        except (TypeError, ValueError):
-            example = ""
-        raise ConfigError(f"{path}={value!r} is a {type(value).__name__}, not a number: pass a float or int{example}")
-    for v in _values(value):
-        fv = float(v)
-        _check(
-            math.isfinite(fv) or (allow_inf and fv == math.inf), f"{path}={v} is not finite; give a finite number{hint}"
-        )
-        _check(not integer or fv == int(fv), f"{path}={v} must be an integer{hint}")
-        below = fv <= low if low_open else fv < low
-        _check(not below, f"{path}={v} must be {'>' if low_open else '>='} {low}{hint}")
-        _check(fv <= high, f"{path}={v} must be <= {high}{hint}")
+from vaco_jax.algorithm_options import GROUPS
+from vaco_jax.config import ACTIVATIONS, LAG_KINDS, NORMALIZER_UPDATES, W_MODES, Config, ConfigError, LagConfig
+from vaco_jax.config_fields import check as _check
+from vaco_jax.config_fields import check_choice as _check_choice
+from vaco_jax.config_fields import check_number as _check_number
+from vaco_jax.config_fields import values as _values
 
 
 def _check_lag_weights(lag: LagConfig) -> None:
@@ -188,36 +136,9 @@ def validate(
     _check_number("ppo.kl_coef", ppo.kl_coef, low=0)
     _check_number("ppo.kl_target", ppo.kl_target, low=0, low_open=True)
     _check_number("ppo.w_max", ppo.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
-    vaco, vtrace = config.vaco, config.vtrace
-    _check_number(
-        "vaco.tv_threshold", vaco.tv_threshold, low=0, low_open=True, allow_inf=True, hint=" (inf disables the filter)"
-    )
-    for path, value, choices in (
-        ("vaco.tv_scope", vaco.tv_scope, TV_SCOPES),
-        ("vaco.filter_ref", vaco.filter_ref, FILTER_REFS),
-        ("vtrace.advantage", vtrace.advantage, VTRACE_ADVANTAGES),
-        ("vaco.is_weight", vaco.is_weight, IS_WEIGHTS),
-        ("vaco.tv_estimator", vaco.tv_estimator, TV_ESTIMATORS),
-        ("vaco.surrogate", vaco.surrogate, SURROGATES),
-        ("ppo.w_mode", ppo.w_mode, W_MODES),
-        ("impact.advantages", config.impact.advantages, BASELINE_ADVANTAGES),
-        ("geppo.advantages", config.geppo.advantages, BASELINE_ADVANTAGES),
-        ("cispo.truncation", config.cispo.truncation, CISPO_TRUNCATIONS),
-    ):
-        _check(value in choices, f"{path}={value!r} is unknown; choose one of {', '.join(choices)}")
-    _check_number("vaco.w_max", vaco.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
-    _check_number(
-        "vaco.surrogate_cap", vaco.surrogate_cap, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)"
-    )
-    _check_number("vtrace.rho_bar", vtrace.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
-    _check_number("vtrace.c_bar", vtrace.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
-    _check_number("impact.rho_max", config.impact.rho_max, low=0, low_open=True, allow_inf=True)
-    _check_number("m2po.tau", config.m2po.tau, low=0, allow_inf=True, hint=" (inf: mask nothing)")
-    _check_number("cispo.eps_high", config.cispo.eps_high, low=0, allow_inf=True, hint=" (inf: no truncation)")
-    geppo = config.geppo
-    _check_number("geppo.adapt_factor", geppo.adapt_factor, low=0)
-    _check_number("geppo.adapt_min", geppo.adapt_min, low=0)
-    _check_number("geppo.adapt_max", geppo.adapt_max, low=0, low_open=True)
+    _check_choice("ppo.w_mode", ppo.w_mode, W_MODES)
+    for name in GROUPS:  # each algorithm family's options check themselves
+        getattr(config, name).check()
     return config
 
 
