@@ -44,14 +44,15 @@ def smoke(study, tmp_path_factory):
 
 
 def test_every_method_gets_the_same_draws_of_the_shared_hyperparameters(study):
-    trials = {name: study.draw_trials(m, 16, seed=0) for name, m in study.METHODS.items()}
+    specs = sys.modules["tuned_specs"]  # the study's specs, as data (imported by the study)
+    trials = {name: specs.draw_trials(m, 16, seed=0) for name, m in specs.METHODS.items()}
     for shared in ("ppo.learning_rate", "ppo.ent_coef"):
         columns = {name: [t[shared] for t in ts] for name, ts in trials.items()}
         assert len({tuple(c) for c in columns.values()}) == 1, shared  # identical for every method
         values = np.asarray(columns["ppo"])
-        knob = study.COMMON_KNOBS[shared]
+        knob = specs.COMMON_KNOBS[shared]
         assert values.min() >= knob.low and values.max() <= knob.high and len(set(values)) == 16
-    for name, method in study.METHODS.items():  # every method's own knob inside its range
+    for name, method in specs.METHODS.items():  # every method's own knob inside its range
         (path, knob), *_ = method.knob.items()
         own = [t[path] for t in trials[name]]
         assert knob.low <= min(own) and max(own) <= knob.high, name

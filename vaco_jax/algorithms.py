@@ -27,19 +27,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import jax
-import jax.numpy as jnp
 
 from vaco_jax import advantages, losses
 from vaco_jax import lag_robust_losses as lrl
+from vaco_jax.algorithm_state import (
+    AlgoState,
+    Signals,
+    adapt_geppo_lr,
+    adapt_kl_coef,
+    keep_state,
+    kl_state,
+    lr_scale_state,
+    no_state,
+    read_lr_scale,
+)
 from vaco_jax.config import Config
 from vaco_jax.distributions import DistParams
 from vaco_jax.tv import state_tv
 from vaco_jax.types import Transitions
-
-AlgoState = Any  # per-run algorithm state, e.g. {"kl_coef": []} for adaptive PPO-KL
 
 
 class AdvantageFn(Protocol):
@@ -70,17 +78,6 @@ class PolicyLossFn(Protocol):
         ...
 
 
-def _no_state(hparams: Config) -> AlgoState:
-    return ()
-
-
-Signals = dict[str, jax.Array]  # this iteration's scalars an algorithm state may adapt to: kl/update, tv/forward
-
-
-def _keep_state(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
-    return state, {}
-
-
 class Algorithm(NamedTuple):
     """A named composition of an advantage estimator and a policy loss.
 
@@ -94,8 +91,8 @@ class Algorithm(NamedTuple):
     policy_loss_fn: PolicyLossFn
     ratio_ref: str  # "behaviour" (beta) or "learner" (pi_T): the policy the loss's ratios are taken against
     advantages_every_step: bool = False  # recompute advantages at every gradient step (IMPALA)
-    init_state: Callable[[Config], AlgoState] = _no_state
-    update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = _keep_state
+    init_state: Callable[[Config], AlgoState] = no_state
+    update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = keep_state
     step_scale: Callable[[AlgoState], jax.Array] | None = None
 
 
@@ -257,42 +254,6 @@ def _cispo_loss(options: Config) -> PolicyLossFn:
     return loss
 
 
-def _kl_state(hparams: Config) -> AlgoState:
-    return {"kl_coef": jnp.asarray(hparams.ppo.kl_coef, jnp.float32)}
-
-
-def adapt_kl_coef(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
-    """Adaptive beta_kl, once per iteration: x2 when KL > 1.5 x target, /2 when KL < target / 1.5 (KL: the
-    iteration's ``kl/update``, KL(beta || pi_{T+1}))."""
-    kl, target = signals["kl/update"], hparams.ppo.kl_target
-    coef = state["kl_coef"]
-    coef = jnp.where(kl > 1.5 * target, coef * 2.0, jnp.where(kl < target / 1.5, coef / 2.0, coef))
-    return {"kl_coef": coef}, {}
-
-
-def _lr_scale_state(hparams: Config) -> AlgoState:
-    return {"lr_scale": jnp.ones((), jnp.float32)}
-
-
-def adapt_geppo_lr(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
-    """GePPO's adaptive step size, once per iteration, from the update's TV(pi_{T+1}, pi_T) (signal ``tv/forward``:
-    the exact per-state TV for discrete actions, the estimate 0.5 E_beta|r - w| for continuous ones) against the
-    trust region's eps / 2:
-
-        scale / (1 + f)   if TV > adapt_max * eps / 2
-        scale * (1 + f)   if TV < adapt_min * eps / 2          (f = geppo.adapt_factor)
-    """
-    g, half = hparams.geppo, hparams.ppo.clip_eps / 2.0
-    tv, scale = signals["tv/forward"], state["lr_scale"]
-    grow = 1.0 + g.adapt_factor
-    scale = jnp.where(tv > g.adapt_max * half, scale / grow, jnp.where(tv < g.adapt_min * half, scale * grow, scale))
-    return {"lr_scale": scale}, {}
-
-
-def _read_lr_scale(state: AlgoState) -> jax.Array:
-    return state["lr_scale"]
-
-
 def baseline_advantages(choice: str) -> AdvantageFn:
     """A baseline's advantages: ``vtrace`` (V-trace(lambda) for pi_T, its paper's) or ``gae``."""
     return vtrace_advantages("lambda") if choice == "vtrace" else gae_advantages
@@ -310,8 +271,8 @@ def _ppo_decoupled_algorithm(config: Config) -> Algorithm:
 
 
 def _ppo_kl(config: Config) -> Algorithm:
-    update = adapt_kl_coef if config.ppo.kl_adaptive else _keep_state
-    return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", init_state=_kl_state, update_state=update)
+    update = adapt_kl_coef if config.ppo.kl_adaptive else keep_state
+    return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", init_state=kl_state, update_state=update)
 
 
 def _spo(config: Config) -> Algorithm:
@@ -339,9 +300,9 @@ def _geppo(config: Config) -> Algorithm:
         estimator,
         _geppo_loss,
         ratio_ref="learner",
-        init_state=_lr_scale_state,
+        init_state=lr_scale_state,
         update_state=adapt_geppo_lr,
-        step_scale=_read_lr_scale,
+        step_scale=read_lr_scale,
     )
 
 

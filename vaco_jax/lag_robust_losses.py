@@ -162,7 +162,7 @@ def geppo_loss(
         L_pi = -mean( min(r * A, clip(r, w - eps, w + eps) * A) )
 
     The trust region is TV(pi_theta, pi_T) <= eps / 2 estimated on beta's samples: 0.5 * E_beta |r - w| (the
-    quantity the optional adaptive learning rate watches, see :func:`vaco_jax.algorithms.adapt_geppo_lr`).
+    quantity the optional adaptive learning rate watches, see :func:`vaco_jax.algorithm_state.adapt_geppo_lr`).
 
     Args:
       log_probs: [...] log pi_theta(a_i|s_i) (differentiated).

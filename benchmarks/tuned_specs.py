@@ -1,0 +1,198 @@
+"""The tuned lag benchmark's specs, as data (benchmarks/tuned_study.py runs them): the envs and update regimes, the
+methods with their search spaces and the one sampler every method's trials come from, and the presets (blocks of
+env x regime, budgets, lags, seeds).
+
+A new method is one :class:`Method` entry; a new env one :data:`ENV_SPECS` entry and a :class:`Block` in a preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from typing import Any
+
+from lag_robustness import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
+
+# the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
+ENV_SPECS: dict[str, dict[str, Any]] = {
+    **ENVS,
+    "Acrobot-v1": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
+    "brax/inverted_double_pendulum": {
+        "env": {"num_envs": 32, "num_steps": 64, "reward_scale": 0.1, "normalize_observations": True},
+        "ppo": {"gamma": 0.97, "ent_coef": 0.0},
+    },
+    "brax/hopper": {
+        "env": {"num_envs": 32, "num_steps": 64, "reward_scale": 0.1, "normalize_observations": True},
+        "ppo": {"gamma": 0.97, "ent_coef": 0.0},
+    },
+}
+STUDY_REGIMES = {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3}}
+
+# ----------------------------------------------------------------------------- methods and their search spaces
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """A traced hyperparameter's search range: log-uniform on [low, high] (``log``) or uniform."""
+
+    low: float
+    high: float
+    log: bool = True
+
+    def draw(self, rng: random.Random) -> float:
+        if self.log:
+            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+        return float(rng.uniform(self.low, self.high))
+
+
+COMMON_KNOBS = {"ppo.learning_rate": Knob(1e-4, 3e-3), "ppo.ent_coef": Knob(0.0, 0.02, log=False)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A method of the benchmark: an algorithm with static options, and its own tuned knob."""
+
+    name: str
+    algorithm: str
+    overrides: dict[str, Any]
+    knob: dict[str, Knob]
+    about: str
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in [
+        Method("ppo", "ppo", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "PPO-clip around beta"),
+        Method("ppo_decoupled", "ppo_decoupled", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "clip around pi_T, weight"),
+        Method("impact", "impact", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "IMPACT/APPO, V-trace for pi_T"),
+        Method("m2po", "m2po", {}, {"m2po.tau": Knob(0.005, 0.5)}, "M2PO second-moment mask + decoupled clip"),
+        Method("geppo", "geppo", {}, {"ppo.clip_eps": Knob(0.05, 0.5)}, "GePPO, V-trace for pi_T, adaptive lr"),
+        Method("cispo", "cispo", {}, {"cispo.eps_high": Knob(0.05, 5.0)}, "CISPO truncated-IS policy gradient"),
+        Method(
+            "vaco-gae+w",
+            "vaco",
+            {"vaco.align": False, "vaco.is_weight": "truncated"},
+            {"vaco.tv_threshold": Knob(0.01, 0.4)},
+            "VACO's filter on GAE advantages with the decoupled weight (the lag study's best reading)",
+        ),
+        Method("vaco", "vaco", {}, {"vaco.tv_threshold": Knob(0.01, 0.4)}, "VACO as first specified (V-trace align)"),
+    ]
+}
+
+
+def search_space(method: Method) -> dict[str, Knob]:
+    return {**COMMON_KNOBS, **method.knob}
+
+
+def draw_trials(method: Method, trials: int, seed: int) -> list[dict[str, float]]:
+    """``trials`` configurations of ``method``'s search space, from a sampler seeded by ``seed`` alone."""
+    rng = random.Random(seed)
+    space = search_space(method)
+    return [{path: knob.draw(rng) for path, knob in space.items()} for _ in range(trials)]
+
+
+# ----------------------------------------------------------------------------- presets
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One env x regime of a preset, and how its hyperparameters are chosen."""
+
+    env: str
+    regime: str
+    iterations: int
+    num_envs: int | None = None
+    tune_from: str | None = None  # held out: test the configurations tuned on this env (same regime), no search
+    untuned: bool = False  # test the default configuration only (no search: brax on a CPU)
+    methods: tuple[str, ...] | None = None  # the preset's methods unless given
+    test_seeds: int | None = None  # the preset's test seeds unless given
+    test_stages: tuple[str, ...] = ("test-fixed", "test-fleet")  # fixed lags, and the fleet
+
+    @property
+    def tuned_here(self) -> bool:
+        return self.tune_from is None and not self.untuned
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedPreset:
+    blocks: tuple[Block, ...]
+    methods: tuple[str, ...]
+    trials: int  # random-search configurations per method
+    tuning_seeds: tuple[int, ...]
+    tune_lag: int  # the middle lag the search runs at
+    test_lags: tuple[int, ...]
+    fleet_k: int  # test fleet: 4 actor groups, lag ~ U{0..fleet_k}
+    test_seeds: int
+    first_test_seed: int
+    eval_every: int
+    eval_episodes: int = 8
+    chunk_size: int = 20
+
+
+PRESETS: dict[str, TunedPreset] = {
+    "tuned-smoke": TunedPreset(
+        blocks=(
+            Block("CartPole-v1", "aggressive", 4, num_envs=8),
+            Block(
+                "Acrobot-v1",
+                "aggressive",
+                4,
+                num_envs=8,
+                tune_from="CartPole-v1",
+                methods=("ppo_decoupled",),
+                test_stages=("test-fixed",),  # CartPole tests the fleet
+            ),
+        ),
+        methods=("ppo_decoupled", "m2po"),
+        # 4 trials x 2 seeds at lag 4 is the shape of the fixed-lag tests (2 settings x 2 lags x 2 seeds, max lag 4):
+        # a method's tuning and test cells are one compiled program
+        trials=4,
+        tuning_seeds=(100, 101),
+        tune_lag=4,
+        test_lags=(0, 4),
+        fleet_k=4,
+        test_seeds=2,
+        first_test_seed=3000,
+        eval_every=2,
+        eval_episodes=2,
+    ),
+    # CPU: CartPole and Pendulum in the aggressive regime; 16 trials x 4 tuning seeds per method, 16 test seeds
+    "tuned": TunedPreset(
+        blocks=(
+            Block("CartPole-v1", "aggressive", 60),
+            Block("Acrobot-v1", "aggressive", 60, tune_from="CartPole-v1"),  # held out of every search
+            *(
+                Block(env, "brax", 100, untuned=True, methods=("ppo", "ppo_decoupled", "vaco-gae+w"), test_seeds=8)
+                for env in ("brax/inverted_double_pendulum", "brax/hopper")
+            ),
+            Block("Pendulum-v1", "aggressive", 100),
+        ),
+        methods=tuple(METHODS),
+        trials=16,
+        tuning_seeds=(100, 101, 102, 103),
+        tune_lag=4,
+        test_lags=(0, 4, 16),
+        fleet_k=16,
+        test_seeds=16,
+        first_test_seed=3000,
+        eval_every=5,
+    ),
+    # the same protocol at an accelerator's scale: 32 trials, 64 test seeds, every lag, longer budgets
+    "tuned-gpu": TunedPreset(
+        blocks=(
+            Block("CartPole-v1", "aggressive", 150),
+            Block("Pendulum-v1", "aggressive", 200),
+            Block("CartPole-v1", "standard", 500),
+        ),
+        methods=tuple(METHODS),
+        trials=32,
+        tuning_seeds=(100, 101, 102, 103),
+        tune_lag=4,
+        test_lags=(0, 2, 4, 8, 16),
+        fleet_k=16,
+        test_seeds=64,
+        first_test_seed=3000,
+        eval_every=5,
+    ),
+}
