@@ -31,6 +31,7 @@ from typing import Any
 import jax
 
 from vaco_jax import Config, Driver, TrainProgram, algorithms
+from vaco_jax.config import LEGACY_VALUES
 from vaco_jax.driver import chunk_plan
 from vaco_jax.memory import abstract_batch
 from vaco_jax.output_dir import write_text_atomic
@@ -69,12 +70,6 @@ def same_experiment(stored: Any, current: Any, default: Any) -> bool:
 def config_record(config: Config) -> dict[str, Any]:
     """A config as a cell records it (plain JSON values)."""
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
-
-
-LEGACY_VALUES: dict[str, Any] = {"env.normalizer_update": "after", "env.start_pool": 0}
-"""Fields whose default changed when they were added: the value every run had before the field existed (the
-statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the default; brax
-reset every environment at every step until ``env.start_pool`` made a per-rollout start pool the default)."""
 
 
 def same_cell_spec(stored: dict[str, Any], current: dict[str, Any]) -> bool:

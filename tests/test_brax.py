@@ -89,6 +89,21 @@ def test_unknown_brax_names_and_backends_are_clear_errors():
         envs.make("CartPole-v1", start_pool=4)
 
 
+def test_a_checkpoint_saved_before_the_start_pool_is_refused_with_how_to_resume_it():
+    """A brax run saved before env.start_pool existed has no pool in its state: resuming it under the default is
+    refused with the option that resumes it, and the program with that option takes its state tree."""
+    from vaco_jax import Config, EnvConfig, PPOConfig, TrainProgram
+    from vaco_jax.checkpoint import _check_layout, state_layout
+    from vaco_jax.memory import abstract_batch
+
+    config = Config(env=EnvConfig(name="brax/inverted_pendulum", num_envs=4, num_steps=8), ppo=PPOConfig())
+    legacy = config.replace(env=config.env.replace(start_pool=0))  # a reset at every step, as before the pool
+    saved = state_layout(abstract_batch(TrainProgram(legacy), 1)[0])
+    with pytest.raises(ConfigError, match=r"env_state\.pool.*resume it with --env.start-pool 0"):
+        _check_layout(saved, abstract_batch(TrainProgram(config), 1)[0])
+    _check_layout(saved, abstract_batch(TrainProgram(legacy), 1)[0])
+
+
 def test_the_start_pool_hands_out_its_starts_in_order_flags_reuse_and_is_redrawn_per_rollout():
     """Pool of 3, 2 envs whose episodes end every 2 steps: the 6 restarts take slots 0, 1 | 2, 0 | 1, 2 in env order,
     the last three flagged as reused; ``begin_rollout`` draws a new pool."""

@@ -186,6 +186,28 @@ def test_resume_refuses_a_reordered_grid_or_run_order():
         check_resumable(saved, run_meta(config, {"lag.k": [1, 0], "ppo.learning_rate": [1e-3, 3e-4]}, 0, 2))
 
 
+def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
+    """A field added since a checkpoint was written is read as what the checkpoint's runs had: its default, or its
+    legacy value where the default changed when it was added (the normaliser order; brax's start pool). A command
+    that would resume it under another value is refused, naming the field and the value its runs had."""
+    config = _config()  # CartPole
+    meta = json.loads(json.dumps(run_meta(config, {}, 0, 2)))
+    for group, name in (("env", "normalizer_update"), ("env", "start_pool"), ("ppo", "w_mode")):
+        del meta["config"][group][name]  # written before these fields existed
+    with pytest.raises(ConfigError, match=r"env.normalizer_update \(the checkpoint predates it: its runs had 'after'"):
+        check_resumable(meta, run_meta(config, {}, 0, 2))  # the statistics' order would change mid-run
+    legacy = config.replace(env=config.env.replace(normalizer_update="after"))
+    check_resumable(meta, run_meta(legacy, {}, 0, 2))  # no start pool outside brax; w_mode's default is the old way
+    with pytest.raises(ConfigError, match=r"ppo.w_mode \(the checkpoint predates it: its runs had 'truncate'"):
+        check_resumable(meta, run_meta(legacy.replace(ppo=legacy.ppo.replace(w_mode="mask")), {}, 0, 2))
+    brax = legacy.replace(env=legacy.env.replace(name="brax/hopper"))
+    brax_meta = json.loads(json.dumps(run_meta(brax, {}, 0, 2)))
+    del brax_meta["config"]["env"]["start_pool"]  # brax reset every environment at every step before the pool
+    with pytest.raises(ConfigError, match=r"env.start_pool \(the checkpoint predates it: its runs had 0; now None"):
+        check_resumable(brax_meta, run_meta(brax, {}, 0, 2))
+    check_resumable(brax_meta, run_meta(brax.replace(env=brax.env.replace(start_pool=0)), {}, 0, 2))
+
+
 def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
     from tests.conftest import tiny_config
     from vaco_jax.driver import stack_hparams

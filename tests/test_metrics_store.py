@@ -101,6 +101,11 @@ def test_writers_give_the_same_rows_from_disk_as_from_memory(both, tmp_path, mon
     assert "metrics" not in written and "metrics.csv" in written["metrics_omitted"]
     assert written["summary"][0]["final"]["runs"] == 2
 
+    # A summary whose final window holds no completed episode (NaN) is written as null, not refused by strict JSON.
+    no_episode = [{**row, "final": {**row["final"], "iqm": float("nan")}} for row in on_disk.summary()]
+    written = json.loads(writers.write_json(on_disk, tmp_path / "metrics.json", no_episode).read_text())
+    assert written["summary"][0]["final"]["iqm"] is None and written["summary"][0]["final"]["runs"] == 2
+
 
 def test_driver_keeps_no_metrics_when_they_stream(tiny_driver):
     import jax

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.config import Config, ConfigError, all_fields, config_dict, traced_fields
+from vaco_jax.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
 from vaco_jax.output_dir import CHECKPOINTS_SUBDIR
 from vaco_jax.types import TrainState
 
@@ -92,11 +92,19 @@ def _check_layout(saved_layout: list | None, template: TrainState) -> None:
     if [path for path, _ in saved_layout] != [path for path, _ in current]:
         missing = sorted({p for p, _ in current} - {p for p, _ in saved_layout})
         extra = sorted({p for p, _ in saved_layout} - {p for p, _ in current})
+        # brax checkpoints written before env.start_pool existed hold no pool: they ran with a fresh reset per step
+        no_pool = any(path.startswith(".env_state.pool") for path in missing)
         raise ConfigError(
             "the checkpoint's state tree is not this program's"
             + (f" (this program has {', '.join(missing[:3])} that the checkpoint lacks)" if missing else "")
             + (f" (the checkpoint has {', '.join(extra[:3])} that this program lacks)" if extra else "")
             + ": it was written by a different configuration or version"
+            + (
+                "; a brax run saved before the start pool (env.start_pool) existed resets every environment at "
+                "every step: resume it with --env.start-pool 0"
+                if no_pool
+                else ""
+            )
         )
 
 
@@ -133,14 +141,15 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     found = []
     saved_config, current_config = saved["config"], current["config"]
     config = Config()
-    defaults = config_dict(config)
     traced = set(traced_fields(config))
     for path in all_fields(config):
         old, new = _lookup(saved_config, path), _lookup(current_config, path)
-        if old is None and new == _lookup(defaults, path):  # a field added since the checkpoint, at its default
-            continue
-        if old != new:
-            kind = "traced" if path in traced else "static"
+        kind = "traced" if path in traced else "static"
+        if old is _MISSING:  # a field added since the checkpoint: its runs had the legacy value, else the default
+            old = legacy_value(path, saved_config)
+            if old != new:
+                found.append(f"{kind} field {path} (the checkpoint predates it: its runs had {old!r}; now {new!r})")
+        elif old != new:
             found.append(f"{kind} field {path} (checkpoint {old!r}, now {new!r})")
     if saved.get("async") != current.get("async"):  # the asynchronous mode's options (absent: synchronous)
         found.append(f"--async (checkpoint {saved.get('async')!r}, now {current.get('async')!r})")
@@ -154,11 +163,14 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     return found
 
 
+_MISSING = object()  # a field a record does not hold (it was written before the field existed)
+
+
 def _lookup(tree: Mapping[str, Any], path: str) -> Any:
     value: Any = tree
     for part in path.split("."):
         if not isinstance(value, Mapping) or part not in value:
-            return None
+            return _MISSING
         value = value[part]
     return value
 

@@ -303,16 +303,16 @@ def execute(
 
 
 def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
-    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``)."""
+    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``) first: a
+    command with other flags is refused naming each difference, before its program's state tree is compared."""
     try:
-        restored = checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+        checkpoint.check_resumable(checkpoint.read_meta(directory / checkpoint.SUBDIR), meta)
+        return checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
     except checkpoint.NoCheckpoint as error:
         raise ConfigError(
             f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
             f"from. Start it again with the same command and --out-dir {directory} --overwrite instead of --resume"
         ) from None
-    checkpoint.check_resumable(restored.meta, meta)
-    return restored
 
 
 def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:

@@ -18,15 +18,27 @@ def _finite_or_none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
 
 
+def _nulls_for_nan(value: Any) -> Any:
+    """``value`` with every non-finite float as None (JSON null): e.g. a summary whose final window holds no
+    completed episode (its IQM is NaN)."""
+    if isinstance(value, float | np.floating):
+        return _finite_or_none(float(value))
+    if isinstance(value, dict):
+        return {key: _nulls_for_nan(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls_for_nan(item) for item in value]
+    return value
+
+
 JSON_METRICS_LIMIT = 5_000_000  # metric values above which metrics.json leaves the per-iteration metrics out
 
 
 def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, Any]] | None = None) -> Path:
     """Everything in one JSON file: config, axes, coords, env steps, metrics and the summary.
 
-    NaN (no completed episode in that iteration) is written as null. A run with more than
-    :data:`JSON_METRICS_LIMIT` metric values (a long run) leaves the per-iteration metrics out and says where they
-    are (metrics.csv and the run's metrics/ directory), because JSON has to be built in memory as a whole.
+    NaN (no completed episode in that iteration, or in the summary's final window) is written as null. A run with
+    more than :data:`JSON_METRICS_LIMIT` metric values (a long run) leaves the per-iteration metrics out and says
+    where they are (metrics.csv and the run's metrics/ directory), because JSON has to be built in memory as a whole.
     """
     path = Path(path)
     num_values = len(result.metrics) * len(result.seeds) * result.num_iterations * len(result.points())
@@ -50,7 +62,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
             f"{num_values:,} metric values are more than metrics.json holds ({JSON_METRICS_LIMIT:,}): read "
             "metrics.csv, or the metrics/ directory with vaco_jax.metrics_store.MetricsStore"
         )
-    payload["summary"] = summary if summary is not None else result.summary()
+    payload["summary"] = _nulls_for_nan(summary if summary is not None else result.summary())
     return write_text_atomic(path, json.dumps(payload, default=json_default, allow_nan=False))
 
 
