@@ -14,11 +14,30 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+VERIFIED_JAXLIBS = ("0.10.2",)  # the jaxlib versions whose XLA is known to take every flag below
+
+
+def _xla_accepts(flag: str) -> bool:
+    """Whether this jaxlib's XLA takes ``flag``: an unknown flag in XLA_FLAGS aborts the process, so a jaxlib not
+    in :data:`VERIFIED_JAXLIBS` is asked in a subprocess first."""
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    if metadata.version("jaxlib") in VERIFIED_JAXLIBS:
+        return True
+    probe = [sys.executable, "-c", "import jax; jax.devices('cpu')"]
+    return subprocess.run(probe, env={**os.environ, "XLA_FLAGS": flag}, capture_output=True).returncode == 0
+
+
 SMOKE_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
-FULL_OPTIMISATION = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}  # XLA's defaults
+FULL_OPTIMISATION = {"xla_backend_optimization_level": 3}  # XLA's default level (and emitters, where set below)
 for _flag in SMOKE_COMPILE_FLAGS:  # set before jax starts its backend; a flag already in XLA_FLAGS wins
-    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
+    _name = _flag.split("=")[0]
+    if _name not in os.environ.get("XLA_FLAGS", "") and _xla_accepts(_flag):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
+if "--xla_cpu_use_fusion_emitters=false" in os.environ.get("XLA_FLAGS", ""):
+    FULL_OPTIMISATION["xla_cpu_use_fusion_emitters"] = True  # XLA's default emitters back for a user's programs
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
