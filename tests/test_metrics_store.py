@@ -105,6 +105,8 @@ def test_writers_give_the_same_rows_from_disk_as_from_memory(both, tmp_path, mon
     no_episode = [{**row, "final": {**row["final"], "iqm": float("nan")}} for row in on_disk.summary()]
     written = json.loads(writers.write_json(on_disk, tmp_path / "metrics.json", no_episode).read_text())
     assert written["summary"][0]["final"]["iqm"] is None and written["summary"][0]["final"]["runs"] == 2
+    summary = json.loads(writers.write_summary(no_episode, tmp_path / "summary.json").read_text())
+    assert summary[0]["final"]["iqm"] is None and summary[0]["auc"] == no_episode[0]["auc"]
 
 
 def test_driver_keeps_no_metrics_when_they_stream(tiny_driver):

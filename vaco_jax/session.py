@@ -359,7 +359,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)
     writers.write_csv(result, out / "metrics.csv")
-    writers.write_text_atomic(out / "summary.json", json.dumps(rows, indent=2))
+    writers.write_summary(rows, out / "summary.json")
     plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
     for axis in result.grid:
         plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)

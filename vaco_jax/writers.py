@@ -66,6 +66,11 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
     return write_text_atomic(path, json.dumps(payload, default=json_default, allow_nan=False))
 
 
+def write_summary(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """The summary rows as strict JSON (summary.json): NaN (a final window without a completed episode) as null."""
+    return write_text_atomic(Path(path), json.dumps(_nulls_for_nan(rows), indent=2, allow_nan=False))
+
+
 def write_csv(result: SweepResult, path: str | Path) -> Path:
     """One row per (grid point, seed, iteration) with every metric as a column.
 
