@@ -91,8 +91,9 @@ class Transitions:
     Row t is (s_t, a_t, r_t, s'_t). Each stage of an iteration fills in its fields; a field no stage has filled in
     yet is None, which is not a pytree leaf (it costs nothing inside the compiled program):
 
-    1. acting (:func:`vaco_jax.rollout.act`): ``observations`` to ``next_observations``, ``behaviour_log_probs``
-       (and ``behaviour_logits`` for discrete actions), ``episode_returns`` to ``reused_starts``;
+    1. acting (:func:`vaco_jax.rollout.act`): ``observations``, ``actions``, raw ``rewards``, ``terminations``,
+       ``truncations``, ``next_observations``, ``behaviour_log_probs`` (and ``behaviour_logits`` for discrete
+       actions), ``episode_returns``, ``episode_lengths``, ``nonfinite`` and (brax's start pool) ``reused_starts``;
     2. scoring (:func:`vaco_jax.rollout.score_learner`): ``learner_log_probs`` (and ``learner_logits``);
     3. estimating (:meth:`vaco_jax.trainer.TrainProgram.estimate_advantages`): ``rewards`` scaled by
        ``env.reward_scale``, the critic's ``values`` and ``next_values``; an advantage estimator
