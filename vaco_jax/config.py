@@ -318,14 +318,15 @@ def config_dict(config: Any) -> dict[str, Any]:
     return strict_json(json.loads(json.dumps(dataclasses.asdict(config), default=json_default)))
 
 
-def strict_json(value: Any) -> Any:
-    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none)."""
+def strict_json(value: Any, *, null: bool = False) -> Any:
+    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none), or as
+    None (JSON null) with ``null=True``: e.g. a summary whose final window holds no completed episode."""
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return None if null else str(value)
     if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
+        return {k: strict_json(v, null=null) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [strict_json(v) for v in value]
+        return [strict_json(v, null=null) for v in value]
     return value
 
 

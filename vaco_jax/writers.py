@@ -18,18 +18,6 @@ def _finite_or_none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
 
 
-def _nulls_for_nan(value: Any) -> Any:
-    """``value`` with every non-finite float as None (JSON null): e.g. a summary whose final window holds no
-    completed episode (its IQM is NaN)."""
-    if isinstance(value, float | np.floating):
-        return _finite_or_none(float(value))
-    if isinstance(value, dict):
-        return {key: _nulls_for_nan(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_nulls_for_nan(item) for item in value]
-    return value
-
-
 JSON_METRICS_LIMIT = 5_000_000  # metric values above which metrics.json leaves the per-iteration metrics out
 
 
@@ -62,13 +50,13 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
             f"{num_values:,} metric values are more than metrics.json holds ({JSON_METRICS_LIMIT:,}): read "
             "metrics.csv, or the metrics/ directory with vaco_jax.metrics_store.MetricsStore"
         )
-    payload["summary"] = _nulls_for_nan(summary if summary is not None else result.summary())
+    payload["summary"] = strict_json(summary if summary is not None else result.summary(), null=True)
     return write_text_atomic(path, json.dumps(payload, default=json_default, allow_nan=False))
 
 
 def write_summary(rows: list[dict[str, Any]], path: str | Path) -> Path:
     """The summary rows as strict JSON (summary.json): NaN (a final window without a completed episode) as null."""
-    return write_text_atomic(Path(path), json.dumps(_nulls_for_nan(rows), indent=2, allow_nan=False))
+    return write_text_atomic(Path(path), json.dumps(strict_json(rows, null=True), indent=2, allow_nan=False))
 
 
 def write_csv(result: SweepResult, path: str | Path) -> Path:
