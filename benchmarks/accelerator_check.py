@@ -1,0 +1,179 @@
+"""Everything to measure on an accelerator, in one process, most important first, within a time budget.
+
+Made for a machine that is lent briefly (a GPU): one call measures and writes every figure, and the JSON is
+rewritten after each stage, so a run cut short still returns the stages it finished. Stages:
+
+  1. ``purejaxrl``: PPO on CartPole-v1 at PureJaxRL's configuration (1 seed, 4 envs x 128 steps, 4 epochs x 4
+     minibatches, 5e5 env steps = 976 updates): vaco_jax against the minimal PureJaxRL-style loop
+     (``minimal_ppo.py``), env-steps/s and their ratio; vaco_jax's final return (a learning check on this device);
+     and the run repeated with the same seed (bit-for-bit equal metrics: deterministic on this device).
+  2. ``seeds``: the same configuration vmapped over 1, 64 and 1024 seeds (``--seed-iterations`` updates each),
+     vaco_jax and the minimal loop: env-steps/s and compile seconds per program.
+  3. ``reference``: the README's CPU reference (4 seeds x 64 envs, 20 updates), vaco_jax against the minimal loop.
+  4. ``driver_gap``: the host's gap between chunks as a share of chunk time, 10-iteration chunks with the CLI's
+     per-chunk work (``driver_overlap.py``), double buffered and serial.
+  5. ``brax``: brax/inverted_pendulum (64 envs x 64 steps, 4 x 4), rollout only and training, on the spring and
+     mjx backends at 1 seed, and mjx at 64 seeds.
+
+Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
+
+    python benchmarks/accelerator_check.py --out accelerator.json          # about 5 minutes on one GPU
+    python benchmarks/accelerator_check.py --quick --out /tmp/check.json   # tiny shapes: checks the script on a CPU
+
+On a machine without network access, install the pinned dependencies from wheels fetched beforehand:
+``benchmarks/accelerator_wheels.sh`` (fetch, where pip works) and ``benchmarks/accelerator_check.sh`` (install, run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from driver_overlap import one_run  # noqa: E402
+from throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco  # noqa: E402
+
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, seed_keys, stack_hparams  # noqa: E402
+from vaco_jax.output_dir import write_text_atomic  # noqa: E402
+
+PUREJAXRL_UPDATES = 976  # PureJaxRL's CartPole: 5e5 env steps / (4 envs x 128 steps)
+
+
+def purejaxrl_config(num_iterations: int) -> Config:
+    """PureJaxRL's CartPole PPO configuration (its ppo.py defaults); vaco_jax's PPO defaults match its numbers."""
+    return Config(
+        num_iterations=num_iterations,
+        env=EnvConfig(name="CartPole-v1", num_envs=4, num_steps=128),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4),
+    )
+
+
+def device_description() -> dict:
+    devices = jax.devices()
+    return {**machine.describe(), "device_kind": devices[0].device_kind, "device_count": len(devices)}
+
+
+def compared(vaco: dict, minimal: dict) -> dict:
+    """Both timings and vaco_jax's speed as a multiple of the minimal loop's."""
+    ratio = vaco["env_steps_per_s"] / minimal["env_steps_per_s"]
+    return {"vaco_jax": vaco, "minimal_ppo": minimal, "speed_ratio": ratio}
+
+
+def stage_purejaxrl(args) -> dict:
+    config = purejaxrl_config(args.updates)
+    vaco = time_vaco(config, 1, args.repeats)
+    minimal = time_minimal(4, args.updates, 1, args.repeats)
+    driver = Driver(TrainProgram(config))
+    first, second = (driver.run(seed_keys(0, 1), stack_hparams([config])) for _ in range(2))
+    returns = first.metrics["episode/return"][0]
+    identical = all(np.array_equal(first.metrics[k], second.metrics[k], equal_nan=True) for k in first.metrics)
+    return {
+        "updates": args.updates,
+        **compared(vaco, minimal),
+        "final_return_last_10_updates": float(np.nanmean(returns[-10:])),
+        "same_seed_runs_identical": bool(identical),
+    }
+
+
+def stage_seeds(args) -> dict:
+    rows = []
+    for seeds in args.seed_counts:
+        config = purejaxrl_config(args.seed_iterations)
+        vaco = time_vaco(config, seeds, args.repeats)
+        minimal = time_minimal(4, args.seed_iterations, seeds, args.repeats)
+        rows.append({"num_seeds": seeds, **compared(vaco, minimal)})
+        ratio = rows[-1]["speed_ratio"]
+        print(f"  {seeds:5d} seeds: {vaco['env_steps_per_s']:14,.0f} env-steps/s ({ratio:.2f}x minimal)", flush=True)
+    return {"num_envs": 4, "updates": args.seed_iterations, "rows": rows}
+
+
+def stage_reference(args) -> dict:
+    vaco = time_vaco(reference_config(args.reference_iterations), 4, args.repeats)
+    return compared(vaco, time_minimal(64, args.reference_iterations, 4, args.repeats))
+
+
+def stage_driver_gap(args) -> dict:
+    config = Config(
+        num_iterations=args.gap_iterations,
+        env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128, normalize_observations=True),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4),
+    )
+    driver = Driver(TrainProgram(config))
+    one_run(driver, 8, 10, overlap=True)  # compiles
+    return {mode: one_run(driver, 8, 10, overlap=mode == "overlap") for mode in ("serial", "overlap")}
+
+
+def stage_brax(args) -> dict:
+    results = {}
+    for backend, seeds in (("spring", 1), ("mjx", 1), ("mjx", 64)):
+        config = brax_config(backend, args.brax_iterations)
+        row = {"training": time_vaco(config, seeds, args.repeats)}
+        if seeds == 1:
+            row["rollout_only"] = time_rollout_only(config, args.repeats)
+        results[f"{backend}_{seeds}_seeds"] = row
+        print(f"  {backend}, {seeds} seeds: {row['training']['env_steps_per_s']:12,.0f} env-steps/s", flush=True)
+    return results
+
+
+STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
+    "purejaxrl": stage_purejaxrl,
+    "seeds": stage_seeds,
+    "reference": stage_reference,
+    "driver_gap": stage_driver_gap,
+    "brax": stage_brax,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file, rewritten after each stage")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="start no stage after this many seconds")
+    parser.add_argument("--stages", nargs="+", choices=tuple(STAGES), default=list(STAGES))
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="tiny shapes and counts: a check of the script itself")
+    args = parser.parse_args(argv)
+    args.updates = 8 if args.quick else PUREJAXRL_UPDATES
+    args.seed_counts = (1, 4) if args.quick else (1, 64, 1024)
+    args.seed_iterations = 4 if args.quick else 100
+    args.reference_iterations = 2 if args.quick else 20
+    args.gap_iterations = 20 if args.quick else 200
+    args.brax_iterations = 2 if args.quick else 20
+    if args.quick:
+        args.repeats = 1
+    start = time.perf_counter()
+    payload: dict = {"machine": device_description(), "quick": args.quick, "stages": {}, "skipped": [], "failed": {}}
+    print(f"device: {payload['machine']['device_kind']} x {payload['machine']['device_count']}", flush=True)
+    for name in args.stages:
+        if time.perf_counter() - start > args.budget_s:
+            payload["skipped"].append(name)
+            continue
+        print(f"== {name}", flush=True)
+        stage_start = time.perf_counter()
+        try:
+            payload["stages"][name] = {**STAGES[name](args), "stage_seconds": time.perf_counter() - stage_start}
+        except Exception:  # one stage's failure (a missing package, an API change) must not lose the others
+            payload["failed"][name] = traceback.format_exc()
+            print(payload["failed"][name], flush=True)
+        payload["total_seconds"] = time.perf_counter() - start
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in payload.items() if k != "stages"}, indent=1)[:2000])
+    for name, stage in payload["stages"].items():
+        if "speed_ratio" in stage:
+            print(f"{name}: vaco_jax / minimal PPO speed {stage['speed_ratio']:.2f}x")
+    print(f"wrote {args.out}")
+    if payload["failed"]:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
