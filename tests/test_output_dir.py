@@ -119,3 +119,23 @@ def test_notebooks_write_to_the_checkouts_runs_wherever_the_kernel_starts(tmp_pa
     elsewhere.mkdir()
     (tmp_path / "pyproject.toml").unlink()
     assert output_dir.notebook_dir("02", elsewhere) == elsewhere / "runs/notebooks/02"
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_atomic_writes_give_files_the_mode_a_plain_write_would(tmp_path, mask):
+    """A result file is readable as the user's umask allows (0644 under 022), not mkstemp's private 0600."""
+    import os
+    import stat
+
+    old = os.umask(mask)
+    try:
+        written = output_dir.write_text_atomic(tmp_path / "summary.json", "{}")
+        with output_dir.open_atomic(tmp_path / "chunk.npz", "wb") as handle:
+            handle.write(b"x")
+        (tmp_path / "plain.json").write_text("{}")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE((tmp_path / "plain.json").stat().st_mode)
+    assert want == 0o666 & ~mask
+    for path in (written, tmp_path / "chunk.npz"):
+        assert stat.S_IMODE(path.stat().st_mode) == want, path.name

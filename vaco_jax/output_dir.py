@@ -54,6 +54,7 @@ def open_atomic(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
     path = Path(path)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(descriptor, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the user's group and others
         with os.fdopen(descriptor, mode, **kwargs) as handle:
             yield handle
             handle.flush()
@@ -63,6 +64,18 @@ def open_atomic(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _umask() -> int:
+    """The process's file-creation mask, read without changing it where the OS says it (Linux), since setting it to
+    read it would briefly change the mode of files other threads create."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
