@@ -18,9 +18,10 @@ import pytest
 from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
 from vaco_jax.cli import METRICS_SUBDIR, main
-from vaco_jax.config import ConfigError
+from vaco_jax.config import ConfigError, config_from_dict
 from vaco_jax.memory import abstract_batch
 from vaco_jax.metrics_store import MetricsStore
+from vaco_jax.saved import recorded_run
 
 pytestmark = pytest.mark.slow
 
@@ -127,8 +128,16 @@ def test_sigint_stops_at_a_chunk_boundary_with_readable_partial_results(referenc
     assert rows[0]["partial"] is True and 0 < done < 40 and done % 4 == 0
     assert max(_steps(stopped)) == done  # a checkpoint exactly where it stopped, even between two regular ones
     assert json.loads((stopped / "metrics.json").read_text())["metrics"]["episode/return"]  # readable
-    assert main([*FLAGS, "--resume", str(stopped)]) == 0
+    # --resume alone: the checkpoint's record gives every other flag (config, seeds, chunk size, checkpoints, quiet)
+    assert main(["train", "--resume", str(stopped)]) == 0
     assert json.loads((stopped / "summary.json").read_text())[0]["partial"] is False
+    recorded = recorded_run(stopped)  # the resumed run's own record: the interrupted run's options carried over
+    assert recorded.config == _config() and (recorded.num_seeds, recorded.seed) == (2, 0)
+    assert {k: recorded.output[k] for k in ("chunk_size", "checkpoint_every", "quiet")} == {
+        "chunk_size": 4,
+        "checkpoint_every": 8,
+        "quiet": True,
+    }
     _assert_same_as(reference, stopped)
 
 
@@ -206,6 +215,10 @@ def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
     with pytest.raises(ConfigError, match=r"env.start_pool \(the checkpoint predates it: its runs had 0; now None"):
         check_resumable(brax_meta, run_meta(brax, {}, 0, 2))
     check_resumable(brax_meta, run_meta(brax.replace(env=brax.env.replace(start_pool=0)), {}, 0, 2))
+    # read back (vaco-jax eval, and the defaults of --resume alone), such a record is the config its runs had
+    assert config_from_dict(meta["config"]) == legacy
+    assert config_from_dict(brax_meta["config"]) == brax.replace(env=brax.env.replace(start_pool=0))
+    check_resumable(brax_meta, run_meta(config_from_dict(brax_meta["config"]), {}, 0, 2))
 
 
 def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):

@@ -58,6 +58,20 @@ def test_resume_of_a_finished_run_says_so_and_changes_nothing(sweep_dir, capsys)
     assert main(argv) == 0
     assert "is complete (6 of 6 iterations): nothing to resume, nothing was changed" in capsys.readouterr().out
     assert {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()} == before
+    # --resume alone: the checkpoint's record gives the grid, config, seeds and output options (else: refused)
+    assert main(["sweep", "--resume", str(sweep_dir)]) == 0
+    assert "is complete (6 of 6 iterations)" in capsys.readouterr().out
+    assert main(["sweep", "--resume", str(sweep_dir), "--num-seeds", "3"]) == 2  # a flag given still must match
+    assert "num_seeds (checkpoint 2, now 3)" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()} == before
+
+
+def test_a_recorded_grid_reads_back_as_the_same_grid_flags():
+    from vaco_jax.cli import _grid_flags, parse_grid
+    from vaco_jax.config import Config
+
+    grid = {"ppo.learning_rate": [1e-3, 2.5e-4, 1 / 3], "lag.k": [0, 4], "vaco.tv_threshold": [0.1]}
+    assert parse_grid(Config(), _grid_flags(grid)) == grid
 
 
 def test_resume_before_the_first_checkpoint_says_nothing_was_saved(tmp_path, capsys):

@@ -293,7 +293,7 @@ def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, An
         raise ConfigError(
             "cannot resume: the command differs from the interrupted run in "
             + "; ".join(found)
-            + ". Resume with the same flags as the interrupted run"
+            + ". Give the interrupted run's flags, or none (train and sweep: --resume alone takes the run's own)"
         )
 
 

@@ -19,12 +19,15 @@ import tyro
 
 from vaco_jax import evaluation, output_dir, writers
 from vaco_jax.asynchronous import AsyncOptions
+from vaco_jax.checkpoint import NoCheckpoint
 from vaco_jax.comparison import compare
 from vaco_jax.config import Config, ConfigError, LagConfig, parse_value, strict_json
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
 from vaco_jax.presets import PRESETS, apply_presets
+from vaco_jax.saved import RecordedRun, recorded_run
 from vaco_jax.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
+    RESUMED_OUTPUT_OPTIONS,
     Interrupted,
     Output,
     execute,
@@ -238,9 +241,44 @@ def _presets_in(argv: list[str]) -> tuple[str, ...]:
     return tuple(parser.parse_known_args(argv)[0].preset)
 
 
-def _commands(presets: tuple[str, ...]) -> Any:
-    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the presets' config."""
+def _resumed_run(argv: list[str]) -> RecordedRun | None:
+    """The record of the run that ``train``/``sweep ... --resume DIR`` continues (its flags become the defaults), or
+    None: another command, no ``--resume``, or no readable checkpoint there (the session then says why)."""
+    if not argv or argv[0] not in ("train", "sweep"):
+        return None
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--resume", type=Path, default=None)
+    directory = parser.parse_known_args(argv[1:])[0].resume
+    if directory is None:
+        return None
+    try:
+        return recorded_run(directory)
+    except (ConfigError, NoCheckpoint):
+        return None
+
+
+def _grid_flags(grid: dict[str, list]) -> tuple[str, ...]:
+    """``{"lag.k": [0, 4]}`` -> ``("lag.k=0,4",)``: a recorded grid as ``--grid`` values (floats exactly)."""
+    spell = lambda v: ("true" if v else "false") if isinstance(v, bool) else repr(v)  # noqa: E731
+    return tuple(f"{path}={','.join(spell(v) for v in values)}" for path, values in grid.items())
+
+
+def _resumed_defaults(train: TrainArgs, sweep: SweepArgs, run: RecordedRun) -> tuple[TrainArgs, SweepArgs]:
+    """``train`` and ``sweep`` defaulting to what the resumed run was started with."""
+    output = dataclasses.replace(Output(), **{k: v for k, v in run.output.items() if k in RESUMED_OUTPUT_OPTIONS})
+    common = {"preset": run.presets, "config": run.config, "num_seeds": run.num_seeds, "seed": run.seed}
+    asynchronous = run.asynchronous is not None
+    options = AsyncOptions(**run.asynchronous) if asynchronous else AsyncOptions()
+    train = dataclasses.replace(train, **common, output=output, asynchronous=asynchronous, async_options=options)
+    return train, dataclasses.replace(sweep, **common, output=output, grid=_grid_flags(run.grid))
+
+
+def _commands(presets: tuple[str, ...], resumed: RecordedRun | None = None) -> Any:
+    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the presets' config (applied
+    to the config of the run that ``--resume`` continues, if any)."""
     train, sweep = TrainArgs(), SweepArgs()
+    if resumed is not None:
+        train, sweep = _resumed_defaults(train, sweep, resumed)
     if presets:
         train = dataclasses.replace(train, preset=presets, config=apply_presets(presets, train.config))
         sweep = dataclasses.replace(sweep, preset=presets, config=apply_presets(presets, sweep.config))
@@ -260,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_empty_paths(argv)
         presets = _presets_in(argv)
         # an unknown name is left to tyro, which refuses it and lists the choices
-        commands = _commands(presets if all(p in PRESETS for p in presets) else ())
+        commands = _commands(presets if all(p in PRESETS for p in presets) else (), _resumed_run(argv))
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -285,8 +285,9 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     """The :class:`Config` a ``config.json`` (or a checkpoint's meta) describes: the inverse of writing it.
 
     Lists become tuples and the strings "inf", "-inf", "nan" floats again; a field the file lacks (written before
-    the field existed) keeps its default; a key no field has is refused, naming it. A config.json's ``presets``
-    (the presets that made the config, a record only) is skipped.
+    the field existed) takes what the file's runs had (:func:`legacy_value`: its default, except where the default
+    changed when the field came); a key no field has is refused, naming it. A config.json's ``presets`` (the presets
+    that made the config, a record only) is skipped.
     """
     data = {key: value for key, value in data.items() if key != "presets"}
     config = Config()
@@ -299,9 +300,11 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
         value: Any = data
         for part in path.split("."):
             value = value.get(part, _MISSING) if isinstance(value, Mapping) else _MISSING
-        if value is _MISSING:
-            continue
         default = get_field(config, path)
+        if value is _MISSING:
+            value = legacy_value(path, data)
+            if value == default:
+                continue
         if isinstance(value, list):
             value = tuple(value)
         elif isinstance(value, str) and isinstance(default, float) and value in ("inf", "-inf", "nan"):

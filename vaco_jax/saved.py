@@ -4,7 +4,8 @@
 record (config, grid, seeds), restores the policies of every run at the newest checkpoint (or any kept one), and
 plays :func:`vaco_jax.evaluation.run_episodes` with each. By default every run uses the key its in-program
 evaluation would use at that iteration, so with the same number of episodes it reproduces the logged
-``eval/*`` values exactly; ``seed`` draws fresh episodes instead.
+``eval/*`` values exactly; ``seed`` draws fresh episodes instead. :func:`recorded_run` is that record (with the
+command's presets and output options), which ``train``/``sweep --resume DIR`` alone takes as its flags.
 """
 
 from __future__ import annotations
@@ -17,9 +18,50 @@ import jax
 import numpy as np
 
 from vaco_jax import checkpoint, evaluation, memory, stats
-from vaco_jax.config import ConfigError, config_from_dict
+from vaco_jax.config import Config, ConfigError, config_from_dict
 from vaco_jax.sweep import check_seeds, indexed_points
 from vaco_jax.trainer import TrainProgram
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What a checkpointed batch of runs was started with, as its checkpoint records it: enough to rebuild its
+    program, and to resume it without repeating the command's flags."""
+
+    config: Config  # a field the record lacks (written before it existed) is what the runs had (legacy_value)
+    grid: dict[str, list[Any]]
+    seed: int
+    num_seeds: int
+    presets: tuple[str, ...] = ()  # the presets that made the config (recorded since the CLI resumes from it)
+    asynchronous: dict[str, Any] | None = None  # the asynchronous mode's options; None: simulated lag
+    output: dict[str, Any] = field(default_factory=dict)  # the Output options recorded (none in older records)
+
+    @property
+    def num_runs(self) -> int:
+        return int(np.prod([len(v) for v in self.grid.values()])) * self.num_seeds if self.grid else self.num_seeds
+
+
+def recorded_run(run_dir: str | Path, step: int | None = None) -> RecordedRun:
+    """The record of the run in ``run_dir`` (an ``--out-dir``), read from its newest checkpoint (or ``step``).
+
+    Raises :class:`~vaco_jax.config.ConfigError` where ``run_dir`` has no checkpoints folder, and
+    :class:`~vaco_jax.checkpoint.NoCheckpoint` where that folder holds no complete checkpoint."""
+    folder = Path(run_dir) / checkpoint.SUBDIR
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
+            "(for a demo, one of its variant folders)"
+        )
+    meta = checkpoint.read_meta(folder, step)
+    return RecordedRun(
+        config=config_from_dict(meta["config"]),
+        grid=dict(meta["grid"]),
+        seed=int(meta["seed"]),
+        num_seeds=int(meta["num_seeds"]),
+        presets=tuple(meta.get("presets", ())),
+        asynchronous=meta.get("async"),
+        output=dict(meta.get("output", {})),
+    )
 
 
 @dataclass
@@ -81,27 +123,21 @@ def evaluate_saved_run(
     run_dir = Path(run_dir)
     if seed is not None:
         check_seeds(seed, 1)
-    folder = run_dir / checkpoint.SUBDIR
-    if not folder.is_dir():
-        raise ConfigError(
-            f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
-            "(for a demo, one of its variant folders)"
-        )
-    meta = checkpoint.read_meta(folder, step)
-    config = config_from_dict(meta["config"])
+    record = recorded_run(run_dir, step)
+    config = record.config
     episodes = config.eval.episodes if episodes is None else episodes
     max_steps = config.eval.max_steps if max_steps is None else max_steps
     if episodes < 1 or max_steps < 0:
         raise ConfigError(f"--episodes {episodes} must be >= 1 and --max-steps {max_steps} >= 0 (0: the time limit)")
-    grid, num_seeds = meta["grid"], int(meta["num_seeds"])
-    num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
+    grid, num_seeds = record.grid, record.num_seeds
     # the run's program with this evaluation budget (eval.* shapes no training state, so the checkpoint fits it)
     program = TrainProgram(config.replace(eval=config.eval.replace(episodes=episodes, max_steps=max_steps)))
-    restored = checkpoint.restore(folder, memory.abstract_batch(program, num_points * num_seeds)[0], step)
+    template = memory.abstract_batch(program, record.num_runs)[0]
+    restored = checkpoint.restore(Path(run_dir) / checkpoint.SUBDIR, template, step)
     if seed is None:  # each run's own evaluation key at that iteration (TrainProgram.evaluate derives it)
         scores = jax.jit(jax.vmap(program.evaluate))(restored.states)
     else:
-        keys = jax.random.split(jax.random.key(seed), num_points * num_seeds)
+        keys = jax.random.split(jax.random.key(seed), record.num_runs)
         scores = jax.jit(jax.vmap(program.evaluate))(restored.states, keys)
     scores = jax.device_get(scores)
     shape = (*(len(v) for v in grid.values()), num_seeds)
@@ -109,7 +145,7 @@ def evaluate_saved_run(
         run_dir=run_dir,
         iterations_done=restored.iterations_done,
         grid=grid,
-        seeds=list(range(int(meta["seed"]), int(meta["seed"]) + num_seeds)),
+        seeds=list(range(record.seed, record.seed + num_seeds)),
         episodes=episodes,
         max_steps=evaluation.max_steps_for(program.env, max_steps),
         seed=seed,
@@ -117,4 +153,4 @@ def evaluate_saved_run(
     )
 
 
-__all__ = ["SavedRunEvaluation", "evaluate_saved_run"]
+__all__ = ["RecordedRun", "SavedRunEvaluation", "evaluate_saved_run", "recorded_run"]

@@ -55,14 +55,19 @@ class Output:
     keep_checkpoints: int = 2
     """How many of the newest checkpoints to keep."""
     resume: Path | None = None
-    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end (give
-    the same flags as the interrupted run; a difference in config, grid or seeds is refused, naming it)."""
+    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end. Its
+    checkpoint's record supplies every flag not given (config, grid, seeds, presets, output options); a given flag
+    that differs from the run's config, grid or seeds is refused, naming it."""
     metric: ReportedMetric = "episode/return"
     """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
     episodes (eval/...: needs --eval.every N)."""
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+
+
+RESUMED_OUTPUT_OPTIONS = ("tensorboard", "chunk_size", "quiet", "checkpoint_every", "keep_checkpoints", "metric")
+"""The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
 
 
 def check_output(output: Output) -> None:
@@ -216,6 +221,9 @@ def execute(
         print(report.format())
         return None
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
+    # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
+    meta["presets"] = list(presets)
+    meta["output"] = {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
     restored = None
