@@ -81,6 +81,9 @@ def test_resume_before_the_first_checkpoint_says_nothing_was_saved(tmp_path, cap
     assert main(["train", "--resume", str(out), *TINY]) == 2
     err = capsys.readouterr().err
     assert "stopped before its first checkpoint, so nothing was saved" in err and "--overwrite" in err
+    assert main(["train", "--resume", str(tmp_path / "typo")]) == 2
+    assert "--resume " + str(tmp_path / "typo") + ": no such directory" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()
 
 
 def test_eval_command_reproduces_the_logged_evaluation_from_the_checkpoint(sweep_dir, capsys, tmp_path):

@@ -82,6 +82,11 @@ def check_output(output: Output) -> None:
             f"--keep-checkpoints {output.keep_checkpoints} >= 1"
         )
     output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
+    if output.resume is not None and not Path(output.resume).is_dir():
+        raise ConfigError(
+            f"--resume {output.resume}: no such directory; give the --out-dir of an interrupted vaco-jax train or "
+            "sweep run"
+        )
     output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
 
 
