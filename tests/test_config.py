@@ -14,13 +14,16 @@ from vaco_jax.config import get_field, set_field, traced_fields
 @pytest.mark.parametrize(
     "path,value,fragment",
     [
-        ("env.name", "CartPole-v9", "env.name='CartPole-v9' is unknown"),
-        ("algorithm", "ppo2", "algorithm='ppo2' is unknown"),
+        ("env.name", "CartPole-v9", "env.name='CartPole-v9' is unknown; did you mean 'CartPole-v1'?"),
+        ("env.name", "cartpole", "env.name='cartpole' is unknown; did you mean 'CartPole-v1'?"),
+        ("env.name", "hopper", "did you mean 'brax/hopper'?"),
+        ("algorithm", "vacoo", "algorithm='vacoo' is unknown; did you mean 'vaco'? choose one of"),
         ("env.num_envs", 9, "not divisible by lag.num_actors=2"),
         ("ppo.num_minibatches", 3, "not divisible by ppo.num_minibatches=3"),
         ("lag.k", 5, "lag.k=5 exceeds lag.max_lag=4: raise lag.max_lag or lower lag.k"),
         ("lag.k", -1, "lag.k=-1 must be >= 0"),
-        ("lag.kind", "poisson", "lag.kind='poisson' is unknown"),
+        ("lag.kind", "poisson", "lag.kind='poisson' is unknown; choose one of"),  # nothing close: no guess
+        ("lag.kind", "fixd", "lag.kind='fixd' is unknown; did you mean 'fixed'?"),
         ("lag.p", 0.0, "lag.p=0.0 must be > 0"),
         ("ppo.learning_rate", -1e-3, "ppo.learning_rate=-0.001 must be > 0"),
         ("ppo.gamma", math.nan, "ppo.gamma=nan is not finite"),

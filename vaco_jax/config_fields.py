@@ -6,6 +6,7 @@ Traced fields may hold a batch of values (a sweep's stacked hyperparameters): :f
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -38,8 +39,15 @@ def check(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def unknown_choice(path: str, value: Any, choices: Sequence[str]) -> str:
+    """The error for a value outside ``choices``: the closest choice, if one is close, then all of them."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{path}={value!r} is unknown; {hint}choose one of {', '.join(str(c) for c in choices)}"
+
+
 def check_choice(path: str, value: Any, choices: Sequence[str]) -> None:
-    check(value in choices, f"{path}={value!r} is unknown; choose one of {', '.join(choices)}")
+    check(value in choices, unknown_choice(path, value, choices))
 
 
 def check_number(

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from vaco_jax.config import Config, ConfigError, with_overrides
+from vaco_jax.config_fields import unknown_choice
 
 
 class Preset(NamedTuple):
@@ -136,7 +137,7 @@ PRESETS.update(_brax_presets())
 def apply_preset(name: str, config: Config | None = None) -> Config:
     """``config`` (default ``Config()``) with the preset's overrides applied; ConfigError if unknown."""
     if name not in PRESETS:
-        raise ConfigError(f"preset {name!r} is unknown; choose one of {', '.join(PRESETS)}")
+        raise ConfigError(unknown_choice("preset", name, list(PRESETS)))
     return with_overrides(config if config is not None else Config(), PRESETS[name].overrides)
 
 

@@ -13,6 +13,7 @@ from vaco_jax.config import ACTIVATIONS, LAG_KINDS, NORMALIZER_UPDATES, W_MODES,
 from vaco_jax.config_fields import check as _check
 from vaco_jax.config_fields import check_choice as _check_choice
 from vaco_jax.config_fields import check_number as _check_number
+from vaco_jax.config_fields import unknown_choice
 from vaco_jax.config_fields import values as _values
 
 
@@ -49,12 +50,12 @@ def validate(
     Returns ``config`` unchanged so calls can be chained.
     """
     if known_algorithms is not None and config.algorithm not in (known := sorted(known_algorithms)):
-        raise ConfigError(f"algorithm={config.algorithm!r} is unknown; choose one of {', '.join(known)}")
+        raise ConfigError(unknown_choice("algorithm", config.algorithm, known))
     if known_envs is not None:
-        from vaco_jax.envs import describe_env_names
+        from vaco_jax.envs import unknown_env_message
 
         if config.env.name not in set(known_envs):
-            raise ConfigError(f"env.name={config.env.name!r} is unknown; {describe_env_names()}")
+            raise ConfigError(unknown_env_message(config.env.name))
 
     env, ppo, lag, net = config.env, config.ppo, config.lag, config.network
     for path, value in (
@@ -84,10 +85,7 @@ def validate(
         env.normalize_observations in (None, True, False),
         f"env.normalize_observations={env.normalize_observations!r} must be true, false or None (backend default)",
     )
-    _check(
-        env.normalizer_update in NORMALIZER_UPDATES,
-        f"env.normalizer_update={env.normalizer_update!r} is unknown; choose one of {', '.join(NORMALIZER_UPDATES)}",
-    )
+    _check_choice("env.normalizer_update", env.normalizer_update, NORMALIZER_UPDATES)
     _check(
         isinstance(env.action_repeat, int) and env.action_repeat >= 1,
         f"env.action_repeat={env.action_repeat!r} must be a positive integer",
@@ -106,11 +104,8 @@ def validate(
         f"env.num_envs={env.num_envs} is not divisible by ppo.num_minibatches={ppo.num_minibatches}: "
         f"minibatches split the environment axis, so make num_envs a multiple of num_minibatches",
     )
-    _check(lag.kind in LAG_KINDS, f"lag.kind={lag.kind!r} is unknown; choose one of {', '.join(LAG_KINDS)}")
-    _check(
-        net.activation in ACTIVATIONS,
-        f"network.activation={net.activation!r} is unknown; choose one of {', '.join(ACTIVATIONS)}",
-    )
+    _check_choice("lag.kind", lag.kind, LAG_KINDS)
+    _check_choice("network.activation", net.activation, ACTIVATIONS)
     for path, sizes in (("network.actor_hidden", net.actor_hidden), ("network.critic_hidden", net.critic_hidden)):
         _check(
             all(isinstance(s, int) and s >= 1 for s in sizes),

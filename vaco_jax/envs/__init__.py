@@ -8,6 +8,7 @@ to :data:`BACKENDS`; the trainer does not change.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ __all__ = [
     "from_config",
     "known_env_names",
     "describe_env_names",
+    "unknown_env_message",
     "backend_of",
     "default_normalization",
     "register",
@@ -157,6 +159,16 @@ def describe_env_names() -> str:
     return "known ids by backend: " + "; ".join(parts)
 
 
+def unknown_env_message(name: str) -> str:
+    """The error for an unknown ``env.name``: the closest known id, if one is close, then every known id."""
+    known = known_env_names()
+    by_lower = {n.lower(): n for n in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    close = close or [n for n in by_lower if n.split("/")[-1] == name.lower()]  # "hopper" -> "brax/hopper"
+    hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
+    return f"env.name={name!r} is unknown; {hint}{describe_env_names()}"
+
+
 @functools.cache
 def make(
     name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "", start_pool: int | None = 0
@@ -168,7 +180,7 @@ def make(
     """
     key, env_id = backend_of(name)
     if env_id not in BACKENDS[key].env_names():
-        raise ConfigError(f"env.name={name!r} is unknown; {describe_env_names()}")
+        raise ConfigError(unknown_env_message(name))
     return BACKENDS[key].build(
         env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
     )
