@@ -14,6 +14,7 @@ rewritten after each stage, so a run cut short still returns the stages it finis
      per-chunk work (``driver_overlap.py``), double buffered and serial.
   5. ``brax``: brax/inverted_pendulum (64 envs x 64 steps, 4 x 4), rollout only and training, on the spring and
      mjx backends at 1 seed, and mjx at 64 seeds.
+  6. ``tests``: the end-to-end learning tests (``tests/test_learning.py``) on this device, in the time left.
 
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
 
@@ -45,6 +46,7 @@ from throughput import brax_config, reference_config, time_minimal, time_rollout
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, seed_keys, stack_hparams  # noqa: E402
 from vaco_jax.output_dir import write_text_atomic  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 PUREJAXRL_UPDATES = 976  # PureJaxRL's CartPole: 5e5 env steps / (4 envs x 128 steps)
 
 
@@ -124,12 +126,34 @@ def stage_brax(args) -> dict:
     return results
 
 
+def stage_tests(args) -> dict:
+    """The end-to-end learning tests (``tests/test_learning.py``) on this device, within the time that is left:
+    every algorithm must still learn where the numerics are not the CPU's."""
+    import os
+    import subprocess
+    import tempfile
+
+    command = [sys.executable, "-m", "pytest", "tests/test_learning.py", "-q", "-n", "4", "-p", "no:cacheprovider"]
+    cache = {"VACO_JAX_TEST_CACHE": str(Path(tempfile.gettempdir()) / "vaco_jax_test_cache")}
+    timeout = max(30.0, args.stage_deadline - time.perf_counter())
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env={**os.environ, **cache}, capture_output=True, text=True, timeout=timeout
+        )
+        return {"command": " ".join(command), "returncode": done.returncode, "output_tail": done.stdout[-3000:]}
+    except subprocess.TimeoutExpired as expired:
+        output = expired.stdout or ""
+        output = output.decode(errors="replace") if isinstance(output, bytes) else output
+        return {"command": " ".join(command), "timed_out_after_s": timeout, "output_tail": output[-3000:]}
+
+
 STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purejaxrl": stage_purejaxrl,
     "seeds": stage_seeds,
     "reference": stage_reference,
     "driver_gap": stage_driver_gap,
     "brax": stage_brax,
+    "tests": stage_tests,
 }
 
 
@@ -150,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.repeats = 1
     start = time.perf_counter()
+    args.stage_deadline = start + args.budget_s + 60  # a subprocess stage (the tests) ends by then
     payload: dict = {"machine": device_description(), "quick": args.quick, "stages": {}, "skipped": [], "failed": {}}
     print(f"device: {payload['machine']['device_kind']} x {payload['machine']['device_count']}", flush=True)
     for name in args.stages:
