@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: install the wheels of benchmarks/accelerator_wheels.sh (if .whl/ is there) beside the
-# image's own jax, then run benchmarks/accelerator_check.py, logging to $OUT (default ./accelerator_out).
+# image's own jax, then run benchmarks/accelerator_check.py, logging to $OUT (default /tmp/accelerator_out).
 # Extra arguments go to accelerator_check.py, e.g. --budget-s 300 or --stages purejaxrl seeds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-accelerator_out}
+OUT=${OUT:-/tmp/accelerator_out}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
