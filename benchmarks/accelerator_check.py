@@ -41,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from driver_overlap import one_run  # noqa: E402
+from provenance import git_commit  # noqa: E402
 from throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco  # noqa: E402
 
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, seed_keys, stack_hparams  # noqa: E402
@@ -175,7 +176,15 @@ def main(argv: list[str] | None = None) -> None:
         args.repeats = 1
     start = time.perf_counter()
     args.stage_deadline = start + args.budget_s + 60  # a subprocess stage (the tests) ends by then
-    payload: dict = {"machine": device_description(), "quick": args.quick, "stages": {}, "skipped": [], "failed": {}}
+    payload: dict = {
+        "machine": device_description(),
+        "commit": git_commit(ROOT),
+        "argv": sys.argv[1:] if argv is None else argv,
+        "quick": args.quick,
+        "stages": {},
+        "skipped": [],
+        "failed": {},
+    }
     print(f"device: {payload['machine']['device_kind']} x {payload['machine']['device_count']}", flush=True)
     for name in args.stages:
         if time.perf_counter() - start > args.budget_s:
