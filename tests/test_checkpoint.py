@@ -18,7 +18,7 @@ import pytest
 from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
 from vaco_jax.cli import METRICS_SUBDIR, main
-from vaco_jax.config import ConfigError, config_from_dict
+from vaco_jax.config import ConfigError, config_dict, config_from_dict
 from vaco_jax.memory import abstract_batch
 from vaco_jax.metrics_store import MetricsStore
 from vaco_jax.saved import recorded_run
@@ -173,14 +173,18 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
 
     with pytest.raises(ConfigError, match="interrupted result set"):  # not discarded by a fresh start by mistake
         compare(config, ("ppo", "vaco"), grid, 2, 7, Output(out_dir=out, chunk_size=2, quiet=True))
-    results = compare(config, ("ppo", "vaco"), grid, 2, 7, Output(out_dir=out, resume=out, chunk_size=2, quiet=True))
-    assert not staged.exists() and results["vaco"].num_iterations == 4
+    # --resume alone: the staged set's marker records the command (base config, variants, grid, seeds, output)
+    assert main(["demo", "--resume", str(out)]) == 0
+    assert not staged.exists()
     new_id = json.loads((out / MARKER).read_text())["run_id"]
     assert new_id != old_id
     for variant in ("ppo", "vaco"):  # one run id in every file set, and the new seeds everywhere
         rows = json.loads((out / variant / "summary.json").read_text())
         assert {row["run_id"] for row in rows} == {new_id} and not rows[0]["partial"]
         assert json.loads((out / variant / "metrics.json").read_text())["seeds"] == [7, 8]
+        assert rows[0]["iterations_done"] == 4  # the recorded config: the tiny one, not the demo's default
+        recorded = json.loads((out / variant / "metrics.json").read_text())["config"]
+        assert recorded == config_dict(config.replace(algorithm=variant))
     assert not list(tmp_path.glob("demo.replaced-*"))
 
 

@@ -20,12 +20,12 @@ import tyro
 from vaco_jax import evaluation, output_dir, writers
 from vaco_jax.asynchronous import AsyncOptions
 from vaco_jax.checkpoint import NoCheckpoint
-from vaco_jax.comparison import compare
-from vaco_jax.config import Config, ConfigError, LagConfig, parse_value, strict_json
+from vaco_jax.comparison import compare, recorded_demo
+from vaco_jax.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
 from vaco_jax.presets import PRESETS, apply_presets
-from vaco_jax.saved import RecordedRun, recorded_run
+from vaco_jax.saved import recorded_run
 from vaco_jax.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     RESUMED_OUTPUT_OPTIONS,
     Interrupted,
@@ -241,20 +241,17 @@ def _presets_in(argv: list[str]) -> tuple[str, ...]:
     return tuple(parser.parse_known_args(argv)[0].preset)
 
 
-def _resumed_run(argv: list[str]) -> RecordedRun | None:
-    """The record of the run that ``train``/``sweep ... --resume DIR`` continues (its flags become the defaults), or
-    None: another command, no ``--resume``, or no readable checkpoint there (the session then says why)."""
-    if not argv or argv[0] not in ("train", "sweep"):
+def _resume_dir(argv: list[str]) -> Path | None:
+    """The directory of ``train | sweep | demo ... --resume DIR`` (read before tyro: its record sets the defaults)."""
+    if not argv or argv[0] not in ("train", "sweep", "demo"):
         return None
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--resume", type=Path, default=None)
-    directory = parser.parse_known_args(argv[1:])[0].resume
-    if directory is None:
-        return None
-    try:
-        return recorded_run(directory)
-    except (ConfigError, NoCheckpoint):
-        return None
+    return parser.parse_known_args(argv[1:])[0].resume
+
+
+def _recorded_output(recorded: dict[str, Any], default: Output) -> Output:
+    return dataclasses.replace(default, **{k: v for k, v in recorded.items() if k in RESUMED_OUTPUT_OPTIONS})
 
 
 def _grid_flags(grid: dict[str, list]) -> tuple[str, ...]:
@@ -263,29 +260,55 @@ def _grid_flags(grid: dict[str, list]) -> tuple[str, ...]:
     return tuple(f"{path}={','.join(spell(v) for v in values)}" for path, values in grid.items())
 
 
-def _resumed_defaults(train: TrainArgs, sweep: SweepArgs, run: RecordedRun) -> tuple[TrainArgs, SweepArgs]:
-    """``train`` and ``sweep`` defaulting to what the resumed run was started with."""
-    output = dataclasses.replace(Output(), **{k: v for k, v in run.output.items() if k in RESUMED_OUTPUT_OPTIONS})
+def _resumed_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` (per subcommand) where ``--resume DIR`` names a run that recorded its command: that command.
+
+    ``train`` and ``sweep`` read the newest checkpoint's record (:func:`vaco_jax.saved.recorded_run`), ``demo`` its
+    result set's marker. Where there is none (no such directory, no checkpoint yet, a record from before commands
+    were recorded), the defaults stay and the run says what is missing."""
+    directory = _resume_dir(argv)
+    if directory is None:
+        return defaults
+    if argv[0] == "demo":
+        recorded = recorded_demo(directory)
+        if recorded is None:
+            return defaults
+        variants, command = recorded
+        demo = dataclasses.replace(
+            defaults["demo"],
+            config=config_from_dict(command["config"]),
+            algorithms=variants,
+            grid=_grid_flags(command["grid"]),
+            num_seeds=int(command["num_seeds"]),
+            seed=int(command["seed"]),
+            output=_recorded_output(command.get("output", {}), defaults["demo"].output),
+        )
+        return {**defaults, "demo": demo}
+    try:
+        run = recorded_run(directory)
+    except (ConfigError, NoCheckpoint):
+        return defaults
     common = {"preset": run.presets, "config": run.config, "num_seeds": run.num_seeds, "seed": run.seed}
+    output = _recorded_output(run.output, Output())
     asynchronous = run.asynchronous is not None
     options = AsyncOptions(**run.asynchronous) if asynchronous else AsyncOptions()
-    train = dataclasses.replace(train, **common, output=output, asynchronous=asynchronous, async_options=options)
-    return train, dataclasses.replace(sweep, **common, output=output, grid=_grid_flags(run.grid))
+    train = dataclasses.replace(
+        defaults["train"], **common, output=output, asynchronous=asynchronous, async_options=options
+    )
+    sweep = dataclasses.replace(defaults["sweep"], **common, output=output, grid=_grid_flags(run.grid))
+    return {**defaults, "train": train, "sweep": sweep}
 
 
-def _commands(presets: tuple[str, ...], resumed: RecordedRun | None = None) -> Any:
-    """The subcommands as one union type for tyro, ``train`` and ``sweep`` defaulting to the presets' config (applied
-    to the config of the run that ``--resume`` continues, if any)."""
-    train, sweep = TrainArgs(), SweepArgs()
-    if resumed is not None:
-        train, sweep = _resumed_defaults(train, sweep, resumed)
+def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
+    """The subcommands as one union type for tyro: ``train``, ``sweep`` and ``demo`` default to the command of the run
+    that ``--resume`` continues, if it recorded one; ``train``, ``sweep`` and ``calibrate`` to the presets' config
+    (applied on top)."""
+    defaults = {"train": TrainArgs(), "sweep": SweepArgs(), "demo": DemoArgs(), "calibrate": CalibrateArgs()}
+    defaults = _resumed_defaults(argv, defaults)
     if presets:
-        train = dataclasses.replace(train, preset=presets, config=apply_presets(presets, train.config))
-        sweep = dataclasses.replace(sweep, preset=presets, config=apply_presets(presets, sweep.config))
-    calibrate = CalibrateArgs()
-    if presets:
-        calibrate = dataclasses.replace(calibrate, preset=presets, config=apply_presets(presets, calibrate.config))
-    defaults = {"train": train, "sweep": sweep, "demo": DemoArgs(), "calibrate": calibrate}
+        for name in ("train", "sweep", "calibrate"):
+            args = defaults[name]
+            defaults[name] = dataclasses.replace(args, preset=presets, config=apply_presets(presets, args.config))
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
     commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
     return Union[tuple(commands)]  # noqa: UP007
@@ -298,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_empty_paths(argv)
         presets = _presets_in(argv)
         # an unknown name is left to tyro, which refuses it and lists the choices
-        commands = _commands(presets if all(p in PRESETS for p in presets) else (), _resumed_run(argv))
+        commands = _commands(presets if all(p in PRESETS for p in presets) else (), argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -8,15 +8,16 @@ import dataclasses
 import difflib
 import json
 from pathlib import Path
+from typing import Any
 
 from vaco_jax import checkpoint, output_dir, plotting
 from vaco_jax.algorithms import ALGORITHMS
-from vaco_jax.config import Config, ConfigError
+from vaco_jax.config import Config, ConfigError, config_dict
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import StoredMetrics
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
 from vaco_jax.presets import PRESETS, apply_preset
-from vaco_jax.session import Output, check_output, execute, format_summary
+from vaco_jax.session import RESUMED_OUTPUT_OPTIONS, Output, check_output, execute, format_summary
 from vaco_jax.sweep import SweepResult, check_seeds, grid_configs
 from vaco_jax.trainer import TrainProgram
 
@@ -84,7 +85,8 @@ def compare(
         run_id = new_run_id()
         staging.mkdir(parents=True, exist_ok=True)
         entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
-        output_dir.write_marker(staging, run_id, entries, variants=list(variants))
+        command = demo_record(config, grid, num_seeds, seed, output)
+        output_dir.write_marker(staging, run_id, entries, variants=list(variants), command=command)
     results = {}
     for name in variants:
         folder = staging / name
@@ -126,6 +128,27 @@ def compare(
         + ", ".join(f"{target / name}/" for name in variants)
     )
     return results
+
+
+def demo_record(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> dict[str, Any]:
+    """The command of a result set, kept in its marker: what ``demo --resume DIR`` alone takes as its flags."""
+    return {
+        "config": config_dict(config),
+        "grid": {path: list(values) for path, values in grid.items()},
+        "num_seeds": num_seeds,
+        "seed": seed,
+        "output": {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS},
+    }
+
+
+def recorded_demo(target: Path) -> tuple[tuple[str, ...], dict[str, Any]] | None:
+    """The variants and command (:func:`demo_record`) of the result set at ``target``: the interrupted one staged
+    beside it, else the published one; None where neither records its command (sets written before it was)."""
+    for directory in (staging_dir(target), target):
+        marker = output_dir.read_marker(directory)
+        if marker is not None and isinstance(marker.get("command"), dict) and marker.get("variants"):
+            return tuple(marker["variants"]), marker["command"]
+    return None
 
 
 def check_variant_name(name: str) -> None:

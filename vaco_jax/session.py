@@ -56,8 +56,8 @@ class Output:
     """How many of the newest checkpoints to keep."""
     resume: Path | None = None
     """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end. Its
-    checkpoint's record supplies every flag not given (config, grid, seeds, presets, output options); a given flag
-    that differs from the run's config, grid or seeds is refused, naming it."""
+    checkpoint's record (a demo: its result set's) supplies every flag not given (config, grid, seeds, presets,
+    output options); a given flag that differs from the run's config, grid or seeds is refused, naming it."""
     metric: ReportedMetric = "episode/return"
     """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
     episodes (eval/...: needs --eval.every N)."""
