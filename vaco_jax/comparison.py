@@ -17,7 +17,7 @@ from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import StoredMetrics
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
 from vaco_jax.presets import PRESETS, apply_preset
-from vaco_jax.session import RESUMED_OUTPUT_OPTIONS, Output, check_output, execute, format_summary
+from vaco_jax.session import Output, check_output, execute, format_summary, recorded_output_options
 from vaco_jax.sweep import SweepResult, check_seeds, grid_configs
 from vaco_jax.trainer import TrainProgram
 
@@ -137,7 +137,7 @@ def demo_record(config: Config, grid: dict[str, list], num_seeds: int, seed: int
         "grid": {path: list(values) for path, values in grid.items()},
         "num_seeds": num_seeds,
         "seed": seed,
-        "output": {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS},
+        "output": recorded_output_options(output),
     }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from vaco_jax import checkpoint, evaluation, memory, stats
 from vaco_jax.config import Config, ConfigError, config_from_dict
-from vaco_jax.sweep import check_seeds, indexed_points
+from vaco_jax.sweep import check_seeds, grid_points, indexed_points
 from vaco_jax.trainer import TrainProgram
 
 
@@ -38,7 +38,7 @@ class RecordedRun:
 
     @property
     def num_runs(self) -> int:
-        return int(np.prod([len(v) for v in self.grid.values()])) * self.num_seeds if self.grid else self.num_seeds
+        return len(grid_points(self.grid)) * self.num_seeds
 
 
 def recorded_run(run_dir: str | Path, step: int | None = None) -> RecordedRun:

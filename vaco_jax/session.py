@@ -70,6 +70,11 @@ RESUMED_OUTPUT_OPTIONS = ("tensorboard", "chunk_size", "quiet", "checkpoint_ever
 """The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
 
 
+def recorded_output_options(output: Output) -> dict[str, Any]:
+    """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them."""
+    return {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
+
+
 def check_output(output: Output) -> None:
     """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
     if output.chunk_size < 1:
@@ -228,7 +233,7 @@ def execute(
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
     meta["presets"] = list(presets)
-    meta["output"] = {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
+    meta["output"] = recorded_output_options(output)
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
     restored = None
