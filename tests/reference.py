@@ -168,13 +168,18 @@ def _clip_case(q, a, low, high):
     return (max(q, low) * a, q * a if q > low else 0.0)
 
 
-def impact_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, rho_max):
-    """IMPACT (Luo et al. 2020, eq. 3 with RLlib's clip on the product): q = min(pi_T/beta, rho_max) * pi/pi_T."""
+def impact_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, rho_max, ratio_form="target"):
+    """IMPACT (Luo et al. 2020) as RLlib's APPO states it, min(pi_i / pi_target, rho) * (pi / pi_i), written with the
+    truncation moved into the denominator: q = pi / max(pi_target, pi_i / rho) (``target``). The ``behaviour``
+    variant swaps the two policies: q = pi / max(beta, pi_target / rho)."""
     lp, lx, lb, adv = _samples(log_probs, proximal_log_probs, behaviour_log_probs, advantages)
     n, total, grad = len(lp), 0.0, np.zeros(len(lp))
     for i in range(n):
-        rho = min(math.exp(lx[i] - lb[i]), rho_max)
-        q = rho * math.exp(lp[i] - lx[i])
+        pi, target, worker = math.exp(lp[i]), math.exp(lx[i]), math.exp(lb[i])
+        if ratio_form == "target":
+            q = pi / max(target, worker / rho_max)
+        else:
+            q = pi / max(worker, target / rho_max)
         value, slope = _clip_case(q, adv[i], 1.0 - clip_eps, 1.0 + clip_eps)
         total += value
         grad[i] = -slope / n

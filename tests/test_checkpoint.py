@@ -205,12 +205,13 @@ def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
     that would resume it under another value is refused, naming the field and the value its runs had."""
     config = _config()  # CartPole
     meta = json.loads(json.dumps(run_meta(config, {}, 0, 2)))
-    for group, name in (("env", "normalizer_update"), ("env", "start_pool"), ("ppo", "w_mode")):
+    added = (("env", "normalizer_update"), ("env", "start_pool"), ("ppo", "w_mode"), ("impact", "ratio_form"))
+    for group, name in added:
         del meta["config"][group][name]  # written before these fields existed
     with pytest.raises(ConfigError, match=r"env.normalizer_update \(the checkpoint predates it: its runs had 'after'"):
         check_resumable(meta, run_meta(config, {}, 0, 2))  # the statistics' order would change mid-run
     legacy = config.replace(env=config.env.replace(normalizer_update="after"))
-    check_resumable(meta, run_meta(legacy, {}, 0, 2))  # no start pool outside brax; w_mode's default is the old way
+    check_resumable(meta, run_meta(legacy, {}, 0, 2))  # no start pool outside brax, no IMPACT ratio outside IMPACT
     with pytest.raises(ConfigError, match=r"ppo.w_mode \(the checkpoint predates it: its runs had 'truncate'"):
         check_resumable(meta, run_meta(legacy.replace(ppo=legacy.ppo.replace(w_mode="mask")), {}, 0, 2))
     brax = legacy.replace(env=legacy.env.replace(name="brax/hopper"))
@@ -219,6 +220,12 @@ def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
     with pytest.raises(ConfigError, match=r"env.start_pool \(the checkpoint predates it: its runs had 0; now None"):
         check_resumable(brax_meta, run_meta(brax, {}, 0, 2))
     check_resumable(brax_meta, run_meta(brax.replace(env=brax.env.replace(start_pool=0)), {}, 0, 2))
+    impact = legacy.replace(algorithm="impact")
+    impact_meta = json.loads(json.dumps(run_meta(impact, {}, 0, 2)))
+    del impact_meta["config"]["impact"]["ratio_form"]  # IMPACT's ratio was pi_theta/beta before the option
+    with pytest.raises(ConfigError, match=r"impact.ratio_form \(the checkpoint predates it: its runs had 'behaviour'"):
+        check_resumable(impact_meta, run_meta(impact, {}, 0, 2))
+    assert config_from_dict(impact_meta["config"]).impact.ratio_form == "behaviour"
     # read back (vaco-jax eval, and the defaults of --resume alone), such a record is the config its runs had
     assert config_from_dict(meta["config"]) == legacy
     assert config_from_dict(brax_meta["config"]) == brax.replace(env=brax.env.replace(start_pool=0))

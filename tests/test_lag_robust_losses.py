@@ -26,6 +26,10 @@ def _impact(lp, lx, lb, a):
     return lrl.impact_loss(lp, lx, lb, a, clip_eps=0.2, rho_max=2.0)[0]
 
 
+def _impact_behaviour(lp, lx, lb, a):
+    return lrl.impact_loss(lp, lx, lb, a, clip_eps=0.2, rho_max=2.0, ratio_form="behaviour")[0]
+
+
 def _geppo(lp, lx, lb, a):
     return lrl.geppo_loss(lp, lx, lb, a, clip_eps=0.2)[0]
 
@@ -44,6 +48,10 @@ def _topr(lp, lx, lb, a):
 
 REFERENCES = {
     "impact": (_impact, lambda lp, lx, lb, a: reference.impact_loss(lp, lx, lb, a, 0.2, 2.0)),
+    "impact_behaviour": (
+        _impact_behaviour,
+        lambda lp, lx, lb, a: reference.impact_loss(lp, lx, lb, a, 0.2, 2.0, "behaviour"),
+    ),
     "geppo": (_geppo, lambda lp, lx, lb, a: reference.geppo_loss(lp, lx, lb, a, 0.2)),
     "m2po": (_m2po, lambda lp, lx, lb, a: reference.m2po_loss(lp, lx, lb, a, 0.2, 2.0, 0.12)),
     "cispo": (_cispo, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "cispo")),
@@ -69,8 +77,9 @@ def test_loss_and_gradient_match_the_papers_per_sample_reference(name, seed):
 def test_the_references_see_both_branches_of_every_clip():
     """A test batch where no clip is active would pass with the clip deleted: check the batches do exercise them."""
     lp, lx, lb, a = stale_batch(0)
-    q = np.minimum(np.exp(lx - lb), 2.0) * np.exp(lp - lx)
-    assert (np.abs(q - 1) > 0.2).any() and (np.abs(q - 1) < 0.2).any()
+    for q in (np.minimum(np.exp(lb - lx), 2.0) * np.exp(lp - lb), np.minimum(np.exp(lx - lb), 2.0) * np.exp(lp - lx)):
+        assert (np.abs(q - 1) > 0.2).any() and (np.abs(q - 1) < 0.2).any()
+    assert (np.exp(lb - lx) > 2.0).any() and (np.exp(lx - lb) > 2.0).any()  # and both truncations
     r, w = np.exp(lp - lb), np.exp(lx - lb)
     assert (np.abs(r - w) > 0.2).any() and (np.abs(r - w) < 0.2).any()
     keep = reference.m2po_keep(lx, lb, 0.12)
@@ -78,7 +87,7 @@ def test_the_references_see_both_branches_of_every_clip():
     assert (r > 1.28).any() and (r < 1.28).any()
 
 
-@pytest.mark.parametrize("name", ["impact", "geppo", "m2po"])
+@pytest.mark.parametrize("name", ["impact", "impact_behaviour", "geppo", "m2po"])
 def test_at_zero_lag_the_trust_region_baselines_are_ppo_clip(name):
     """pi_T = beta: IMPACT's and M2PO's weights are 1, M2PO masks nothing, GePPO's clip centre is 1."""
     lp, _, lb, a = (jnp.asarray(x, jnp.float32) for x in stale_batch(3))
@@ -88,6 +97,33 @@ def test_at_zero_lag_the_trust_region_baselines_are_ppo_clip(name):
     assert float(got) == pytest.approx(float(want), rel=1e-6)
     np.testing.assert_allclose(got_grad, want_grad, rtol=1e-5, atol=1e-8)
     assert np.count_nonzero(want_grad) < want_grad.size  # the clip is active somewhere
+
+
+def _ppo_clip_gradient(log_probs, ref_log_probs, advantages):
+    loss = lambda x: losses.ppo_clip_loss(x, ref_log_probs, advantages, clip_eps=0.2)[0]  # noqa: E731
+    return np.asarray(jax.grad(loss)(log_probs))
+
+
+def test_impact_is_a_trust_region_around_the_target_network_not_the_behaviour_policy():
+    """Under lag (pi_T != beta), IMPACT's gradient is PPO-clip's around the target network pi_T wherever the worker
+    weight beta/pi_T is below rho_max, and differs from PPO-clip around beta; the ``behaviour`` variant is the
+    opposite. A swapped ratio (pi_T/beta for beta/pi_T) fails the first two checks."""
+    lp, lx, lb, a = stale_batch(6, lag_spread=0.2)
+    assert np.exp(np.abs(lx - lb)).max() < 2.0  # no truncation: each form is exactly one PPO-clip
+    lp, lx, lb, a = (jnp.asarray(x, jnp.float32) for x in (lp, lx, lb, a))
+    around_target, around_behaviour = _ppo_clip_gradient(lp, lx, a), _ppo_clip_gradient(lp, lb, a)
+    assert np.abs(around_target - around_behaviour).max() > 1e-3  # the two trust regions are far apart here
+    target = np.asarray(jax.grad(_impact)(lp, lx, lb, a))
+    np.testing.assert_allclose(target, around_target, rtol=1e-5, atol=1e-7)
+    assert np.abs(target - around_behaviour).max() > 1e-3
+    behaviour = np.asarray(jax.grad(_impact_behaviour)(lp, lx, lb, a))
+    np.testing.assert_allclose(behaviour, around_behaviour, rtol=1e-5, atol=1e-7)
+
+
+def test_an_unknown_impact_ratio_form_is_a_clear_error():
+    lp, lx, lb, a = (jnp.asarray(x) for x in stale_batch(0))
+    with pytest.raises(ValueError, match="impact.ratio_form='worker' is unknown; choose one of target, behaviour"):
+        lrl.impact_loss(lp, lx, lb, a, clip_eps=0.2, rho_max=2.0, ratio_form="worker")
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.02, 0.1, 0.5, 10.0])

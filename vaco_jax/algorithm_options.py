@@ -27,6 +27,7 @@ TV_ESTIMATORS = ("auto", "sample", "exact")
 SURROGATES = ("ratio", "logprob")
 BASELINE_ADVANTAGES = ("vtrace", "gae")
 CISPO_TRUNCATIONS = ("cispo", "topr")
+IMPACT_RATIO_FORMS = ("target", "behaviour")
 
 
 @struct.dataclass
@@ -87,15 +88,20 @@ class VtraceConfig:
 
 @struct.dataclass
 class ImpactConfig:
-    """IMPACT / APPO (Luo et al. 2020): a clipped target-network ratio times a truncated importance weight."""
+    """IMPACT / APPO (Luo et al. 2020): PPO's clip on the target-network ratio, with truncated worker weighting."""
 
     rho_max: float = 2.0
-    """Truncation of the importance weight clip(pi_T/beta, 0, rho_max) (2 in IMPACT and RLlib's APPO)."""
+    """Truncation of the target-worker weight (2 in IMPACT and RLlib's APPO): clip(beta/pi_T, 0, rho_max)."""
+    ratio_form: Literal["target", "behaviour"] = static("target")
+    """target (RLlib's APPO: q = clip(beta/pi_T, 0, rho_max) * pi_theta/beta, i.e. pi_theta/pi_T until truncation)
+    or behaviour (a variant: q = clip(pi_T/beta, 0, rho_max) * pi_theta/pi_T, i.e. pi_theta/beta until truncation:
+    PPO-clip around the behaviour policy; this project's IMPACT before 2026-12)."""
     advantages: Literal["vtrace", "gae"] = static("vtrace")
     """V-trace(lambda) for the target network pi_T, as in the paper (vtrace.rho_bar, vtrace.c_bar), or GAE."""
 
     def check(self) -> None:
         check_choice("impact.advantages", self.advantages, BASELINE_ADVANTAGES)
+        check_choice("impact.ratio_form", self.ratio_form, IMPACT_RATIO_FORMS)
         check_number("impact.rho_max", self.rho_max, low=0, low_open=True, allow_inf=True)
 
 
@@ -155,6 +161,7 @@ __all__ = [
     "CISPO_TRUNCATIONS",
     "FILTER_REFS",
     "GROUPS",
+    "IMPACT_RATIO_FORMS",
     "IS_WEIGHTS",
     "SURROGATES",
     "TV_ESTIMATORS",

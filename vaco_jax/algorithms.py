@@ -207,15 +207,21 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     return loss
 
 
-def _impact_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    return lrl.impact_loss(
-        log_probs,
-        batch.ref_log_probs,
-        batch.behaviour_log_probs,
-        adv,
-        clip_eps=hparams.ppo.clip_eps,
-        rho_max=hparams.impact.rho_max,
-    )
+def _impact_loss(options: Config) -> PolicyLossFn:
+    """IMPACT's loss with the static ratio form ``options.impact.ratio_form`` bound."""
+
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
+        return lrl.impact_loss(
+            log_probs,
+            batch.ref_log_probs,
+            batch.behaviour_log_probs,
+            adv,
+            clip_eps=hparams.ppo.clip_eps,
+            rho_max=hparams.impact.rho_max,
+            ratio_form=options.impact.ratio_form,
+        )
+
+    return loss
 
 
 def _m2po_loss(options: Config) -> PolicyLossFn:
@@ -284,7 +290,7 @@ def _impala(config: Config) -> Algorithm:
 
 
 def _impact(config: Config) -> Algorithm:
-    return Algorithm("impact", baseline_advantages(config.impact.advantages), _impact_loss, ratio_ref="learner")
+    return Algorithm("impact", baseline_advantages(config.impact.advantages), _impact_loss(config), ratio_ref="learner")
 
 
 def _m2po(config: Config) -> Algorithm:

@@ -187,21 +187,31 @@ class Config:
         return self.num_iterations * self.steps_per_iteration
 
 
-LEGACY_VALUES: dict[str, Any] = {"env.normalizer_update": "after", "env.start_pool": 0}
+LEGACY_VALUES: dict[str, Any] = {
+    "env.normalizer_update": "after",
+    "env.start_pool": 0,
+    "impact.ratio_form": "behaviour",
+}
 """Fields whose default is not what every run did before the field existed, and the value those runs had: the
 observation statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the
-default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout pool the default. A
-record written before such a field (a checkpoint, a study cell) is read with this value, not today's default."""
+default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout pool the default;
+IMPACT's ratio was pi_theta/beta until truncation until ``impact.ratio_form`` made RLlib's target-network form the
+default. A record written before such a field (a checkpoint, a study cell) is read with this value, not today's
+default."""
 
 
 def legacy_value(path: str, record: Mapping[str, Any]) -> Any:
     """The value of field ``path`` that the runs of ``record`` (a config as a dict, written before the field existed)
-    had: its :data:`LEGACY_VALUES` entry, else today's default. Outside brax there is no start pool: there the
-    legacy start pool is the default."""
+    had: its :data:`LEGACY_VALUES` entry where it applied, else today's default. The start pool exists only on brax
+    and IMPACT's ratio form only for IMPACT: elsewhere the legacy value is the default."""
     default: Any = config_dict(Config())
     for part in path.split("."):
         default = default[part]
-    if path == "env.start_pool" and not str(record.get("env", {}).get("name", "")).startswith("brax/"):
+    applies = {
+        "env.start_pool": str(record.get("env", {}).get("name", "")).startswith("brax/"),
+        "impact.ratio_form": record.get("algorithm") == "impact",
+    }
+    if not applies.get(path, True):
         return default
     return LEGACY_VALUES.get(path, default)
 

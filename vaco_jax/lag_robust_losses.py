@@ -19,7 +19,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from vaco_jax.algorithm_options import CISPO_TRUNCATIONS
+from vaco_jax.algorithm_options import CISPO_TRUNCATIONS, IMPACT_RATIO_FORMS
 from vaco_jax.losses import Metrics, _clip_fraction, _clipped_surrogate, off_policy_weights, truncated_is_weights
 from vaco_jax.tv import ratios
 
@@ -32,16 +32,22 @@ def impact_loss(
     *,
     clip_eps: float | jax.Array,
     rho_max: float | jax.Array,
+    ratio_form: str = "target",
 ) -> tuple[jax.Array, Metrics]:
-    """IMPACT's surrogate (APPO in RLlib): a clipped target-network ratio times a truncated importance weight, the
-    clip applied to their product.
+    """IMPACT's surrogate (APPO in RLlib): PPO's clip on a target-network ratio with truncated worker weighting.
 
-        rho  = stopgrad( clip(pi_T(a|s) / beta(a|s), 0, rho_max) )        (pi_T: the target network)
-        q    = rho * pi_theta(a|s) / pi_T(a|s)
+    ``ratio_form="target"`` (the default; RLlib's APPO, whose code states this form as the paper's):
+
+        rho  = stopgrad( clip(beta(a|s) / pi_T(a|s), 0, rho_max) )     (pi_T: the target network)
+        q    = rho * pi_theta(a|s) / beta(a|s)  =  pi_theta(a|s) / max(pi_T(a|s), beta(a|s) / rho_max)
         L_pi = -mean( min(q * A, clip(q, 1 - eps, 1 + eps) * A) )
 
-    This is the form of the clip on the product (RLlib's APPO). IMPACT's paper writes the same objective; Sample
-    Factory's APPO instead clips pi_theta/beta directly, which this is not.
+    so q = pi_theta / pi_T, a trust region around the target network, until a sample far likelier under its
+    worker than under the target (beta / pi_T > rho_max) truncates the weight.
+
+    ``ratio_form="behaviour"`` (a variant; this project's reading before 2026-12): rho = clip(pi_T/beta, 0,
+    rho_max), q = rho * pi_theta / pi_T = pi_theta / max(beta, pi_T / rho_max). Until truncation binds that is
+    pi_theta / beta: PPO-clip around the behaviour policy, where the target network only caps the weight.
 
     Args:
       log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
@@ -49,19 +55,27 @@ def impact_loss(
       behaviour_log_probs: [...] log beta(a_i|s_i) of the actor that drew a_i.
       advantages: [...] A_i (constants).
       clip_eps: eps of the clip of the product q.
-      rho_max: truncation of the importance weight rho (2 in IMPACT and RLlib).
+      rho_max: truncation of the target-worker weight rho (2 in IMPACT and RLlib).
+      ratio_form: ``target`` or ``behaviour`` (static), see above.
 
     Returns:
       ``(loss, {"ppo/clip_frac": fraction with |q - 1| > eps, "is/weight_mean": mean(rho)})``.
 
     Reference:
-      Luo, Chen, Yang, Soh, Wu, Feng, Stoica. IMPACT: Importance Weighted Asynchronous Architectures with Clipped
-      Target Networks. ICLR 2020, arXiv:1912.00167.
+      Luo, Yao, Liaw, Liang, Stoica. IMPACT: Importance Weighted Asynchronous Architectures with Clipped Target
+      Networks. ICLR 2020, arXiv:1912.00167. RLlib's APPO loss (``target_worker_clipping``).
     """
     chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
     proximal = jax.lax.stop_gradient(proximal_log_probs)
-    rho = truncated_is_weights(proximal, behaviour_log_probs, w_max=rho_max)
-    q = rho * ratios(log_probs, proximal)
+    behaviour = jax.lax.stop_gradient(behaviour_log_probs)
+    if ratio_form == "target":
+        rho = truncated_is_weights(behaviour, proximal, w_max=rho_max)
+        q = rho * ratios(log_probs, behaviour)
+    elif ratio_form == "behaviour":
+        rho = truncated_is_weights(proximal, behaviour, w_max=rho_max)
+        q = rho * ratios(log_probs, proximal)
+    else:
+        raise ValueError(f"impact.ratio_form={ratio_form!r} is unknown; choose one of {', '.join(IMPACT_RATIO_FORMS)}")
     surrogate = _clipped_surrogate(q, jax.lax.stop_gradient(advantages), clip_eps)
     return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(q, clip_eps), "is/weight_mean": jnp.mean(rho)}
 
