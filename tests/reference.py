@@ -212,8 +212,9 @@ def m2po_keep(proximal_log_probs, behaviour_log_probs, tau):
     return keep.reshape(np.shape(proximal_log_probs))
 
 
-def m2po_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max, tau):
-    """Decoupled PPO (r = pi/pi_T, w = min(pi_T/beta, w_max)) on M2PO's kept samples, averaged over them."""
+def m2po_decoupled_mask_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, clip_eps, w_max, tau):
+    """M2PO's decoupled-mask variant: decoupled PPO (r = pi/pi_T, w = min(pi_T/beta, w_max)) on the samples
+    :func:`m2po_keep` keeps, averaged over them."""
     keep = m2po_keep(proximal_log_probs, behaviour_log_probs, tau).reshape(-1)
     lp, lx, lb, adv = _samples(log_probs, proximal_log_probs, behaviour_log_probs, advantages)
     count, total, grad = max(keep.sum(), 1.0), 0.0, np.zeros(len(lp))
@@ -223,6 +224,40 @@ def m2po_loss(log_probs, proximal_log_probs, behaviour_log_probs, advantages, cl
         total += w * value
         grad[i] = -w * slope / count
     return -total / count, grad.reshape(np.shape(log_probs))
+
+
+def m2po_bound(log_ratios, advantages, tau):
+    """M2PO's bound as the authors' released code sets it (``kpo_clip_harmful_tokens``): the harmful samples
+    (A > 0 and r > 1, or A < 0 and r < 1); if their mean squared log-ratio exceeds tau, sort their squared
+    log-ratios v ascending and walk up to the first v_(k) at which capping every v at v_(k) gives a second moment
+    >= tau; the cap is the value before it (0 if none). Held: harmful samples with v >= cap. Returns (held, cap)."""
+    lr, adv = _samples(log_ratios, advantages)
+    harmful = [i for i in range(len(lr)) if (adv[i] > 0 and lr[i] > 0) or (adv[i] < 0 and lr[i] < 0)]
+    v = {i: lr[i] ** 2 for i in harmful}
+    cap = math.inf
+    if harmful and sum(v.values()) / len(harmful) > tau:
+        ordered = sorted(v.values())
+        for k, candidate in enumerate(ordered):
+            if sum(min(x, candidate) for x in ordered) >= tau * len(harmful):
+                cap = ordered[k - 1] if k > 0 else 0.0
+                break
+    held = np.zeros(len(lr))
+    for i in harmful:
+        held[i] = 1.0 if v[i] >= cap else 0.0
+    return held.reshape(np.shape(log_ratios)), cap
+
+
+def m2po_loss(log_probs, behaviour_log_probs, advantages, tau):
+    """M2PO as released (Zheng et al. 2025; Infini-AI-Lab/M2PO): -mean(A * clip-held r), r = pi/beta, no eps; a held
+    sample (past the bound, the way its advantage pushes) has no gradient, every other one slope r A."""
+    held, _ = m2po_bound(np.subtract(log_probs, behaviour_log_probs), advantages, tau)
+    lp, lb, adv, held = _samples(log_probs, behaviour_log_probs, advantages, held)
+    n, total, grad = len(lp), 0.0, np.zeros(len(lp))
+    for i in range(n):
+        r = math.exp(lp[i] - lb[i])
+        total += r * adv[i]
+        grad[i] = 0.0 if held[i] else -r * adv[i] / n
+    return -total / n, grad.reshape(np.shape(log_probs))
 
 
 def cispo_loss(log_probs, behaviour_log_probs, advantages, eps_high, truncation):

@@ -157,3 +157,23 @@ def test_vtrace_untruncated_stays_finite_at_extreme_ratios(advantage):
     ref_adv, ref_target = reference.vtrace(**{**data, "log_probs": bounded.astype(np.float64)}, **kwargs)
     for got, want in ((target, ref_target), (adv, ref_adv)):  # float32 at magnitudes up to e^20
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
+
+
+def test_standardize_matches_its_definition_unweighted_and_weighted():
+    """Unweighted: (A - mean A) / (std A + 1e-8). Weighted (GePPO's released code): centred on mean(w A) / mean(w),
+    scaled by std(w A) + 1e-8, written here sample by sample in float64."""
+    rng = np.random.default_rng(3)
+    a, w = rng.normal(size=(6, 4)), rng.uniform(0.2, 3.0, size=(6, 4))
+    flat_a, flat_w = a.reshape(-1), w.reshape(-1)
+    plain = (a - flat_a.mean()) / (flat_a.std() + 1e-8)
+    weighted_values = [wi * ai for wi, ai in zip(flat_w, flat_a, strict=True)]
+    centre = sum(weighted_values) / sum(flat_w)
+    spread = np.sqrt(sum((x - np.mean(weighted_values)) ** 2 for x in weighted_values) / len(weighted_values))
+    with jax.enable_x64(True):
+        got_plain = advantages.standardize(jnp.asarray(a))
+        got_weighted = advantages.standardize(jnp.asarray(a), jnp.asarray(w))
+        got_unit = advantages.standardize(jnp.asarray(a), jnp.ones_like(jnp.asarray(a)))
+    np.testing.assert_allclose(got_plain, plain, rtol=1e-12)
+    np.testing.assert_allclose(got_weighted, (a - centre) / (spread + 1e-8), rtol=1e-12)
+    np.testing.assert_allclose(got_unit, plain, rtol=1e-12)  # w = 1 (no lag) is the plain standardisation
+    assert np.abs(np.asarray(got_weighted) - plain).max() > 0.05

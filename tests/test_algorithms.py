@@ -109,7 +109,7 @@ def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
         ("vaco_align_only", "vtrace", "learner", False),
         ("vaco_filter_only", "gae", "learner", False),
         ("impact", "vtrace", "learner", False),
-        ("m2po", "gae", "learner", False),
+        ("m2po", "gae", "behaviour", False),
         ("geppo", "vtrace", "learner", False),
         ("cispo", "gae", "behaviour", False),
     ],
@@ -223,8 +223,9 @@ def _far(x, key):
 @pytest.mark.parametrize("name", ["impact", "m2po", "geppo", "cispo"])
 def test_under_lag_each_baseline_differs_from_ppo(name):
     """(IMPACT at its default rho_max = 2: its ratio is pi/pi_T, a trust region around the learner, not PPO's around
-    beta. Its ``behaviour`` variant, pi/beta until truncation, would pass here only because of the truncation.)"""
-    config = _baseline(name)
+    beta. Its ``behaviour`` variant, pi/beta until truncation, would pass here only because of the truncation.
+    M2PO with a budget of 1: at 0.04 it would hold every harmful sample this far from beta, as PPO's clip does.)"""
+    config = _baseline(name, m2po={"tau": 1.0})
     stale = _stale_state_gradient(config, _far), _stale_state_gradient(tiny_config(algorithm="ppo"), _far)
     differences = jax.tree.leaves(jax.tree.map(lambda a, b: float(np.abs(a - b).max()), *stale))
     assert max(differences) > 1e-6
@@ -298,3 +299,23 @@ def test_spec_ppo_equivalence_through_the_pipeline_needs_the_sample_estimator():
         for w, o in zip(expected, other, strict=True)
     ]
     assert max(differences) > 1e-3 * max(float(np.abs(g).max()) for g in jax.tree.leaves(expected[0].actor))
+
+
+def test_geppo_standardises_advantages_with_the_offpolicy_weight():
+    """GePPO's advantages are centred and scaled with w = pi_T/beta (its released code): under lag the gradient
+    differs from the unweighted standardisation's, at zero lag (w = 1) it is the same."""
+    weighted = _baseline("geppo")
+    plain = _baseline("geppo", geppo={"weighted_advantages": False})
+    stale = _stale_state_gradient(weighted, _far), _stale_state_gradient(plain, _far)
+    assert max(jax.tree.leaves(jax.tree.map(lambda a, b: float(np.abs(a - b).max()), *stale))) > 1e-6
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9),
+        _first_step_gradient(weighted),
+        _first_step_gradient(plain),
+    )
+
+
+def test_m2pos_decoupled_mask_variant_is_reachable():
+    config = tiny_config(algorithm="m2po")
+    variant = algorithms.build(config.replace(m2po=config.m2po.replace(form="decoupled_mask")))
+    assert algorithms.build(config).ratio_ref == "behaviour" and variant.ratio_ref == "learner"

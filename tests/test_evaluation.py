@@ -109,3 +109,36 @@ def test_continuous_evaluation_acts_with_the_clipped_mean(mean, expected):
     assert scores["eval/length"] == 8
     if mean == 0.5:  # samples (std 1) land away from the optimum the mean sits on
         assert scores["eval/return_stochastic"] < scores["eval/return_deterministic"] - 0.5
+
+
+def test_under_lag_the_evaluated_policy_is_the_learner_not_the_actors_stale_snapshot():
+    """With actors 3 updates behind, the evaluation after the last update scores the learner's parameters: it equals
+    :meth:`TrainProgram.evaluate` of the final state, on the same key, and differs from the same evaluation of the
+    snapshot the actors were acting with (so a trainer evaluating its stale actor would fail here)."""
+    from vaco_jax import TrainProgram, lag
+
+    config = tiny_config(eval=EvalConfig(every=6, episodes=4))
+    config = config.replace(lag=config.lag.replace(k=3, max_lag=3))
+    program = TrainProgram(config)
+    key = jax.random.key(5)
+    final, metrics = jax.jit(lambda k: program.run(program.init(k), config, config.num_iterations))(key)
+    eval_key = jax.random.fold_in(final.key, 0x5EED)
+    learner = jax.device_get(program.evaluate(final, eval_key))
+    stale = lag.gather(final.lag_buffer, final.iteration - 3)  # what the next update's actors act with: 3 behind
+    stale_scores = jax.device_get(
+        evaluation.run_episodes(
+            program.env,
+            program.networks,
+            program.dist,
+            stale,
+            eval_key,
+            episodes=4,
+            max_steps=evaluation.max_steps_for(program.env, config.eval.max_steps),
+        )
+    )
+    for name in evaluation.METRICS:
+        np.testing.assert_allclose(metrics[name][-1], learner[name], rtol=1e-6, err_msg=name)
+    assert any(not np.isclose(stale_scores[name], learner[name]) for name in evaluation.METRICS), (
+        stale_scores,
+        learner,
+    )

@@ -34,8 +34,12 @@ def _geppo(lp, lx, lb, a):
     return lrl.geppo_loss(lp, lx, lb, a, clip_eps=0.2)[0]
 
 
-def _m2po(lp, lx, lb, a):  # tau 0.12: at 0.1 seed 2 keeps a mean within 3e-9 of tau (a float32 tie)
-    return lrl.m2po_loss(lp, lx, lb, a, clip_eps=0.2, w_max=2.0, tau=0.12)[0]
+def _m2po(lp, lx, lb, a):
+    return lrl.m2po_loss(lp, lb, a, tau=0.04)[0]
+
+
+def _m2po_decoupled_mask(lp, lx, lb, a):  # tau 0.12: at 0.1 seed 2 keeps a mean within 3e-9 of tau (a float32 tie)
+    return lrl.m2po_decoupled_mask_loss(lp, lx, lb, a, clip_eps=0.2, w_max=2.0, tau=0.12)[0]
 
 
 def _cispo(lp, lx, lb, a):
@@ -53,7 +57,11 @@ REFERENCES = {
         lambda lp, lx, lb, a: reference.impact_loss(lp, lx, lb, a, 0.2, 2.0, "behaviour"),
     ),
     "geppo": (_geppo, lambda lp, lx, lb, a: reference.geppo_loss(lp, lx, lb, a, 0.2)),
-    "m2po": (_m2po, lambda lp, lx, lb, a: reference.m2po_loss(lp, lx, lb, a, 0.2, 2.0, 0.12)),
+    "m2po": (_m2po, lambda lp, lx, lb, a: reference.m2po_loss(lp, lb, a, 0.04)),
+    "m2po_decoupled_mask": (
+        _m2po_decoupled_mask,
+        lambda lp, lx, lb, a: reference.m2po_decoupled_mask_loss(lp, lx, lb, a, 0.2, 2.0, 0.12),
+    ),
     "cispo": (_cispo, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "cispo")),
     "topr": (_topr, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "topr")),
 }
@@ -84,12 +92,16 @@ def test_the_references_see_both_branches_of_every_clip():
     assert (np.abs(r - w) > 0.2).any() and (np.abs(r - w) < 0.2).any()
     keep = reference.m2po_keep(lx, lb, 0.12)
     assert 0 < keep.sum() < keep.size
+    held, cap = reference.m2po_bound(lp - lb, a, 0.04)
+    harmful = a * (lp - lb) > 0
+    assert 0 < held.sum() < harmful.sum() and 0 < cap < np.inf  # M2PO holds some harmful samples, not all
     assert (r > 1.28).any() and (r < 1.28).any()
 
 
-@pytest.mark.parametrize("name", ["impact", "impact_behaviour", "geppo", "m2po"])
+@pytest.mark.parametrize("name", ["impact", "impact_behaviour", "geppo", "m2po_decoupled_mask"])
 def test_at_zero_lag_the_trust_region_baselines_are_ppo_clip(name):
-    """pi_T = beta: IMPACT's and M2PO's weights are 1, M2PO masks nothing, GePPO's clip centre is 1."""
+    """pi_T = beta: IMPACT's weights are 1, M2PO's variant masks nothing, GePPO's clip centre is 1. (M2PO as
+    published has no eps: its trust region is the second-moment budget, tested below.)"""
     lp, _, lb, a = (jnp.asarray(x, jnp.float32) for x in stale_batch(3))
     fn = REFERENCES[name][0]
     got, got_grad = jax.value_and_grad(fn)(lp, lb, lb, a)
@@ -138,6 +150,44 @@ def test_m2po_mask_is_the_fewest_removals_that_meet_the_second_moment(tau):
     removed = squared[np.asarray(keep) == 0]
     if removed.size:  # one removal fewer would not do: putting back the smallest removed one breaks the bound
         assert np.append(kept, removed.min()).mean() > tau - 1e-6
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.01, 0.04, 0.2, 10.0])
+@pytest.mark.parametrize("seed", [0, 4])
+def test_m2po_holds_the_fewest_harmful_samples_that_meet_the_budget(tau, seed):
+    """M2PO's bound, from its definition: only harmful samples (the ratio moved the way the advantage pushes) are
+    held; capping the harmful samples' squared log-ratios at the cap meets the budget, and the next larger cap
+    (one sample fewer held) would not; no budget is needed when the second moment is already within it."""
+    lp, _, lb, a = stale_batch(seed)
+    log_ratio = lp - lb
+    held, cap, second_moment = (np.asarray(x) for x in lrl.m2po_bound(jnp.asarray(log_ratio), jnp.asarray(a), tau=tau))
+    want_held, want_cap = reference.m2po_bound(log_ratio, a, tau)
+    np.testing.assert_array_equal(held, want_held)
+    assert float(cap) == pytest.approx(want_cap, rel=1e-5)
+    harmful = a * log_ratio > 0
+    squared = log_ratio[harmful] ** 2
+    assert float(second_moment) == pytest.approx(squared.mean(), rel=1e-5)
+    assert not held[~harmful].any()  # a sample that moved against its advantage is never held
+    if squared.mean() <= tau:
+        assert np.isinf(cap) and not held.any()
+        return
+    # the cap meets the budget (float64, the reference's cap; a cap of 0 holds every harmful sample)
+    assert np.minimum(squared, want_cap).mean() < tau or want_cap == 0
+    above = squared[squared > want_cap]
+    assert np.minimum(squared, above.min()).mean() >= tau  # the next cap would not
+    assert held.sum() == (squared >= want_cap).sum()
+
+
+def test_m2po_as_published_is_a_plain_importance_weighted_gradient_within_its_budget():
+    """With the budget never reached (tau = inf) no sample is held and M2PO is -mean(r A) with r = pi/beta: no eps
+    clip, averaged over all samples (the decoupled-mask variant would clip at 1 +- eps and weight by pi_T/beta)."""
+    lp, lx, lb, a = (jnp.asarray(x, jnp.float32) for x in stale_batch(7))
+    got = np.asarray(jax.grad(lambda x: lrl.m2po_loss(x, lb, a, tau=jnp.inf)[0])(lp))
+    want = np.asarray(jax.grad(lambda x: -jnp.mean(jnp.exp(x - lb) * a))(lp))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-8)
+    held = np.asarray(jax.grad(lambda x: lrl.m2po_loss(x, lb, a, tau=0.0)[0])(lp))
+    harmful = np.asarray(a * (lp - lb) > 0)
+    assert not held[harmful].any() and np.all(held[~harmful] != 0)  # tau = 0: every harmful sample held
 
 
 def test_extreme_staleness_gives_finite_losses_and_gradients():

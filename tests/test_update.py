@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import tiny_config
 from vaco_jax import TrainProgram
 from vaco_jax.config import set_field
-from vaco_jax.update import Learner, make_optimizer, minibatch_loss
+from vaco_jax.update import Learner, make_optimizer, minibatch_loss, run_epochs
 
 
 @pytest.mark.parametrize("anneal", [True, False])
@@ -115,3 +115,25 @@ def test_the_gradient_steps_get_the_ratio_reference_and_only_the_fields_they_rea
         "behaviour_log_probs",
     ]
     assert len(jax.tree.leaves(batch)) == len(present)
+
+
+def _largest_change(old, new) -> float:
+    return max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(old), jax.tree.leaves(new), strict=True))
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0])
+def test_geppos_adaptive_step_size_scales_the_actors_update_only(scale):
+    """GePPO adapts the actor's learning rate, not the critic's (the paper's code has one optimiser each): with the
+    scale at 0 the actor stays where it was and the critic still learns; at 1 both move."""
+    from tests.test_algorithms import first_batch
+
+    config = tiny_config(algorithm="geppo")
+    program = TrainProgram(config)
+    state, batch = first_batch(program)
+    learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
+    algo_state = {"lr_scale": jnp.asarray(scale, jnp.float32)}
+    params, _, _ = run_epochs(
+        state.params, state.opt_state, batch, state.obs_norm, algo_state, jax.random.key(1), learner, config
+    )
+    assert _largest_change(state.params.critic, params.critic) > 1e-4
+    assert (_largest_change(state.params.actor, params.actor) > 1e-4) == (scale == 1.0)

@@ -16,6 +16,20 @@ import jax.numpy as jnp
 from vaco_jax.tv import ratios
 
 
+def standardize(advantages: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """Advantages centred and scaled over a minibatch: (A - mean(A)) / (std(A) + 1e-8).
+
+    With importance weights ``w`` (GePPO's off-policy ratio pi_T/beta, its released code) the centre is the
+    weighted mean and the scale the standard deviation of the weighted advantages:
+    (A - mean(w A) / mean(w)) / (std(w A) + 1e-8), estimates of the mean and spread under pi_T rather than beta.
+    """
+    if weights is None:
+        return (advantages - jnp.mean(advantages)) / (jnp.std(advantages) + 1e-8)
+    weights = jax.lax.stop_gradient(weights)
+    centre = jnp.mean(weights * advantages) / jnp.mean(weights)
+    return (advantages - centre) / (jnp.std(weights * advantages) + 1e-8)
+
+
 def td_errors(
     rewards: jax.Array, values: jax.Array, next_values: jax.Array, terminations: jax.Array, *, gamma: float | jax.Array
 ) -> jax.Array:

@@ -28,6 +28,7 @@ SURROGATES = ("ratio", "logprob")
 BASELINE_ADVANTAGES = ("vtrace", "gae")
 CISPO_TRUNCATIONS = ("cispo", "topr")
 IMPACT_RATIO_FORMS = ("target", "behaviour")
+M2PO_FORMS = ("published", "decoupled_mask")
 
 
 @struct.dataclass
@@ -107,13 +108,20 @@ class ImpactConfig:
 
 @struct.dataclass
 class M2POConfig:
-    """M2PO (arXiv 2510.01161): drop the stalest samples until the second moment of log(pi_T/beta) is <= tau."""
+    """M2PO (arXiv 2510.01161): a trust region on the second moment of the log importance ratio."""
 
     tau: float = 0.04
-    """The largest mean squared log-ratio log(pi_T/beta) of the samples kept (0.04 in the paper)."""
+    """The second-moment budget (0.04 in the paper): published, of the harmful samples' log(pi_theta/beta) on each
+    minibatch; decoupled_mask, of every sample's log(pi_T/beta) once per iteration."""
+    form: Literal["published", "decoupled_mask"] = static("published")
+    """published (the authors' released code: ratio pi_theta/beta, the harmful samples beyond the budget's cap held
+    without gradient on each minibatch, no eps clip, mean over all samples) or decoupled_mask (a variant, this
+    project's M2PO before 2026-12: mask any sample by log(pi_T/beta) once per iteration, then decoupled PPO with
+    ppo.clip_eps and ppo.w_max averaged over the kept samples)."""
 
     def check(self) -> None:
-        check_number("m2po.tau", self.tau, low=0, allow_inf=True, hint=" (inf: mask nothing)")
+        check_number("m2po.tau", self.tau, low=0, allow_inf=True, hint=" (inf: no bound)")
+        check_choice("m2po.form", self.form, M2PO_FORMS)
 
 
 @struct.dataclass
@@ -123,7 +131,12 @@ class GePPOConfig:
     advantages: Literal["vtrace", "gae"] = static("vtrace")
     """V-trace(lambda) for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.rho_bar, c_bar) or GAE."""
     adaptive_lr: bool = static(True)
-    """Adapt the step size once per iteration from the update's TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
+    """Adapt the actor's step size (not the critic's, as in the paper's code) once per iteration from the update's
+    TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
+    weighted_advantages: bool = static(True)
+    """Standardise each minibatch's advantages with the off-policy weight w = pi_T/beta, as the paper's code does:
+    centre mean(w A) / mean(w), scale std(w A) (with ppo.normalize_advantages; false: the unweighted standardisation
+    of every other algorithm)."""
     adapt_factor: float = 0.03
     """Step-size factor: divided by (1 + adapt_factor) when TV > adapt_max * eps/2, multiplied when TV < adapt_min *
     eps/2."""
@@ -163,6 +176,7 @@ __all__ = [
     "GROUPS",
     "IMPACT_RATIO_FORMS",
     "IS_WEIGHTS",
+    "M2PO_FORMS",
     "SURROGATES",
     "TV_ESTIMATORS",
     "TV_SCOPES",

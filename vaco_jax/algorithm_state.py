@@ -1,5 +1,6 @@
 """An algorithm's own per-run state, adapted once per iteration (:class:`vaco_jax.algorithms.Algorithm`'s
-``init_state``, ``update_state`` and ``step_scale``): PPO-KL's adaptive coefficient and GePPO's adaptive step size.
+``init_state``, ``update_state`` and ``actor_step_scale``): PPO-KL's adaptive coefficient and GePPO's adaptive
+step size.
 
 ``update_state(state, signals, hparams)`` reads this iteration's :data:`Signals` (scalars the trainer measured
 after the update: ``kl/update``, KL(beta || pi_{T+1}), and ``tv/forward``, TV(pi_{T+1}, pi_T)) and returns the new

@@ -16,7 +16,7 @@ against, and which policy loss to use. Adding one means adding a factory to
 | vaco_align_only    | V-trace once per iteration                  | vaco.filter_ref  | filter off (delta=inf) |
 | vaco_filter_only   | GAE                                         | vaco.filter_ref  | vaco_filter_loss     |
 | impact             | V-trace for pi_T (impact.advantages)        | pi_T (target)    | impact_loss          |
-| m2po               | GAE                                         | pi_T             | m2po_loss            |
+| m2po               | GAE                                         | beta (variant: pi_T) | m2po_loss        |
 | geppo              | V-trace for pi_T (geppo.advantages)         | pi_T (weight)    | geppo_loss, adaptive step size |
 | cispo              | GAE                                         | beta             | cispo_loss (or TOPR) |
 
@@ -46,7 +46,7 @@ from vaco_jax.algorithm_state import (
 )
 from vaco_jax.config import Config
 from vaco_jax.distributions import DistParams
-from vaco_jax.tv import state_tv
+from vaco_jax.tv import ratios, state_tv
 from vaco_jax.types import Transitions
 
 
@@ -82,8 +82,10 @@ class Algorithm(NamedTuple):
     """A named composition of an advantage estimator and a policy loss.
 
     ``update_state`` adapts the algorithm's own state once per iteration from that iteration's ``Signals`` (PPO-KL's
-    coefficient, GePPO's step size); ``step_scale``, when given, multiplies every optimiser update by a factor read
-    from that state (a learning-rate scale: Adam's update is linear in the step size).
+    coefficient, GePPO's step size); ``actor_step_scale``, when given, multiplies the actor's optimiser update (not
+    the critic's) by a factor read from that state (a learning-rate scale: Adam's update is linear in the step
+    size). ``advantage_weights``, when given, are the importance weights of the per-minibatch advantage
+    standardisation (:func:`vaco_jax.advantages.standardize`; GePPO: pi_T/beta); otherwise it is unweighted.
     """
 
     name: str
@@ -93,7 +95,8 @@ class Algorithm(NamedTuple):
     advantages_every_step: bool = False  # recompute advantages at every gradient step (IMPALA)
     init_state: Callable[[Config], AlgoState] = no_state
     update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = keep_state
-    step_scale: Callable[[AlgoState], jax.Array] | None = None
+    actor_step_scale: Callable[[AlgoState], jax.Array] | None = None
+    advantage_weights: Callable[[Transitions], jax.Array] | None = None
 
 
 # ----------------------------------------------------------------------------- advantage estimators
@@ -225,8 +228,13 @@ def _impact_loss(options: Config) -> PolicyLossFn:
 
 
 def _m2po_loss(options: Config) -> PolicyLossFn:
-    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-        return lrl.m2po_loss(
+    """M2PO's loss in the static form ``options.m2po.form`` (with decoupled PPO's ``ppo.w_mode`` for the variant)."""
+
+    def published(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
+        return lrl.m2po_loss(log_probs, batch.behaviour_log_probs, adv, tau=hparams.m2po.tau)
+
+    def decoupled_mask(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
+        return lrl.m2po_decoupled_mask_loss(
             log_probs,
             batch.ref_log_probs,
             batch.behaviour_log_probs,
@@ -237,7 +245,7 @@ def _m2po_loss(options: Config) -> PolicyLossFn:
             w_mode=options.ppo.w_mode,
         )
 
-    return loss
+    return published if options.m2po.form == "published" else decoupled_mask
 
 
 def _geppo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
@@ -294,13 +302,20 @@ def _impact(config: Config) -> Algorithm:
 
 
 def _m2po(config: Config) -> Algorithm:
-    return Algorithm("m2po", gae_advantages, _m2po_loss(config), ratio_ref="learner")
+    ratio_ref = "behaviour" if config.m2po.form == "published" else "learner"
+    return Algorithm("m2po", gae_advantages, _m2po_loss(config), ratio_ref=ratio_ref)
+
+
+def offpolicy_weights(batch: Transitions) -> jax.Array:
+    """pi_T(a|s) / beta(a|s) on a minibatch whose ratio reference is the learner (GePPO's off-policy ratio)."""
+    return ratios(batch.ref_log_probs, batch.behaviour_log_probs)
 
 
 def _geppo(config: Config) -> Algorithm:
     estimator = baseline_advantages(config.geppo.advantages)
+    weights = offpolicy_weights if config.geppo.weighted_advantages else None
     if not config.geppo.adaptive_lr:
-        return Algorithm("geppo", estimator, _geppo_loss, ratio_ref="learner")
+        return Algorithm("geppo", estimator, _geppo_loss, ratio_ref="learner", advantage_weights=weights)
     return Algorithm(
         "geppo",
         estimator,
@@ -308,7 +323,8 @@ def _geppo(config: Config) -> Algorithm:
         ratio_ref="learner",
         init_state=lr_scale_state,
         update_state=adapt_geppo_lr,
-        step_scale=read_lr_scale,
+        actor_step_scale=read_lr_scale,
+        advantage_weights=weights,
     )
 
 

@@ -117,10 +117,10 @@ class PPOConfig:
     kl_target: float = 0.01
     """ppo_kl: the KL target of the adaptive coefficient."""
     w_max: float = 100.0
-    """ppo_decoupled (and m2po): the bound w_max of the off-policy weight pi_T/beta (see w_mode)."""
+    """ppo_decoupled (and m2po.form=decoupled_mask): the bound w_max of the off-policy weight pi_T/beta (see w_mode)."""
     w_mode: Literal["truncate", "mask"] = static("truncate")
-    """ppo_decoupled (and m2po): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the samples whose weight
-    exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
+    """ppo_decoupled (and m2po.form=decoupled_mask): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the
+    samples whose weight exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
 
 
 @struct.dataclass
@@ -191,25 +191,30 @@ LEGACY_VALUES: dict[str, Any] = {
     "env.normalizer_update": "after",
     "env.start_pool": 0,
     "impact.ratio_form": "behaviour",
+    "m2po.form": "decoupled_mask",
+    "geppo.weighted_advantages": False,
 }
 """Fields whose default is not what every run did before the field existed, and the value those runs had: the
 observation statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the
 default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout pool the default;
 IMPACT's ratio was pi_theta/beta until truncation until ``impact.ratio_form`` made RLlib's target-network form the
-default. A record written before such a field (a checkpoint, a study cell) is read with this value, not today's
-default."""
+default; M2PO masked by log(pi_T/beta) before ``m2po.form`` made its authors' released form the default; GePPO's
+advantages were standardised unweighted before ``geppo.weighted_advantages``. A record written before such a field
+(a checkpoint, a study cell) is read with this value, not today's default."""
 
 
 def legacy_value(path: str, record: Mapping[str, Any]) -> Any:
     """The value of field ``path`` that the runs of ``record`` (a config as a dict, written before the field existed)
-    had: its :data:`LEGACY_VALUES` entry where it applied, else today's default. The start pool exists only on brax
-    and IMPACT's ratio form only for IMPACT: elsewhere the legacy value is the default."""
+    had: its :data:`LEGACY_VALUES` entry where it applied, else today's default. The start pool exists only on brax,
+    and each algorithm's own option only for that algorithm: elsewhere the legacy value is the default."""
     default: Any = config_dict(Config())
     for part in path.split("."):
         default = default[part]
     applies = {
         "env.start_pool": str(record.get("env", {}).get("name", "")).startswith("brax/"),
         "impact.ratio_form": record.get("algorithm") == "impact",
+        "m2po.form": record.get("algorithm") == "m2po",
+        "geppo.weighted_advantages": record.get("algorithm") == "geppo",
     }
     if not applies.get(path, True):
         return default

@@ -8,9 +8,10 @@ Small pure functions like :mod:`vaco_jax.losses`, each on three log-probs of the
 * ``behaviour_log_probs``: log beta(a|s) of the stale actor that drew a.
 
 Every ratio is formed from a log-ratio bounded before ``exp`` (:func:`vaco_jax.tv.ratios`), so a stale sample
-whose weight would overflow contributes a finite value and a finite gradient. At zero lag (pi_T = beta) IMPACT,
-M2PO and GePPO are PPO-clip exactly (their weights are 1 and M2PO masks nothing); CISPO and TOPR have no trust
-region by design.
+whose weight would overflow contributes a finite value and a finite gradient. At zero lag (pi_T = beta) IMPACT and
+GePPO are PPO-clip exactly (their weights are 1), and so is M2PO's decoupled-mask variant (it masks nothing); M2PO
+as published bounds its ratio by a second-moment budget instead of PPO's eps; CISPO and TOPR have no trust region
+by design.
 """
 
 from __future__ import annotations
@@ -80,6 +81,85 @@ def impact_loss(
     return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(q, clip_eps), "is/weight_mean": jnp.mean(rho)}
 
 
+def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array):
+    """M2PO's trust region as its authors' released code sets it, on one minibatch: among the *harmful* samples (those
+    whose ratio has moved the way their advantage pushes it: A > 0 with log r > 0, or A < 0 with log r < 0), find
+    the cap t on the squared log-ratio v = (log r)^2 that brings their second moment within ``tau``.
+
+        H  = { i : A_i log r_i > 0 },   v_i = (log r_i)^2,   M2 = mean_{i in H} v_i
+        v_(1) <= v_(2) <= ...  the harmful samples' v in ascending order
+        k  = the first k with sum_{i in H} min(v_i, v_(k)) >= tau * |H|      (capping every v at v_(k))
+        t  = inf if H is empty or M2 <= tau;  else v_(k-1) (0 when k = 1)
+        b_i = 1 if i in H and v_i >= t: the sample is held at its bound (no gradient), else 0
+
+    Returns:
+      ``(bounded, t, M2)``: ``bounded`` [...] float (1 where the bound holds the sample), the cap t (inf: none) and
+      the harmful samples' second moment (0 when there are none).
+    """
+    chex.assert_equal_shape([log_ratios, advantages])
+    log_ratio = jax.lax.stop_gradient(log_ratios).reshape(-1)
+    harmful = jax.lax.stop_gradient(advantages).reshape(-1) * log_ratio > 0
+    squared = jnp.where(harmful, jnp.square(log_ratio), 0.0)
+    count = jnp.sum(harmful)
+    second_moment = jnp.sum(squared) / jnp.maximum(count, 1)
+    ordered = jnp.sort(jnp.where(harmful, squared, jnp.inf))  # the harmful samples' v ascending, then inf
+    ordered = jnp.where(jnp.isfinite(ordered), ordered, 0.0)
+    k = jnp.arange(ordered.size)
+    capped_sum = jnp.cumsum(ordered) + ordered * (count - k - 1)  # sum_{i in H} min(v_i, v_k)
+    first = jnp.argmax((k < count) & (capped_sum >= tau * count))
+    cap = jnp.where(first > 0, ordered[jnp.maximum(first - 1, 0)], 0.0)
+    cap = jnp.where((count > 0) & (second_moment > tau), cap, jnp.inf)
+    bounded = (harmful & (jnp.square(log_ratio) >= cap)).astype(log_ratio.dtype).reshape(log_ratios.shape)
+    return bounded, cap, second_moment
+
+
+def m2po_loss(
+    log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    tau: float | jax.Array,
+) -> tuple[jax.Array, Metrics]:
+    """M2PO as its authors' released code computes it (``m2po.form=published``): the ratio to the policy that drew
+    the data, its harmful samples held at a bound set on each minibatch by their second moment
+    (:func:`m2po_bound`), no epsilon clip, averaged over all samples.
+
+        r    = pi_theta(a|s) / beta(a|s),      (b, t, _) = m2po_bound(log r, A; tau)
+        L_pi = -mean_i( b_i ? stopgrad(r_i) * A_i : r_i * A_i )
+
+    A held sample is the PPO clip of ``clip(r, exp(-sqrt t), exp(sqrt t))`` acting (its value is the ratio it has,
+    at or past the bound, with no gradient); every other sample keeps its full gradient. The bound is recomputed at
+    every gradient step from pi_theta, as the released code does per micro-batch.
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      behaviour_log_probs: [...] log beta(a_i|s_i), the policy that drew a_i (the stale data's ``old_log_prob``).
+      advantages: [...] A_i (constants).
+      tau: the second-moment budget of the harmful samples' log-ratio (0.04 in the paper).
+
+    Returns:
+      ``(loss, {"m2po/kept": fraction not held, "m2po/second_moment": the harmful samples' mean squared log-ratio,
+      "ppo/clip_frac": fraction held, "is/weight_mean": mean(r)})``.
+
+    Reference:
+      Zheng et al. Prosperity before Collapse: How Far Can Off-Policy RL Reach with Stale Data on LLMs?
+      arXiv:2510.01161; the authors' code, github.com/Infini-AI-Lab/M2PO (``compute_m2po_policy_loss``).
+    """
+    chex.assert_equal_shape([log_probs, behaviour_log_probs, advantages])
+    behaviour = jax.lax.stop_gradient(behaviour_log_probs)
+    r = ratios(log_probs, behaviour)
+    a = jax.lax.stop_gradient(advantages)
+    bounded, _, second_moment = m2po_bound(log_probs - behaviour, a, tau=tau)
+    surrogate = jnp.where(bounded > 0, jax.lax.stop_gradient(r), r) * a
+    metrics = {
+        "m2po/kept": 1.0 - jnp.mean(bounded),
+        "m2po/second_moment": second_moment,
+        "ppo/clip_frac": jnp.mean(bounded),
+        "is/weight_mean": jnp.mean(jax.lax.stop_gradient(r)),
+    }
+    return -jnp.mean(surrogate), metrics
+
+
 def m2po_keep_mask(proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, tau: float | jax.Array):
     """M2PO's second-moment mask: drop the samples with the largest squared log-ratio until the mean squared
     log-ratio of the samples kept is at most ``tau``.
@@ -109,7 +189,7 @@ def m2po_keep_mask(proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array
     return keep, jnp.mean(squared)
 
 
-def m2po_loss(
+def m2po_decoupled_mask_loss(
     log_probs: jax.Array,
     proximal_log_probs: jax.Array,
     behaviour_log_probs: jax.Array,
@@ -120,8 +200,9 @@ def m2po_loss(
     tau: float | jax.Array,
     w_mode: str = "truncate",
 ) -> tuple[jax.Array, Metrics]:
-    """M2PO: mask stale samples by the second moment of their log-ratio (:func:`m2po_keep_mask`), then the
-    decoupled PPO loss on the samples kept, averaged over them.
+    """A variant of M2PO (``m2po.form=decoupled_mask``; this project's M2PO before 2026-12): mask stale samples by
+    the second moment of log(pi_T/beta) once per iteration (:func:`m2po_keep_mask`, any sample may be dropped),
+    then the decoupled PPO loss on the samples kept, averaged over them (heavier masking: a larger step per sample).
 
         m    = m2po_keep_mask(log pi_T, log beta; tau)
         r    = pi_theta(a|s) / pi_T(a|s),      w = stopgrad( min(pi_T(a|s) / beta(a|s), w_max) )
@@ -245,4 +326,12 @@ def cispo_loss(
     return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": truncated}
 
 
-__all__ = ["cispo_loss", "geppo_loss", "impact_loss", "m2po_keep_mask", "m2po_loss"]
+__all__ = [
+    "cispo_loss",
+    "geppo_loss",
+    "impact_loss",
+    "m2po_bound",
+    "m2po_decoupled_mask_loss",
+    "m2po_keep_mask",
+    "m2po_loss",
+]

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import optax
 
 from vaco_jax import losses
+from vaco_jax.advantages import standardize
 from vaco_jax.algorithms import Algorithm, AlgoState
 from vaco_jax.config import Config
 from vaco_jax.distributions import Distribution
@@ -42,10 +43,6 @@ def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformat
     adam = optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
     # NaN guard: a step with non-finite gradients is skipped (and counted), not applied.
     return optax.apply_if_finite(adam, max_consecutive_errors=1_000_000_000)
-
-
-def _normalize(x: jax.Array) -> jax.Array:
-    return (x - jnp.mean(x)) / (jnp.std(x) + 1e-8)
 
 
 def step_advantages(
@@ -86,7 +83,8 @@ def minibatch_loss(
     values = learner.networks.value(params.critic, obs_norm, batch.observations)
     advantages, value_targets = step_advantages(params, batch, log_probs, obs_norm, learner, hparams)
     if config.ppo.normalize_advantages:
-        advantages = _normalize(advantages)
+        weights = learner.algorithm.advantage_weights
+        advantages = standardize(advantages, None if weights is None else weights(batch))
     policy_loss, metrics = learner.algorithm.policy_loss_fn(
         log_probs, dist_params, batch, advantages, hparams, algo_state
     )
@@ -129,9 +127,9 @@ def run_epochs(
         params, opt_state = carry
         (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
         updates, opt_state = learner.optimizer.update(grads, opt_state, params)
-        if learner.algorithm.step_scale is not None:  # an adaptive step size (GePPO): Adam's update is linear in it
-            scale = learner.algorithm.step_scale(algo_state)
-            updates = jax.tree.map(lambda update: update * scale, updates)
+        if learner.algorithm.actor_step_scale is not None:  # GePPO's adaptive step size: Adam's update is linear in it
+            scale = learner.algorithm.actor_step_scale(algo_state)
+            updates = updates.replace(actor=jax.tree.map(lambda update: update * scale, updates.actor))
         params = optax.apply_updates(params, updates)
         grad_norm = optax.tree.norm(grads)
         skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
