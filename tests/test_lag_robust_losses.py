@@ -202,3 +202,15 @@ def test_an_unknown_cispo_truncation_is_a_clear_error():
     lp, _, lb, a = (jnp.asarray(x) for x in stale_batch(0))
     with pytest.raises(ValueError, match="cispo.truncation='clip' is unknown; choose one of cispo, topr"):
         lrl.cispo_loss(lp, lb, a, eps_high=0.2, truncation="clip")
+
+
+@pytest.mark.parametrize("truncation", ["cispo", "topr"])
+def test_the_truncated_fraction_counts_the_weights_cut_below_their_ratio(truncation):
+    """CISPO cuts r above 1 + eps_high; TOPR tapers a negative sample's r above 1 to 1, and its non-negative samples'
+    weight 1 is no importance weight at all, so they never count as truncated (c != r would count most of them)."""
+    lp, _, lb, a = stale_batch(1)
+    _, metrics = lrl.cispo_loss(jnp.asarray(lp), jnp.asarray(lb), jnp.asarray(a), eps_high=0.28, truncation=truncation)
+    r = np.exp(lp - lb)
+    want = (r > 1.28) if truncation == "cispo" else (a < 0) & (r > 1.0)
+    assert 0 < want.mean() < 1
+    assert float(metrics["is/truncated_frac"]) == pytest.approx(want.mean(), abs=1e-6)

@@ -306,8 +306,11 @@ def cispo_loss(
       eps_high: the weight's upper truncation is 1 + eps_high (cispo only).
       truncation: ``cispo`` or ``topr``.
 
+    TOPR here is per sample (each step's advantage sign and ratio); the paper takes both per trajectory.
+
     Returns:
-      ``(loss, {"is/weight_mean": mean(c), "is/truncated_frac": fraction where c != r})``.
+      ``(loss, {"is/weight_mean": mean(c), "is/truncated_frac": fraction whose weight is cut below its ratio})``:
+      CISPO's r > 1 + eps_high; TOPR's negative samples with r > 1 (its positive ones carry weight 1, no ratio).
 
     Reference:
       MiniMax. MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention (CISPO).
@@ -322,8 +325,10 @@ def cispo_loss(
         c = jnp.where(a >= 0, 1.0, jnp.clip(r, 0.0, 1.0))
     else:
         raise ValueError(f"cispo.truncation={truncation!r} is unknown; choose one of {', '.join(CISPO_TRUNCATIONS)}")
-    truncated = jnp.mean((c != r).astype(r.dtype))
-    return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": truncated}
+    # truncated: the weight is below the importance ratio it stands for (CISPO: r > 1 + eps_high; TOPR: a negative
+    # sample with r > 1, tapered to 1; a non-negative sample's weight 1 is not an importance weight)
+    truncated = (c != r).astype(r.dtype) if truncation == "cispo" else ((a < 0) & (r > 1.0)).astype(r.dtype)
+    return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": jnp.mean(truncated)}
 
 
 __all__ = [
