@@ -147,6 +147,59 @@ def with_actors(driver: AsyncDriver, kinds: dict[int, type], options: AsyncOptio
     return faulty
 
 
+def test_every_batch_is_made_by_the_parameters_of_the_version_it_carries(driver, monkeypatch):
+    """Ground truth for the measured lag, whatever the threads' timing: the snapshot published as version v is the
+    learner after v updates (its parameters equal the state's after update v), and every batch's behaviour
+    log-probs are those of the snapshot of the version it carries, so lag = T - version counts learner updates. A
+    publish off by one, or a learner that never publishes, fails here, and so does a synchronous learner: some
+    batch is at least one update old (the actors fill the queue while the learner updates)."""
+    from vaco_jax import asynchronous
+
+    published = {}
+
+    class RecordingStore(ParameterStore):
+        def __init__(self, snapshot, version):
+            super().__init__(snapshot, version)
+            published[version] = jax.device_get(snapshot)
+
+        def publish(self, snapshot, version):
+            published[version] = jax.device_get(snapshot)
+            super().publish(snapshot, version)
+
+    made = []
+
+    class RecordingActor(Actor):
+        def collect_batch(self):
+            batch = super().collect_batch()
+            made.append(batch)
+            return batch
+
+    monkeypatch.setattr(asynchronous, "ParameterStore", RecordingStore)
+    recording = with_actors(driver, {0: RecordingActor, 1: RecordingActor})
+    config, after = driver.program.config, {}
+    hparams = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 2), config)
+    out = recording.run(
+        seed_keys(0, 2),
+        hparams,
+        chunk_size=1,  # a state callback after every update
+        state_callbacks=[lambda done, states, last: after.__setitem__(done, jax.device_get(states.params.actor))],
+    )
+    assert sorted(published) == list(range(7)) and sorted(after) == list(range(1, 7))
+    for version in range(1, 7):
+        jax.tree.map(np.testing.assert_array_equal, published[version].policy_params, after[version])
+    assert max(batch.version for batch in made) >= 1  # the actors act with newer parameters as they appear
+    program = driver.program
+    for batch in made:
+        snapshot = published[batch.version]
+        for run_index in range(2):
+            actor = jax.tree.map(lambda x, i=run_index: x[i], snapshot)
+            rollout = jax.tree.map(lambda x, i=run_index: x[i], batch.rollout)
+            log_probs = program.dist.log_prob(program.networks.policy(actor, rollout.observations), rollout.actions)
+            np.testing.assert_allclose(rollout.behaviour_log_probs, log_probs, rtol=1e-5, atol=1e-6)
+    lags = np.stack([out.metrics["async/lag_0"], out.metrics["async/lag_1"]])
+    assert lags.max() >= 1, lags  # a learner that always waited for fresh batches would measure lag 0 throughout
+
+
 def test_a_crashed_actor_is_reported_and_the_learner_goes_on(driver, capsys):
     out = run(with_actors(driver, {1: FailingActor}))
     assert out.metrics["episode/return"].shape == (2, 6)
