@@ -6,7 +6,10 @@ Everything is computed from the cells on disk:
   over test seeds, 95% bootstrap CI; a run without a finite score counts as the worst one, never dropped), the
   training return's AUC beside it, entropy and TV;
 - the probability that a method beats tuned decoupled PPO, *paired by seed* (every method ran the same test
-  seeds, so seed s of X is compared with seed s of Y), with a 95% bootstrap interval over seeds;
+  seeds, so seed s of X is compared with seed s of Y), with a 95% bootstrap interval over seeds; a table's
+  **+** / **-** marks come from the paired Wilcoxon signed-rank test of the same pairs, with Holm's correction over
+  every comparison the table makes (with 16 seeds the bootstrap interval of P collapses at 0 and 1, so it is shown,
+  not used as the test);
 - the tuned hyperparameters and each method's search;
 - figures: the learner's AUC against lag with CI per method and env, a performance profile (rliable style), and
   entropy and TV against lag.
@@ -22,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lag_robustness import format_pi, lag_order  # the earlier study's formatting, shared
+from lag_robustness import lag_order  # the earlier study's lag order, shared
 from provenance import replace_readme_block
+from scipy import stats as scipy_stats
 
 from vaco_jax import envs, machine, stats
 from vaco_jax.output_dir import write_text_atomic
@@ -34,6 +38,7 @@ README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict:
 README_STOCHASTIC = "<!-- tuned verdict, stochastic: start -->", "<!-- tuned verdict, stochastic: end -->"
 SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
+SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
 
 
 def paired_probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
@@ -56,9 +61,46 @@ def paired_probability_of_improvement_ci(
     return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
 
 
+def paired_wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Two-sided p-value of the Wilcoxon signed-rank test of the per-seed differences x_s - y_s (scipy; exact for
+    small samples without ties). A run without a finite score counts as below every finite one of either method;
+    zero differences are dropped (Wilcoxon's convention); no nonzero difference at all gives p = 1."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    finite = np.concatenate([x[np.isfinite(x)], y[np.isfinite(y)]])
+    floor = (finite.min() - 1.0 - np.abs(finite).max()) if finite.size else 0.0  # below every finite score
+    x, y = np.where(np.isfinite(x), x, floor), np.where(np.isfinite(y), y, floor)
+    differences = x - y
+    if not np.any(differences != 0):
+        return 1.0
+    return float(scipy_stats.wilcoxon(differences, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def holm_adjusted(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment: with the m p-values sorted ascending, p_(i) becomes max_{j <= i} min(1,
+    (m - j + 1) p_(j)); rejecting where the adjusted value is below alpha controls the family-wise error at alpha."""
+    order = np.argsort(p_values, kind="stable")
+    m, running, adjusted = len(p_values), 0.0, [0.0] * len(p_values)
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def format_pi(pi: dict[str, float] | None) -> str:
+    """P(X > reference) with its bootstrap interval, marked **+** / **-** where the Holm-adjusted paired Wilcoxon
+    test rejects equality (the direction from P)."""
+    if pi is None:
+        return "-"
+    significant = pi.get("holm_p", 1.0) < SIGNIFICANCE
+    mark = (" **+**" if pi["p"] > 0.5 else " **-**") if significant else ""
+    return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
+
+
 def _pi(x: list[float], y: list[float]) -> dict[str, float]:
-    low, high = paired_probability_of_improvement_ci(np.asarray(x), np.asarray(y), num_resamples=1000)
-    return {"p": paired_probability_of_improvement(np.asarray(x), np.asarray(y)), "ci_low": low, "ci_high": high}
+    x, y = np.asarray(x), np.asarray(y)
+    low, high = paired_probability_of_improvement_ci(x, y, num_resamples=1000)
+    p = paired_probability_of_improvement(x, y)
+    return {"p": p, "ci_low": low, "ci_high": high, "wilcoxon_p": paired_wilcoxon_p(x, y)}
 
 
 def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
@@ -129,6 +171,11 @@ def statistics(collected: dict[str, Any]) -> None:
         if base is not None and row is not base:
             for score in SCORE_NAMES:
                 row[_pi_key(score)] = _pi(row["per_seed"][score], base["per_seed"][score])
+    for score in SCORE_NAMES:  # Holm over the comparisons one verdict table shows (its primary rows)
+        shown = [row[_pi_key(score)] for row in rows if row["primary"] and _pi_key(score) in row]
+        for pi, adjusted in zip(shown, holm_adjusted([pi["wilcoxon_p"] for pi in shown]), strict=True):
+            pi["holm_p"] = adjusted
+    collected["comparisons"] = len([row for row in rows if row["primary"] and _pi_key("learner_auc") in row])
 
 
 def _fmt(summary: dict[str, float]) -> str:
@@ -221,6 +268,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "cells_missing": collected["missing"],
         "cells_stale": collected["stale"],
         "study_seconds": collected["seconds"],
+        "comparisons_per_table": collected["comparisons"],
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
         "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
     }
@@ -235,6 +283,9 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
         "",
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
+        "",
+        f"**+** / **-**: the paired Wilcoxon signed-rank test rejects equality with tuned decoupled PPO at "
+        f"{SIGNIFICANCE:g} after Holm's correction over the table's {collected['comparisons']} comparisons.",
         "",
         *verdict,
         "",

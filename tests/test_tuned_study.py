@@ -157,6 +157,37 @@ def test_paired_probability_of_improvement(report_module):
     assert 0.0 <= low <= pi(x, y) <= high <= 1.0
 
 
+def test_the_paired_wilcoxon_test_is_the_exact_sign_flip_test_of_its_definition(report_module):
+    """Without ties or zeros, the two-sided p-value is the share of the 2^n sign assignments of the ranked absolute
+    differences whose signed-rank sum is at least as extreme as the observed one (enumerated here)."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=9), rng.normal(size=9) + 0.6
+    d = x - y
+    ranks = np.argsort(np.argsort(np.abs(d))) + 1.0
+    observed = ranks[d > 0].sum()
+    centre = ranks.sum() / 2
+    sums = [sum(r for r, s in zip(ranks, signs, strict=True) if s) for signs in itertools.product([0, 1], repeat=9)]
+    exact = np.mean([abs(t - centre) >= abs(observed - centre) - 1e-9 for t in sums])
+    assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(exact, rel=1e-9)
+    assert report_module.paired_wilcoxon_p(x, x) == 1.0  # no nonzero difference
+    base, wins = np.arange(16.0), 1.0 + 0.01 * np.arange(16)  # 16 seeds, every one won, by distinct margins:
+    assert report_module.paired_wilcoxon_p(base + wins, base) == pytest.approx(2 / 2**16)  # the smallest exact p
+    diverged = np.where(np.arange(16) == 3, np.nan, base + wins)  # a run without a score loses its pair
+    assert report_module.paired_wilcoxon_p(diverged, base) > 2 / 2**16
+
+
+def test_holm_adjustment_by_its_definition(report_module):
+    p = [0.01, 0.04, 0.03, 0.005]  # sorted: 0.005 (x4), 0.01 (x3), 0.03 (x2), 0.04 (x1), each at least the last
+    assert report_module.holm_adjusted(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert report_module.holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    marked = {"p": 0.9, "ci_low": 0.7, "ci_high": 1.0}
+    assert report_module.format_pi({**marked, "holm_p": 0.01}).endswith("**+**")
+    assert report_module.format_pi({**marked, "p": 0.1, "holm_p": 0.01}).endswith("**-**")
+    assert "**" not in report_module.format_pi({**marked, "holm_p": 0.2})  # an interval clear of 0.5 is not a test
+
+
 def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
     """Every number of the README's tuned-benchmark table comes from the committed results (tuned.json)."""
     root = Path(__file__).resolve().parents[1]

@@ -327,8 +327,8 @@ def cispo_loss(
         raise ValueError(f"cispo.truncation={truncation!r} is unknown; choose one of {', '.join(CISPO_TRUNCATIONS)}")
     # truncated: the weight is below the importance ratio it stands for (CISPO: r > 1 + eps_high; TOPR: a negative
     # sample with r > 1, tapered to 1; a non-negative sample's weight 1 is not an importance weight)
-    truncated = (c != r).astype(r.dtype) if truncation == "cispo" else ((a < 0) & (r > 1.0)).astype(r.dtype)
-    return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": jnp.mean(truncated)}
+    truncated = jnp.mean(((c != r) if truncation == "cispo" else (a < 0) & (r > 1.0)).astype(r.dtype))
+    return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": truncated}
 
 
 __all__ = [
