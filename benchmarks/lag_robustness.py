@@ -69,7 +69,7 @@ from lag_study.report import (  # noqa: E402, F401
     verdict_markdown,
 )
 from lag_study.specs import ENVS, PRESETS, REGIMES, VARIANTS, Block, Preset, Variant, lag_order  # noqa: E402, F401
-from provenance import fingerprints_memoized, same_experiment  # noqa: E402, F401
+from provenance import fingerprints_memoized, refuse_dirty_results, same_experiment  # noqa: E402, F401
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -89,9 +89,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--rerun-stale", action="store_true", help="also rerun cells made by other programs (default: keep, marked)"
     )
+    parser.add_argument(
+        "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
+    )
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     out_dir = args.out_dir or Path("benchmarks/results/lag_robustness") / args.preset
+    if not (args.report or args.check or args.list):
+        refuse_dirty_results(out_dir, Path(__file__).resolve().parents[1], args.allow_dirty)
     if out_dir.exists() and not out_dir.is_dir():
         parser.error(f"--out-dir {out_dir} is a file: give a directory")
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)

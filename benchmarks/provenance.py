@@ -178,4 +178,19 @@ def git_commit(root: Path) -> str:
         return "unknown"
 
 
-__all__ = ["chunk_lengths", "fingerprints_memoized", "git_commit", "program_fingerprint"]
+def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -> None:
+    """Refuse to write study cells into the repository's committed results (``benchmarks/results``) from a work tree
+    with uncommitted changes to tracked files: such a cell records a ``+dirty`` commit, so nobody can tell which
+    code made it. A scratch folder elsewhere is always fine; ``allow_dirty`` overrides (the cells still say so)."""
+    results = (root / "benchmarks" / "results").resolve()
+    inside = out_dir.resolve() == results or results in out_dir.resolve().parents
+    if inside and not allow_dirty and git_commit(root).endswith("+dirty"):
+        raise SystemExit(
+            f"the work tree at {root} has uncommitted changes, and cells written into {out_dir} would record a "
+            "'+dirty' commit that no one can check out: commit first, or run from a clean worktree of HEAD "
+            "(git worktree add ../clean HEAD), or write to a folder outside benchmarks/results with --out-dir, "
+            "or pass --allow-dirty"
+        )
+
+
+__all__ = ["chunk_lengths", "fingerprints_memoized", "git_commit", "program_fingerprint", "refuse_dirty_results"]

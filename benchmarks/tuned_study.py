@@ -63,6 +63,7 @@ from provenance import (  # noqa: E402
     fingerprints_memoized,
     git_commit,
     program_fingerprint,
+    refuse_dirty_results,
     same_cell_spec,
     spec_hash,
 )
@@ -329,8 +330,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite this README's tuned verdict block")
     parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
+    parser.add_argument(
+        "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
+    )
     args = parser.parse_args(argv)
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
+    if not (args.report or args.check):
+        refuse_dirty_results(out_dir, ROOT, args.allow_dirty)
     if args.check:
         raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
     with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once

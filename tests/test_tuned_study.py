@@ -188,6 +188,20 @@ def test_holm_adjustment_by_its_definition(report_module):
     assert "**" not in report_module.format_pi({**marked, "holm_p": 0.2})  # an interval clear of 0.5 is not a test
 
 
+def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tree(study, monkeypatch, tmp_path):
+    """A cell records the commit that made it; from a tree with uncommitted changes that is '+dirty', which no one
+    can check out: the study refuses to write such cells into benchmarks/results (a scratch folder is fine)."""
+    provenance = sys.modules["provenance"]
+    root = _BENCHMARKS.parent
+    monkeypatch.setattr(provenance, "git_commit", lambda root: "0123456789ab+dirty")
+    with pytest.raises(SystemExit, match="uncommitted changes.*git worktree add ../clean HEAD.*--allow-dirty"):
+        study.main(["--preset", "tuned-smoke", "--max-cells", "0"])  # the default folder: benchmarks/results/...
+    provenance.refuse_dirty_results(tmp_path, root)  # elsewhere: fine
+    provenance.refuse_dirty_results(root / "benchmarks" / "results" / "x", root, allow_dirty=True)
+    monkeypatch.setattr(provenance, "git_commit", lambda root: "0123456789ab")
+    provenance.refuse_dirty_results(root / "benchmarks" / "results" / "x", root)  # a clean tree: fine
+
+
 def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
     """Every number of the README's tuned-benchmark table comes from the committed results (tuned.json)."""
     root = Path(__file__).resolve().parents[1]
