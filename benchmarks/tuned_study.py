@@ -286,8 +286,15 @@ def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stal
 
 
 def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:
-    """Whether the checkout would make this cell with the same programs (else the cell is stale)."""
-    return result.get("fingerprint") == cell_fingerprint(preset, cell, out_dir)
+    """Whether the checkout would make this cell with the same programs (else the cell is stale). A test cell is
+    current only if its tuning cell is too: a stale search may have picked another winner than the checkout's."""
+    if result.get("fingerprint") != cell_fingerprint(preset, cell, out_dir):
+        return False
+    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+    if source is None:
+        return True
+    tuned = load_cell(out_dir, preset, source)
+    return tuned is not None and is_current(preset, source, out_dir, tuned)
 
 
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:

@@ -248,3 +248,28 @@ def test_a_committed_cell_survives_a_new_config_field_and_another_algorithms_opt
     assert load_with(lambda config: config["vaco"].update(tv_estimator="sample"))  # ppo never reads vaco.*
     assert not load_with(lambda config: config.update(num_iterations=config["num_iterations"] + 1))
     assert not load_with(lambda config: config["ppo"].update(num_epochs=config["ppo"]["num_epochs"] + 1))
+
+
+def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path):
+    """A test cell's configuration is its tuning cell's winner: when the search was made by other programs, the
+    winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    preset = study.PRESETS["tuned-smoke"]
+    cells = study.cells_of(preset)
+    tune = next(c for c in cells if c.stage == "tune" and c.method == "ppo_decoupled")
+    dependants = [c for c in cells if c.stage != "tune" and c.method == "ppo_decoupled"]
+    assert {c.block.env for c in dependants} == {"CartPole-v1", "Acrobot-v1"}
+
+    def current(cell) -> bool:
+        return study.is_current(preset, cell, out, study.load_cell(out, preset, cell))
+
+    assert all(current(c) for c in [tune, *dependants])
+    path = study.cell_path(out, tune)
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "fingerprint": "0" * 16}))  # as if made by other programs
+    assert not current(tune) and not any(current(c) for c in dependants)
+    other = next(c for c in cells if c.stage != "tune" and c.method == "m2po")
+    assert current(other)  # another method's cells are not affected
