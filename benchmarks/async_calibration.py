@@ -5,7 +5,8 @@ environments each, one learner; :mod:`vaco_jax.asynchronous`), whose batches rec
 same config and seeds in the one-program simulator with ``lag.kind=empirical`` on the measured histogram
 (:func:`vaco_jax.calibration.calibrate`). Reported: the measured lag distribution; the learner's evaluation return
 (AUC over the evaluated iterations, deterministic and stochastic policies) and the TV diagnostics of both sides, with
-P(simulated > real) and its 95% CI (the simulator *agrees* on a score when the CI contains 0.5); and env-steps/s of
+P(simulated > real), its 95% CI and an equivalence test's verdict per score (:func:`vaco_jax.calibration.verdict`:
+equivalent within P = 0.5 +- 0.1, different, or undecided); and env-steps/s of
 the asynchronous mode against the synchronous simulator on the same config, measured in the same run (compilation
 excluded). The config is the demo's aggressive CartPole regime, where one update moves the policy far, so lag
 matters.
@@ -15,6 +16,8 @@ lags mostly 1) and *fast actors* (rollouts of 32 steps, queue 8: the queue fills
 
 Usage: python benchmarks/async_calibration.py [--seeds 8] [--first-seed 0] [--regimes balanced fast-actors]
        [--methods ppo ppo-decoupled vaco-decoupled] [--update-readme README.md]
+       python benchmarks/async_calibration.py --report [--out FILE] [--update-readme README.md]   (the table from the
+       runs on record, verdicts recomputed)
 Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, regime), prints a table.
 Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (set here if unset).
 """
@@ -34,7 +37,7 @@ from provenance import git_commit, replace_readme_block  # noqa: E402
 
 from vaco_jax import machine, plotting  # noqa: E402
 from vaco_jax.asynchronous import AsyncOptions  # noqa: E402
-from vaco_jax.calibration import calibrate  # noqa: E402
+from vaco_jax.calibration import calibrate, verdict  # noqa: E402
 from vaco_jax.cli import calibrate_config  # noqa: E402
 from vaco_jax.comparison import variant_config  # noqa: E402
 from vaco_jax.config import strict_json  # noqa: E402
@@ -77,7 +80,7 @@ def run_one(method: str, regime: str, seeds: int, first_seed: int = 0) -> dict[s
 def table(records: list[dict[str, Any]]) -> str:
     lines = [
         "| regime | method | measured lag: mean (shares of lags 0, 1, 2, ...) | learner eval AUC, real async "
-        "| simulated | P(sim > real) | scores that agree | env-steps/s async / sync |",
+        "| simulated | P(sim > real) | scores: equivalent / different / undecided | env-steps/s async / sync |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
@@ -86,13 +89,18 @@ def table(records: list[dict[str, Any]]) -> str:
         rows = {row["score"]: row for row in record["rows"]}
         auc = rows["eval AUC (deterministic)"]
         ci = lambda s: f"{s['iqm']:.0f} [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"  # noqa: E731
-        agree = [name for name in COMPARED if name in rows and rows[name]["agree"]]
+        verdicts = [  # recomputed from the runs on record (a record may predate the test)
+            verdict(np.asarray(rows[name]["simulated_runs"]), np.asarray(rows[name]["real_runs"]))["verdict"]
+            for name in COMPARED
+            if name in rows
+        ]
+        tally = " / ".join(str(verdicts.count(kind)) for kind in ("equivalent", "different", "undecided"))
         speed = record["env_steps_per_second"]
         lines.append(
             f"| {record['regime']} | {record['method']} | {record['lag_mean']:.2f} ({shares}) "
             f"| {ci(auc['real'])} | {ci(auc['simulated'])} "
             f"| {auc['p_simulated_above_real']:.2f} [{auc['p_ci'][0]:.2f}, {auc['p_ci'][1]:.2f}] "
-            f"| {len(agree)} of {sum(name in rows for name in COMPARED)} "
+            f"| {tally} "
             f"| {speed['async']:,.0f} / {speed['sync']:,.0f} ({speed['async'] / speed['sync']:.2f}x) |"
         )
     return "\n".join(lines)
@@ -106,7 +114,16 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
+    parser.add_argument("--report", action="store_true", help="only the table from the runs in --out (no new runs)")
     args = parser.parse_args()
+    if args.report:
+        payload = json.loads(args.out.read_text())
+        payload["table"] = table(payload["records"])
+        print(payload["table"])
+        write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
+        if args.update_readme is not None:
+            replace_readme_block(args.update_readme, README_MARKERS, ["", payload["table"], ""])
+        return
     records = []
     for regime in args.regimes:
         for method in args.methods:

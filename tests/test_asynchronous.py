@@ -267,8 +267,29 @@ def test_calibration_runs_both_modes_on_the_measured_lag():
         assert 0.0 <= row["p_simulated_above_real"] <= 1.0 and len(row["real_runs"]) == 2
     record = calibration.to_json()
     assert record["curves"]["real/eval/return_deterministic"]["iterations"] == [2, 4]
+    assert {row["verdict"] for row in rows.values()} <= {"equivalent", "different", "undecided"}
     with pytest.raises(ConfigError, match="add --eval.every N"):
         calibrate(config.replace(eval=EvalConfig(every=0)), num_seeds=1)
+    with pytest.raises(ConfigError, match="--num-seeds 1: a comparison needs at least 2 seeds per side"):
+        calibrate(config, num_seeds=1)
+
+
+def test_the_calibration_verdict_is_an_equivalence_test():
+    """Equivalent only when P(sim > real) is shown to lie within 0.5 +- 0.1 (the 90% interval inside the margin: two
+    one-sided tests at 5%); different when its 95% interval excludes 0.5; otherwise undecided. Few runs from the
+    same distribution are undecided, not 'agreeing'; many are equivalent; shifted ones are different."""
+    from vaco_jax.calibration import seeds_for_equivalence, verdict
+
+    rng = np.random.default_rng(0)
+    few = verdict(np.arange(8.0) + 0.5, np.arange(8.0))  # interleaved: P = 36 / 64
+    assert few["verdict"] == "undecided" and few["p_ci90"][0] < 0.4  # its interval holds 0.5 but is wide
+    many = verdict(rng.normal(size=300), rng.normal(size=300))
+    assert many["verdict"] == "equivalent" and 0.4 <= many["p_ci90"][0] <= many["p_ci90"][1] <= 0.6
+    assert verdict(rng.normal(size=8) + 3.0, rng.normal(size=8))["verdict"] == "different"
+    small_shift = verdict(rng.normal(size=300) + 0.05, rng.normal(size=300))  # P about 0.51: too small to matter
+    assert small_shift["verdict"] == "equivalent"
+    n = seeds_for_equivalence()  # the normal approximation's 90% half-width at n seeds per side is below 0.1
+    assert 1.645 * np.sqrt((2 * n + 1) / (12 * n * n)) < 0.1 <= 1.645 * np.sqrt((2 * n - 1) / (12 * (n - 1) ** 2))
 
 
 def cli_args(out_dir, *extra):

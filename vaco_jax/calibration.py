@@ -10,7 +10,9 @@
 and compares what a user would read off each (:meth:`Calibration.rows`): the learner's evaluation return (AUC and
 final value, deterministic and stochastic policies), the training return, and the TV and entropy diagnostics, each
 as an IQM with a 95% bootstrap interval per side, and the probability that a simulated run scores above a real one
-(0.5: no difference) with its interval. The simulator *agrees* on a score when that interval contains 0.5.
+(0.5: no difference) with its interval. Each score gets a verdict of an equivalence test (:func:`verdict`):
+*equivalent* (P is shown to lie within 0.5 +- :data:`EQUIVALENCE_MARGIN`), *different* (P is shown not to be 0.5)
+or *undecided*: an interval that merely contains 0.5 is absence of evidence, not agreement.
 
 What the simulator cannot reproduce by construction: it draws each group's lag independently every iteration from
 the histogram, while a real system's lags are correlated in time (a slow stretch delays several batches in a row),
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,6 +46,38 @@ SCORES = {
 """The scores compared: a name -> (metric, reduction). Evaluations count at the iterations that have one."""
 DIAGNOSTICS = ("lag/mean", "tv/backward_exact", "tv/forward_exact", "tv/backward", "tv/forward", "entropy")
 """Per-run means over all iterations of these, where the runs log them."""
+EQUIVALENCE_MARGIN = 0.1
+"""A P(simulated > real) within 0.5 +- this margin is a difference too small to matter: the simulator predicts."""
+
+
+def verdict(simulated: np.ndarray, real: np.ndarray, *, margin: float = EQUIVALENCE_MARGIN, seed: int = 0) -> dict:
+    """An equivalence test on P(simulated > real) (two one-sided tests, TOST, with percentile bootstrap intervals):
+
+    * ``equivalent``: the 90% interval lies inside [0.5 - margin, 0.5 + margin] (each one-sided test at 5%);
+    * ``different``: otherwise, where the 95% interval excludes 0.5;
+    * ``undecided``: neither (too few runs to tell; more seeds decide).
+
+    Returns ``{"verdict": ..., "p_ci90": [low, high]}``.
+    """
+    low90, high90 = stats.probability_of_improvement_ci(simulated, real, confidence=0.90, seed=seed)
+    low95, high95 = stats.probability_of_improvement_ci(simulated, real, confidence=0.95, seed=seed)
+    if 0.5 - margin <= low90 and high90 <= 0.5 + margin:
+        decided = "equivalent"
+    elif low95 > 0.5 or high95 < 0.5:
+        decided = "different"
+    else:
+        decided = "undecided"
+    return {"verdict": decided, "p_ci90": [low90, high90]}
+
+
+def seeds_for_equivalence(margin: float = EQUIVALENCE_MARGIN) -> int:
+    """The fewest seeds per side with which equal distributions can be found ``equivalent``: the normal
+    approximation of P's 90% interval under no difference, 0.5 +- 1.645 sqrt((2n + 1) / (12 n^2)), fits inside
+    the margin (46 at 0.1)."""
+    n = 2
+    while 1.645 * np.sqrt((2 * n + 1) / (12 * n * n)) >= margin:
+        n += 1
+    return n
 
 
 def simulator_config(config: Config, counts: np.ndarray) -> Config:
@@ -82,7 +117,8 @@ class Calibration:
     options: AsyncOptions
 
     def rows(self, seed: int = 0) -> list[dict]:
-        """One row per score and diagnostic: IQM [95% CI] of each side, P(simulated > real) [95% CI], agree."""
+        """One row per score and diagnostic: IQM [95% CI] of each side, P(simulated > real) [95% CI] and the
+        equivalence test's verdict (:func:`verdict`)."""
         rows = []
         named = {**SCORES, **{f"{name} (mean)": (name, "auc") for name in DIAGNOSTICS}}
         for label, (metric, reduction) in named.items():
@@ -99,7 +135,7 @@ class Calibration:
                     "simulated": stats.summarize(simulated, seed=seed),
                     "p_simulated_above_real": stats.probability_of_improvement(simulated, real),
                     "p_ci": [low, high],
-                    "agree": bool(low <= 0.5 <= high),
+                    **verdict(simulated, real, seed=seed),
                     "real_runs": real.tolist(),
                     "simulated_runs": simulated.tolist(),
                 }
@@ -146,6 +182,17 @@ def calibrate(
             "calibration compares the learner's evaluation returns: add --eval.every N (e.g. 5), which evaluates "
             "every N iterations in both modes"
         )
+    if num_seeds < 2:
+        raise ConfigError(
+            f"--num-seeds {num_seeds}: a comparison needs at least 2 seeds per side (one run has no spread to "
+            f"test against); give e.g. --num-seeds 8, or {seeds_for_equivalence()} to be able to show equivalence"
+        )
+    if num_seeds < seeds_for_equivalence():
+        sys.stderr.write(
+            f"vaco-jax: with {num_seeds} seeds per side the calibration can find a difference but cannot show "
+            f"equivalence within P = 0.5 +- {EQUIVALENCE_MARGIN:g} (about {seeds_for_equivalence()} seeds per "
+            "side can): expect 'undecided' where no difference is found\n"
+        )
     options = options or AsyncOptions()
     real = run_sweep(
         config,
@@ -175,11 +222,11 @@ def format_rows(rows: list[dict]) -> str:
             fmt(row["real"]),
             fmt(row["simulated"]),
             f"{row['p_simulated_above_real']:.2f} [{row['p_ci'][0]:.2f}, {row['p_ci'][1]:.2f}]",
-            "yes" if row["agree"] else "NO",
+            row["verdict"],
         ]
         for row in rows
     ]
-    return format_table(["score", "real (async)", "simulated", "P(sim > real)", "agree"], lines)
+    return format_table(["score", "real (async)", "simulated", "P(sim > real) [95% CI]", "verdict"], lines)
 
 
 def run_and_write(
@@ -219,4 +266,15 @@ def run_and_write(
     return out
 
 
-__all__ = ["Calibration", "calibrate", "format_rows", "logged_values", "per_run", "run_and_write", "simulator_config"]
+__all__ = [
+    "EQUIVALENCE_MARGIN",
+    "Calibration",
+    "calibrate",
+    "format_rows",
+    "logged_values",
+    "per_run",
+    "run_and_write",
+    "seeds_for_equivalence",
+    "simulator_config",
+    "verdict",
+]
