@@ -216,6 +216,34 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...], score: s
     return lines
 
 
+def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
+    """Where each search's winner lies in each searched range: its value, the range, its position in it (0 = low
+    end, 1 = high end, on the knob's own scale: log for a log-uniform knob) and its rank among the trials' values
+    of that knob; ``edge`` where it is the lowest or highest value tried (the range may be too narrow there)."""
+    from tuned_specs import COMMON_KNOBS, METHODS
+
+    lines = [
+        "| env | method | knob | winner | range | position in range | rank among trials | |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (env, regime, method), search in tuning.items():
+        knobs = {**COMMON_KNOBS, **METHODS[method].knob}
+        for name, knob in knobs.items():
+            values = [trial["point"][name] for trial in search["trials"] if name in trial["point"]]
+            if not values:
+                continue
+            won = search["best"]["point"][name]
+            scale = np.log if knob.log else (lambda x: x)
+            position = (scale(won) - scale(knob.low)) / (scale(knob.high) - scale(knob.low))
+            rank = 1 + sum(v < won for v in values)
+            edge = "edge" if rank in (1, len(values)) else ""
+            lines.append(
+                f"| {env} ({regime}) | {method} | {name} | {won:.3g} | [{knob.low:g}, {knob.high:g}] "
+                f"| {position:.2f} | {rank} of {len(values)} | {edge} |"
+            )
+    return lines
+
+
 def default_vs_tuned_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
     lines = [
         "| env | method | tuned hyperparameters | lag | learner AUC, default | learner AUC, tuned |",
@@ -296,6 +324,10 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
         *default_vs_tuned_table(rows, preset.methods),
+        "",
+        "## Where each search's winner lies in its ranges (selection rule: the best mean AUC of the learner's mode)",
+        "",
+        *winner_positions_table(collected["tuning"]),
         "",
         "## Two readings: the learner's evaluation against the stale actors' training return (tuned)",
         "",

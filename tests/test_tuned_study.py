@@ -108,7 +108,7 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
         is_reference = row["method"] == "ppo_decoupled" and row["primary"]
         assert ("pi_vs_reference" in row) != is_reference
     verdict = (smoke / "verdict.md").read_text()
-    assert "paired by seed" in verdict and "Two readings" in verdict
+    assert "paired by seed" in verdict and "Two readings" in verdict and "Where each search's winner lies" in verdict
     for name in ("learner_auc_vs_lag.png", "entropy_and_tv_vs_lag.png"):
         assert (smoke / name).stat().st_size > 0, name
 
@@ -200,6 +200,20 @@ def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tr
     provenance.refuse_dirty_results(root / "benchmarks" / "results" / "x", root, allow_dirty=True)
     monkeypatch.setattr(provenance, "git_commit", lambda root: "0123456789ab")
     provenance.refuse_dirty_results(root / "benchmarks" / "results" / "x", root)  # a clean tree: fine
+
+
+def test_the_report_says_where_each_winner_lies_in_its_ranges(study, report_module):
+    """A winner at the smallest learning rate tried is at an edge of the search; its position in a log-uniform range
+    is measured on the log scale (1e-4 to 3e-3: 1e-3 sits at 0.68)."""
+    trials = [{"point": {"ppo.learning_rate": lr, "ppo.ent_coef": 0.01, "ppo.clip_eps": 0.2}} for lr in (1e-4, 1e-3)]
+    tuning = {("CartPole-v1", "aggressive", "ppo"): {"best": trials[0], "trials": trials}}
+    lines = report_module.winner_positions_table(tuning)
+    rows = {line.split(" | ")[2]: line for line in lines[2:]}
+    assert set(rows) == {"ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"}
+    assert "| 0.00 | 1 of 2 | edge |" in rows["ppo.learning_rate"]
+    tuning[("CartPole-v1", "aggressive", "ppo")]["best"] = trials[1]
+    lines = report_module.winner_positions_table(tuning)
+    assert "| 0.68 | 2 of 2 | edge |" in next(line for line in lines if "learning_rate" in line)
 
 
 def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
