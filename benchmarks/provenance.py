@@ -169,10 +169,16 @@ def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
 
 
 def git_commit(root: Path) -> str:
-    """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or "unknown"."""
+    """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or "unknown". Changes under
+    ``benchmarks/results`` do not count: they are what the studies write (a study's second cell would otherwise
+    record its own first cell as a change to the code)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results"],
+            cwd=root,
+            capture_output=True,
+        )
         return commit.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -216,6 +216,26 @@ def test_the_report_says_where_each_winner_lies_in_its_ranges(study, report_modu
     assert "| 0.68 | 2 of 2 | edge |" in next(line for line in lines if "learning_rate" in line)
 
 
+def test_a_commit_is_dirty_only_with_changes_to_code_not_to_results(study, tmp_path):
+    """A study writes cell after cell into the tracked benchmarks/results: those writes must not make the next cell
+    record a '+dirty' commit; a change to any other tracked file must."""
+    import subprocess
+
+    provenance = sys.modules["provenance"]
+    git = lambda *args: subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "cell.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    assert not provenance.git_commit(tmp_path).endswith("+dirty")
+    (tmp_path / "benchmarks" / "results" / "cell.json").write_text('{"new": 1}')
+    assert not provenance.git_commit(tmp_path).endswith("+dirty")  # a study's own output
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance.git_commit(tmp_path).endswith("+dirty")
+
+
 def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
     """Every number of the README's tuned-benchmark table comes from the committed results (tuned.json)."""
     root = Path(__file__).resolve().parents[1]
