@@ -194,7 +194,7 @@ def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -
         raise SystemExit(
             f"the work tree at {root} has uncommitted changes, and cells written into {out_dir} would record a "
             "'+dirty' commit that no one can check out: commit first, or run from a clean worktree of HEAD "
-            "(git worktree add ../clean HEAD), or write to a folder outside benchmarks/results with --out-dir, "
+            "(git worktree add /tmp/clean HEAD), or write to a folder outside benchmarks/results with --out-dir, "
             "or pass --allow-dirty"
         )
 

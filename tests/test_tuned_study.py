@@ -194,7 +194,7 @@ def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tr
     provenance = sys.modules["provenance"]
     root = _BENCHMARKS.parent
     monkeypatch.setattr(provenance, "git_commit", lambda root: "0123456789ab+dirty")
-    with pytest.raises(SystemExit, match="uncommitted changes.*git worktree add ../clean HEAD.*--allow-dirty"):
+    with pytest.raises(SystemExit, match="uncommitted changes.*git worktree add /tmp/clean HEAD.*--allow-dirty"):
         study.main(["--preset", "tuned-smoke", "--max-cells", "0"])  # the default folder: benchmarks/results/...
     provenance.refuse_dirty_results(tmp_path, root)  # elsewhere: fine
     provenance.refuse_dirty_results(root / "benchmarks" / "results" / "x", root, allow_dirty=True)
