@@ -419,3 +419,21 @@ def test_the_readme_driver_overlap_table_is_the_committed_measurement():
 
     block, table = committed_table("driver_overlap.json", "driver overlap")
     assert block == table
+
+
+def test_a_grid_value_listed_twice_is_refused_through_the_cli(tmp_path, capsys):
+    """sweep --grid lag.k=0,0 would run the point twice without a word: refused, nothing written, one line."""
+    argv = ["sweep", "--grid", "lag.k=0,0", "--num-iterations", "2", "--out-dir", str(tmp_path / "run"), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "grid entry 'lag.k=0,0' lists 0 more than once" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_gradient_steps_than_an_int32_counter_holds_is_a_clear_error(tmp_path, capsys):
+    """train --num-iterations 1000000000 was an OverflowError traceback in the learning-rate schedule after the
+    output directory was made: now one line naming the largest number that fits, and nothing written."""
+    assert main(["train", "--num-iterations", "1000000000", "--out-dir", str(tmp_path / "big"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "16,000,000,000 gradient steps" in err and "give at most --num-iterations 134,217,727" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "big").exists()

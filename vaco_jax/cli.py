@@ -212,6 +212,12 @@ def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
         if path in grid:
             raise ConfigError(f"grid field {path} is given twice; list all its values in one entry")
         grid[path] = [parse_value(config, path, v.strip()) for v in values.split(",") if v.strip()]
+        repeated = sorted({str(v) for v in grid[path] if grid[path].count(v) > 1})
+        if repeated:
+            raise ConfigError(
+                f"grid entry {spec!r} lists {', '.join(repeated)} more than once: each value would be run as a "
+                "point of its own; list each value once (more seeds: --num-seeds)"
+            )
     return grid
 
 

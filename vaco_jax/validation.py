@@ -70,6 +70,14 @@ def validate(
             isinstance(value, int) and not isinstance(value, bool) and value >= 1,
             f"{path}={value!r} must be a positive integer",
         )
+    steps = config.num_iterations * ppo.num_epochs * ppo.num_minibatches
+    limit = 2**31 - 1  # the optimiser's step count and the iteration counter are int32 on the device
+    _check(
+        steps <= limit,
+        f"num_iterations={config.num_iterations} x ppo.num_epochs={ppo.num_epochs} x ppo.num_minibatches="
+        f"{ppo.num_minibatches} = {steps:,} gradient steps, more than the {limit:,} an int32 step counter holds: "
+        f"give at most --num-iterations {limit // (ppo.num_epochs * ppo.num_minibatches):,}",
+    )
     for path, value in (("eval.every", config.eval.every), ("eval.max_steps", config.eval.max_steps)):
         _check(isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"{path}={value!r} must be >= 0")
     _check(
