@@ -284,15 +284,18 @@ def test_a_committed_cell_survives_a_new_config_field_and_another_algorithms_opt
     assert not load_with(lambda config: config["ppo"].update(num_epochs=config["ppo"]["num_epochs"] + 1))
 
 
-def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path):
+def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):
     """A test cell's configuration is its tuning cell's winner: when the search was made by other programs, the
-    winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well."""
+    winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well.
+    (The checkout's fingerprints are the ones the smoke study just recorded: computing them is tested above.)"""
     import shutil
 
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
     preset = study.PRESETS["tuned-smoke"]
     cells = study.cells_of(preset)
+    recorded = {c.id: json.loads(study.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(study, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
     tune = next(c for c in cells if c.stage == "tune" and c.method == "ppo_decoupled")
     dependants = [c for c in cells if c.stage != "tune" and c.method == "ppo_decoupled"]
     assert {c.block.env for c in dependants} == {"CartPole-v1", "Acrobot-v1"}
