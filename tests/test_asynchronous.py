@@ -52,7 +52,7 @@ def test_a_batch_is_tagged_with_the_version_of_the_parameters_that_made_it(drive
     store = ParameterStore(ActorSnapshot(other, states.obs_norm), 7)
     actor = Actor(0, driver.actor_devices[0], driver._collect, carry, store, queue.Queue(), threading.Event())
     batch = actor.collect_batch()
-    assert batch.version == 7 and batch.actor == 0
+    assert batch.version == 7 and batch.actor == 0 and batch.run_versions is None  # none published here
     assert batch.rollout.learner_log_probs is None  # scored by the learner, not the actor
     assert batch.env_steps == 2 * program.config.env.num_steps * driver.envs_per_actor
     for run_index in range(2):
@@ -85,7 +85,8 @@ def test_the_learner_update_on_actor_batches_is_the_simulators_update_on_the_sam
     key, epoch_key = jax.random.split(state.key)
     expected_state, expected = jax.jit(simulator.learn)(state.replace(key=key), rollout, lags, epoch_key, config)
     async_state = state.replace(lag_buffer=jax.tree.map(lambda x: x[:1], state.lag_buffer))  # the async buffer size
-    got_state, got = jax.jit(driver._learn_one)(async_state, groups, lags, program.config, jnp.bool_(False))
+    versions = async_state.iteration - lags  # the run's update count when each group's parameters were published
+    got_state, got = jax.jit(driver._learn_one)(async_state, groups, versions, program.config, jnp.bool_(False))
     for name in ("loss/policy", "tv/backward", "tv/forward", "lag/mean", "entropy", "episode/return"):
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
     jax.tree.map(
@@ -105,7 +106,7 @@ def test_an_asynchronous_run_trains_with_measured_lags(driver):
     # the learner publishes: at most queue_size + 2 * G batches can be made before version 1 exists, so later
     # updates learn from batches of newer parameters (version = iteration - lag)
     assert (np.arange(6) - lags).max() >= 1
-    # the learner's own lag diagnostic is the mean of the lags the host measured
+    # each run measures its lags inside the update from its own state: the same as the host's count, run by run
     np.testing.assert_allclose(metrics["lag/mean"], lags.mean(axis=0), rtol=1e-6)
     assert np.isfinite(metrics["eval/return_deterministic"][:, [2, 5]]).all()
     assert np.isnan(metrics["eval/return_deterministic"][:, [0, 1, 3, 4]]).all()
@@ -158,13 +159,13 @@ def test_every_batch_is_made_by_the_parameters_of_the_version_it_carries(driver,
     published = {}
 
     class RecordingStore(ParameterStore):
-        def __init__(self, snapshot, version):
-            super().__init__(snapshot, version)
+        def __init__(self, snapshot, version, run_versions=None):
+            super().__init__(snapshot, version, run_versions)
             published[version] = jax.device_get(snapshot)
 
-        def publish(self, snapshot, version):
+        def publish(self, snapshot, version, run_versions=None):
             published[version] = jax.device_get(snapshot)
-            super().publish(snapshot, version)
+            super().publish(snapshot, version, run_versions)
 
     made = []
 

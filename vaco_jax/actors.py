@@ -33,22 +33,27 @@ class ActorBatch:
     rollout: Transitions  # the acting stage, leaves [S, T, Eg, ...]
     env_steps: int  # S * T * Eg
     seconds: float  # the rollout's wall time (parameter transfer included)
+    run_versions: jax.Array | None = None  # [S] each run's own update count at publication (device)
 
 
 class ParameterStore:
-    """The learner's newest actor snapshot [S] and its version: the learner publishes, actors read (thread-safe)."""
+    """The learner's newest actor snapshot [S] and its version: the learner publishes, actors read (thread-safe).
 
-    def __init__(self, snapshot: ActorSnapshot, version: int):
+    Besides the host's ``version`` (updates done), the store keeps each run's own count (``run_versions`` [S], the
+    runs' ``state.iteration`` on the device), so that each run measures its lags from its own state."""
+
+    def __init__(self, snapshot: ActorSnapshot, version: int, run_versions: jax.Array | None = None):
         self._lock = threading.Lock()
-        self._snapshot, self._version = snapshot, version
+        self._snapshot, self._version, self._run_versions = snapshot, version, run_versions
 
-    def publish(self, snapshot: ActorSnapshot, version: int) -> None:
+    def publish(self, snapshot: ActorSnapshot, version: int, run_versions: jax.Array | None = None) -> None:
         with self._lock:
-            self._snapshot, self._version = snapshot, version
+            self._snapshot, self._version, self._run_versions = snapshot, version, run_versions
 
-    def latest(self) -> tuple[ActorSnapshot, int]:
+    def latest(self) -> tuple[ActorSnapshot, int, jax.Array | None]:
+        """The newest snapshot, its version and the runs' own versions, as one publication."""
         with self._lock:
-            return self._snapshot, self._version
+            return self._snapshot, self._version, self._run_versions
 
 
 class Actor(threading.Thread):
@@ -89,14 +94,14 @@ class Actor(threading.Thread):
     def collect_batch(self) -> ActorBatch:
         """Take the newest parameters and play one rollout with them."""
         start = time.perf_counter()
-        snapshot, version = self.store.latest()
+        snapshot, version, run_versions = self.store.latest()
         snapshot = jax.device_put(snapshot, self.device)
         env_state, observations, stats, key, rollout = self.collect(snapshot, *self.carry)
         rollout = jax.block_until_ready(rollout)
         self.carry = (env_state, observations, stats, key)
         self.rollouts += 1
         steps = int(np.prod(rollout.rewards.shape))
-        return ActorBatch(self.index, version, rollout, steps, time.perf_counter() - start)
+        return ActorBatch(self.index, version, rollout, steps, time.perf_counter() - start, run_versions)
 
 
 __all__ = ["POLL_SECONDS", "Actor", "ActorBatch", "ParameterStore"]

@@ -12,7 +12,9 @@ This module runs the same algorithm the way asynchronous systems do (Sebulba-sty
 * One **learner** (the calling thread) takes G batches from the queue in arrival order, scores them under its
   current policy pi_T (:func:`vaco_jax.rollout.score_learner`) and runs the very update step of the simulator
   (:meth:`vaco_jax.trainer.TrainProgram.learn`: advantages, epochs, the new snapshot, diagnostics), then publishes
-  the new parameters. The realised lag of a batch is ``T - version``, in learner updates, as in the simulator.
+  the new parameters. The realised lag of a batch is ``T - version``, in learner updates, as in the simulator:
+  each run measures it inside the update from its own state (its ``iteration`` against the one published with the
+  parameters the batch was made with); the host counts the same from its own counter (``async/lag_<i>``).
 
 S runs (seeds, sweep points) share the threads: every batch holds all S runs' rollouts, so the runs see the same
 lags. The driver has the interface of :class:`vaco_jax.driver.Driver` (``run(keys, hparams, ...)`` in chunks with
@@ -104,7 +106,7 @@ class AsyncDriver:
         self._init = jax.jit(program.init_batched)
         self._collect = jax.jit(jax.vmap(self._collect_one))
         self._reset = jax.jit(jax.vmap(self._reset_one, in_axes=(0, None)), static_argnums=1)
-        self._learn = jax.jit(jax.vmap(self._learn_one, in_axes=(0, 0, None, 0, None)))
+        self._learn = jax.jit(jax.vmap(self._learn_one, in_axes=(0, 0, 0, 0, None)))
         self._compiled: dict[Any, Callable] = {}  # AOT-compiled rollouts (by device) and update ("learn")
 
     # ------------------------------------------------------------------ compiled pieces (one run; vmapped over S)
@@ -138,13 +140,15 @@ class AsyncDriver:
         self,
         state: TrainState,
         rollouts: tuple[Transitions, ...],
-        lags: jax.Array,
+        versions: jax.Array,
         hparams: Config,
         evaluate: jax.Array,
     ) -> tuple[TrainState, dict[str, jax.Array]]:
         """One learner update of one run on G batches (concatenated along the environment axis), then its
-        evaluation where ``evaluate`` (a real branch: it is the same for every run)."""
+        evaluation where ``evaluate`` (a real branch: it is the same for every run). ``versions`` [G]: this run's
+        update count when each batch's parameters were published; its lags are measured here, from its state."""
         program = self.program
+        lags = (state.iteration - versions).astype(jnp.int32)
         rollout = jax.tree.map(lambda *groups: jnp.concatenate(groups, axis=1), *rollouts)  # [T, E, ...]
         learner = ActorSnapshot(state.params.actor, state.obs_norm)
         rollout = score_learner(program.networks, program.dist, learner, lags, rollout)
@@ -178,8 +182,8 @@ class AsyncDriver:
             by_device[device] = self._compiled[device]
         if "learn" not in self._compiled:
             rollout = jax.eval_shape(self._collect, snapshot, *carries[0])[-1]
-            lags = jax.ShapeDtypeStruct((self.num_actors,), jnp.int32)
-            lowered = self._learn.lower(states, (rollout,) * self.num_actors, lags, hparams, np.bool_(False))
+            versions = jax.ShapeDtypeStruct((states.iteration.shape[0], self.num_actors), jnp.int32)
+            lowered = self._learn.lower(states, (rollout,) * self.num_actors, versions, hparams, np.bool_(False))
             self._compiled["learn"] = lowered.compile()
         collects = [by_device[device] for device in self.actor_devices]
         return collects, self._compiled["learn"], time.perf_counter() - start
@@ -205,7 +209,7 @@ class AsyncDriver:
         start = time.perf_counter()
         states = self.init(keys, hparams) if states is None else jax.device_put(states, self.learner_device)
         first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])
-        store = ParameterStore(ActorSnapshot(states.params.actor, states.obs_norm), first)
+        store = ParameterStore(ActorSnapshot(states.params.actor, states.obs_norm), first, states.iteration)
         batches: queue.Queue = queue.Queue(maxsize=self.options.queue_size)
         stop = threading.Event()
         carries = [jax.device_put(self._reset(states.key, g), self.actor_devices[g]) for g in range(self.num_actors)]
@@ -223,7 +227,7 @@ class AsyncDriver:
                     iteration = first + done + len(updates)
                     taken, waited = self._take(batches, actors, reported)
                     states, metrics = self._update(learn, states, hparams, taken, iteration)
-                    store.publish(ActorSnapshot(states.params.actor, states.obs_norm), iteration + 1)
+                    store.publish(ActorSnapshot(states.params.actor, states.obs_norm), iteration + 1, states.iteration)
                     updates.append((metrics, self._host_metrics(taken, iteration, waited, batches, actors)))
                 chunk_metrics = self._stack(updates, keys.shape[0])
                 timings.append(time.perf_counter() - chunk_start)
@@ -256,9 +260,9 @@ class AsyncDriver:
         """Dispatch learner update ``iteration`` on the batches ``taken`` (returns at once: device arrays)."""
         every, total = self.program.config.eval.every, self.program.config.num_iterations
         due = bool(every) and ((iteration + 1) % every == 0 or iteration + 1 == total)
-        lags = np.asarray([iteration - batch.version for batch in taken], np.int32)
+        versions = jnp.stack([jax.device_put(batch.run_versions, self.learner_device) for batch in taken], axis=1)
         rollouts = tuple(jax.device_put(batch.rollout, self.learner_device) for batch in taken)
-        return learn(states, rollouts, lags, hparams, np.bool_(due))
+        return learn(states, rollouts, versions.astype(jnp.int32), hparams, np.bool_(due))
 
     @staticmethod
     def _host_metrics(
