@@ -103,6 +103,19 @@ def test_eval_command_reproduces_the_logged_evaluation_from_the_checkpoint(sweep
     assert "no checkpoint at iteration 5" in capsys.readouterr().err
     assert main(["eval", str(tmp_path)]) == 2
     assert "has no checkpoints/ folder" in capsys.readouterr().err
+    assert main(["eval", str(sweep_dir), "--episodes", "0"]) == 2  # the error names the wrong flag only
+    err = capsys.readouterr().err
+    assert "--episodes 0 must be >= 1" in err and "--max-steps" not in err
+
+
+def test_a_bad_checkpoint_flag_is_named_alone(tmp_path, capsys):
+    assert main(["train", "--keep-checkpoints", "0", "--out-dir", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--keep-checkpoints 0 must be >= 1" in err and "--checkpoint-every" not in err
+    assert main(["train", "--checkpoint-every", "-1", "--out-dir", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoint-every -1 must be >= 0" in err and "--keep-checkpoints" not in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):

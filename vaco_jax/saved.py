@@ -127,8 +127,10 @@ def evaluate_saved_run(
     config = record.config
     episodes = config.eval.episodes if episodes is None else episodes
     max_steps = config.eval.max_steps if max_steps is None else max_steps
-    if episodes < 1 or max_steps < 0:
-        raise ConfigError(f"--episodes {episodes} must be >= 1 and --max-steps {max_steps} >= 0 (0: the time limit)")
+    if episodes < 1:
+        raise ConfigError(f"--episodes {episodes} must be >= 1 evaluation episodes per policy, e.g. 10")
+    if max_steps < 0:
+        raise ConfigError(f"--max-steps {max_steps} must be >= 0 steps per episode (0: the env's time limit)")
     grid, num_seeds = record.grid, record.num_seeds
     # the run's program with this evaluation budget (eval.* shapes no training state, so the checkpoint fits it)
     program = TrainProgram(config.replace(eval=config.eval.replace(episodes=episodes, max_steps=max_steps)))

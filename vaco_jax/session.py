@@ -81,11 +81,12 @@ def check_output(output: Output) -> None:
         raise ConfigError(
             f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
         )
-    if output.checkpoint_every < 0 or output.keep_checkpoints < 1:
+    if output.checkpoint_every < 0:
         raise ConfigError(
-            f"--checkpoint-every {output.checkpoint_every} must be >= 0 (0: only at the end) and "
-            f"--keep-checkpoints {output.keep_checkpoints} >= 1"
+            f"--checkpoint-every {output.checkpoint_every} must be >= 0 iterations (0: only at the end), e.g. 100"
         )
+    if output.keep_checkpoints < 1:
+        raise ConfigError(f"--keep-checkpoints {output.keep_checkpoints} must be >= 1 (the newest kept), e.g. 2")
     output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
     if output.resume is not None and not Path(output.resume).is_dir():
         raise ConfigError(
