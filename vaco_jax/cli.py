@@ -22,6 +22,7 @@ from vaco_jax.asynchronous import AsyncOptions
 from vaco_jax.checkpoint import NoCheckpoint
 from vaco_jax.comparison import compare, recorded_demo
 from vaco_jax.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
+from vaco_jax.config_fields import check_choice
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
 from vaco_jax.presets import PRESETS, apply_presets
@@ -326,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_empty_paths(argv)
         presets = _presets_in(argv)
-        # an unknown name is left to tyro, which refuses it and lists the choices
-        commands = _commands(presets if all(p in PRESETS for p in presets) else (), argv)
+        for name in presets:  # refused here, with the closest name, rather than in tyro's box
+            check_choice("--preset", name, list(PRESETS))
+        commands = _commands(presets, argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -47,6 +47,11 @@ def compare(
     check_output(output)
     check_seeds(seed, num_seeds)
     staging = staging_dir(target)
+    if not variants:
+        raise ConfigError("--algorithms is empty: name at least one algorithm or preset, e.g. --algorithms ppo vaco")
+    repeated = sorted({name for name in variants if variants.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--algorithms lists {', '.join(repeated)} more than once: name each variant once")
     for name in variants:  # validate every variant, and where it will write, before the first one trains
         check_variant_name(name)
         TrainProgram(variant_config(config, name))
