@@ -465,3 +465,15 @@ def test_a_demo_without_variants_or_with_one_twice_is_refused_before_anything_is
     assert main(["demo", "--algorithms", *variants, "--out-dir", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "demo.incomplete").exists()
+
+
+def test_a_run_whose_nan_guard_skips_most_steps_is_reported_as_diverged(tmp_path, capsys):
+    """--ppo.learning-rate 1e30: almost every gradient step is non-finite and skipped, so the policy never trains;
+    the progress line warns and the summary counts every run as diverged (it said "diverged": 0)."""
+    out = tmp_path / "run"
+    argv = ["train", "--out-dir", str(out), *TINY, "--ppo.learning-rate", "1e30", "--num-iterations", "3"]
+    assert main(argv) == 0
+    stdout = capsys.readouterr().out
+    assert "of gradient steps skipped (non-finite gradients" in stdout and "2 (2 diverged)" in stdout
+    summary = json.loads((out / "summary.json").read_text())[0]
+    assert summary["final"]["diverged"] == 2 and summary["auc"]["diverged"] == 2

@@ -25,7 +25,7 @@ from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import MetricsStore
 from vaco_jax.output_dir import METRICS_SUBDIR, new_run_id
-from vaco_jax.sweep import SweepResult, check_seeds, grid_configs, run_sweep
+from vaco_jax.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, run_sweep
 from vaco_jax.trainer import TrainProgram
 
 ReportedMetric = Literal[
@@ -130,6 +130,13 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
         # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
         exact = "_exact" if "tv/forward_exact" in metrics else ""
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
+        if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
+            per_step = np.asarray(metrics[SKIPPED_STEPS]).mean() / (config.ppo.num_epochs * config.ppo.num_minibatches)
+            if per_step > 0.5:
+                trust += (
+                    f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
+                    "diverged): lower --ppo.learning-rate"
+                )
         if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
             lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
             queue = metrics["async/queue_depth"][0].mean()
@@ -159,7 +166,7 @@ def format_summary(result: SweepResult, rows: list[dict]) -> str:
                 f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
                 f"{a['iqm']:.1f}",
                 f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
-                str(f["runs"]),
+                str(f["runs"]) + (f" ({f['diverged']} diverged)" if f.get("diverged") else ""),
             ]
         )
     return format_table(header, lines)

@@ -76,7 +76,22 @@ class SweepResult:
 
     def run_scores(self, metric: str = "episode/return", fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
         """Per run, ``[*grid, seed]`` each: the final value (mean over the last ``fraction`` of iterations) and the
-        AUC (mean over all iterations), NaN iterations skipped. Metrics on disk are reduced chunk by chunk."""
+        AUC (mean over all iterations), NaN iterations skipped; NaN for a run that diverged
+        (:meth:`diverged_runs`), so that it counts as diverged wherever scores are summarised. Metrics on disk are
+        reduced chunk by chunk."""
+        finals, aucs = self._reduced(metric, fraction)
+        diverged = self.diverged_runs()
+        return np.where(diverged, np.nan, finals), np.where(diverged, np.nan, aucs)
+
+    def diverged_runs(self) -> np.ndarray:
+        """``[*grid, seed]``: runs whose NaN guard skipped more than half of their gradient steps (non-finite
+        gradients: parameters and optimiser left as they were). Such a run is not training, whatever its return."""
+        if SKIPPED_STEPS not in self.metrics:
+            return np.zeros((*(len(v) for v in self.grid.values()), len(self.seeds)), bool)
+        _, skipped_per_iteration = self._reduced(SKIPPED_STEPS, 1.0)
+        return skipped_per_iteration > 0.5 * self.config.ppo.num_epochs * self.config.ppo.num_minibatches
+
+    def _reduced(self, metric: str, fraction: float) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(self.metrics, StoredMetrics):
             return self.metrics.run_scores(metric, fraction)
         curves = self.metrics[metric]
@@ -174,6 +189,7 @@ def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
     return next(iter(metrics.values())).shape[-1]
 
 
+SKIPPED_STEPS = "nonfinite/skipped_steps"  # gradient steps the NaN guard skipped, per iteration
 MAX_SEED = 2**32 - 1  # JAX's 32-bit seeds: a larger one would wrap onto a smaller one's key (2**32 + 5 onto 5)
 
 
