@@ -103,9 +103,15 @@ def test_eval_command_reproduces_the_logged_evaluation_from_the_checkpoint(sweep
     assert "no checkpoint at iteration 5" in capsys.readouterr().err
     assert main(["eval", str(tmp_path)]) == 2
     assert "has no checkpoints/ folder" in capsys.readouterr().err
-    assert main(["eval", str(sweep_dir), "--episodes", "0"]) == 2  # the error names the wrong flag only
+    assert main(["eval", str(sweep_dir), "--episodes", "0", "--overwrite"]) == 2  # the error names the wrong flag
     err = capsys.readouterr().err
     assert "--episodes 0 must be >= 1" in err and "--max-steps" not in err
+    before = (sweep_dir / "eval.json").read_bytes()  # a second evaluation never replaces the first silently
+    assert main(["eval", str(sweep_dir), "--seed", "5"]) == 2
+    assert "holds an earlier evaluation: pass --overwrite" in capsys.readouterr().err
+    assert (sweep_dir / "eval.json").read_bytes() == before
+    assert main(["eval", str(sweep_dir), "--seed", "5", "--episodes", "2", "--overwrite"]) == 0
+    assert (sweep_dir / "eval.json").read_bytes() != before
 
 
 def test_a_bad_checkpoint_flag_is_named_alone(tmp_path, capsys):

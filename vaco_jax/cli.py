@@ -163,12 +163,19 @@ class EvalArgs:
     number of episodes this reproduces the eval/* values the run logged there)."""
     out: Path | None = None
     """Where to write the results (JSON); default: RUN_DIR/eval.json (eval_<step>.json with --step)."""
+    overwrite: bool = False
+    """Replace an earlier evaluation at that path (otherwise it is refused: an evaluation is never lost silently)."""
 
 
 def run_eval(args: EvalArgs) -> Path:
     """``vaco-jax eval``: evaluate, print a table per grid point, write JSON."""
     from vaco_jax.saved import evaluate_saved_run
 
+    out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
+    if out.exists() and not args.overwrite:
+        raise ConfigError(
+            f"{out} holds an earlier evaluation: pass --overwrite to replace it, or --out FILE to write elsewhere"
+        )
     result = evaluate_saved_run(
         args.run_dir, step=args.step, episodes=args.episodes, max_steps=args.max_steps, seed=args.seed
     )
@@ -194,7 +201,6 @@ def run_eval(args: EvalArgs) -> Path:
         f"policies of {args.run_dir} after {result.iterations_done} iterations; means over the episodes that ended\n"
     )
     print(format_table(header, lines))
-    out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
     if out.parent.absolute() == args.run_dir.absolute() and output_dir.read_marker(args.run_dir) is not None:
         output_dir.record_entries(args.run_dir, [out.name])  # a later --overwrite may remove it, nothing else
     writers.write_text_atomic(out, json.dumps(strict_json(result.to_json()), indent=2))
