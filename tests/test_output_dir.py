@@ -139,3 +139,16 @@ def test_atomic_writes_give_files_the_mode_a_plain_write_would(tmp_path, mask):
     assert want == 0o666 & ~mask
     for path in (written, tmp_path / "chunk.npz"):
         assert stat.S_IMODE(path.stat().st_mode) == want, path.name
+
+
+def test_an_earlier_calibration_or_evaluation_is_never_replaced_without_overwrite(tmp_path):
+    """vaco-jax calibrate replaced calibration.json silently: whatever the manifest says an earlier command wrote
+    counts as results, refused without --overwrite (and no --resume hint where there is no run state to resume)."""
+    out = tmp_path / "calibration"
+    output_dir.prepare(out, "run-1", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
+    (out / "calibration.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"already holds results \(calibration.json\); pass --overwrite") as info:
+        output_dir.prepare(out, "run-2", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
+    assert "--resume" not in str(info.value) and (out / "calibration.json").read_text() == "{}"
+    output_dir.prepare(out, "run-2", ["calibration.json", "calibration.png"], overwrite=True, resume=False)
+    assert not (out / "calibration.json").exists()  # --overwrite clears what the manifest names

@@ -162,8 +162,12 @@ def listing(directory: Path) -> list[str]:
 
 
 def holds_results(directory: Path) -> list[str]:
-    """The result files and run state (metrics/, checkpoints/) present in ``directory``."""
-    return [name for name in (*RESULT_FILES, *RUN_STATE) if (Path(directory) / name).exists()]
+    """The result files and run state (metrics/, checkpoints/) present in ``directory``, and anything else its
+    marker's manifest says an earlier command wrote there (a calibration, an evaluation)."""
+    record = read_marker(directory) or {}
+    manifest = [name for name in record.get("manifest", ()) if name != MARKER and not any(c in name for c in "*?[")]
+    named = dict.fromkeys([*RESULT_FILES, *RUN_STATE, *manifest])
+    return [name for name in named if (Path(directory) / name).exists()]
 
 
 def refuse_foreign(directory: Path, action: str) -> None:
@@ -203,9 +207,11 @@ def prepare(directory: Path, run_id: str, entries: Iterable[str], *, overwrite: 
         refuse_foreign(directory, "no run was started there")
         existing = holds_results(directory)
         if existing and not overwrite and not resume:
+            resumable = any(name in RUN_STATE for name in existing)  # a training run's state: it may be resumed
+            hint = f"--resume {directory} to continue an interrupted run there, " if resumable else ""
             raise ConfigError(
                 f"{directory} already holds results ({', '.join(existing)}); pass --overwrite to replace them, "
-                f"--resume {directory} to continue an interrupted run there, or choose another --out-dir"
+                f"{hint}or choose another --out-dir"
             )
         if overwrite and not resume:
             clear(directory)
