@@ -25,7 +25,7 @@ from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import MetricsStore
 from vaco_jax.output_dir import METRICS_SUBDIR, new_run_id
-from vaco_jax.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, run_sweep
+from vaco_jax.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
 from vaco_jax.trainer import TrainProgram
 
 ReportedMetric = Literal[
@@ -131,8 +131,9 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
         exact = "_exact" if "tv/forward_exact" in metrics else ""
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
         if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
-            per_step = np.asarray(metrics[SKIPPED_STEPS]).mean() / (config.ppo.num_epochs * config.ppo.num_minibatches)
-            if per_step > 0.5:
+            skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
+            if mostly_skipped(skipped, config):
+                per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
                 trust += (
                     f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
                     "diverged): lower --ppo.learning-rate"

@@ -89,7 +89,7 @@ class SweepResult:
         if SKIPPED_STEPS not in self.metrics:
             return np.zeros((*(len(v) for v in self.grid.values()), len(self.seeds)), bool)
         _, skipped_per_iteration = self._reduced(SKIPPED_STEPS, 1.0)
-        return skipped_per_iteration > 0.5 * self.config.ppo.num_epochs * self.config.ppo.num_minibatches
+        return mostly_skipped(skipped_per_iteration, self.config)
 
     def _reduced(self, metric: str, fraction: float) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(self.metrics, StoredMetrics):
@@ -190,6 +190,14 @@ def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
 
 
 SKIPPED_STEPS = "nonfinite/skipped_steps"  # gradient steps the NaN guard skipped, per iteration
+
+
+def mostly_skipped(skipped_per_iteration: np.ndarray | float, config: Config) -> np.ndarray:
+    """Whether the NaN guard skipped more than half of the gradient steps (``skipped_per_iteration``: the mean of
+    :data:`SKIPPED_STEPS` over iterations): such a run is not training, and counts as diverged."""
+    return np.asarray(skipped_per_iteration) > 0.5 * config.ppo.num_epochs * config.ppo.num_minibatches
+
+
 MAX_SEED = 2**32 - 1  # JAX's 32-bit seeds: a larger one would wrap onto a smaller one's key (2**32 + 5 onto 5)
 
 
