@@ -283,12 +283,18 @@ class _StopAtFirstChunk:
 
 def test_resume_is_exact_with_normalisation_a_fleet_vaco_and_a_remainder_chunk(tmp_path):
     """The resume of the hardest case: observation normaliser on, a fleet of actor groups with random lags, VACO's
-    filter and align, a grid, and a last chunk shorter than the others (7 iterations in chunks of 3)."""
+    filter and align, sample reuse of the last 3 batches (the buffer is part of the state), a grid, and a last chunk
+    shorter than the others (7 iterations in chunks of 3)."""
     from tests.conftest import tiny_config
     from vaco_jax.cli import Interrupted, Output, execute
-    from vaco_jax.config import LagConfig
+    from vaco_jax.config import LagConfig, ReuseConfig
 
-    config = tiny_config(num_iterations=7, algorithm="vaco", lag=LagConfig(max_lag=4, num_actors=2, kind="uniform"))
+    config = tiny_config(
+        num_iterations=7,
+        algorithm="vaco",
+        lag=LagConfig(max_lag=4, num_actors=2, kind="uniform"),
+        reuse=ReuseConfig(num_batches=3),
+    )
     assert config.env.normalize_observations
     grid, stopped, whole = {"lag.k": [2, 4]}, tmp_path / "stopped", tmp_path / "whole"
     with pytest.raises(Interrupted):

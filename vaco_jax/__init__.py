@@ -5,7 +5,7 @@ program (:func:`make_train`), batched runs and sweeps (:class:`Driver`,
 :func:`run_sweep`) and the pure estimators in :mod:`vaco_jax.advantages`.
 """
 
-from vaco_jax import advantages, algorithms, lag, losses, presets, stats, tv
+from vaco_jax import advantages, algorithms, lag, losses, presets, reuse, stats, tv
 from vaco_jax.config import (
     Config,
     ConfigError,
@@ -13,6 +13,7 @@ from vaco_jax.config import (
     LagConfig,
     NetworkConfig,
     PPOConfig,
+    ReuseConfig,
     traced_fields,
 )
 from vaco_jax.driver import Driver, RunOutput, stack_hparams
@@ -30,6 +31,7 @@ __all__ = [
     "LagConfig",
     "NetworkConfig",
     "PPOConfig",
+    "ReuseConfig",
     "RunOutput",
     "SweepResult",
     "TrainProgram",
@@ -39,6 +41,7 @@ __all__ = [
     "losses",
     "make_train",
     "presets",
+    "reuse",
     "run_sweep",
     "seed_keys",
     "stack_hparams",

@@ -16,18 +16,40 @@ import jax.numpy as jnp
 from vaco_jax.tv import ratios
 
 
-def standardize(advantages: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+def standardize(
+    advantages: jax.Array, weights: jax.Array | None = None, sample_weights: jax.Array | None = None
+) -> jax.Array:
     """Advantages centred and scaled over a minibatch: (A - mean(A)) / (std(A) + 1e-8).
 
     With importance weights ``w`` (GePPO's off-policy ratio pi_T/beta, its released code) the centre is the
     weighted mean and the scale the standard deviation of the weighted advantages:
     (A - mean(w A) / mean(w)) / (std(w A) + 1e-8), estimates of the mean and spread under pi_T rather than beta.
+
+    With sample reuse's ``sample_weights`` v (:mod:`vaco_jax.reuse`; 0 on an empty slot) both are taken over the
+    samples with v > 0, v rescaled to mean 1 there and multiplied into w (GePPO's policy weights): centre
+    sum(v w A) / sum(v w), scale the standard deviation of v w A over those samples.
     """
+    if sample_weights is not None:
+        return _standardize_reused(advantages, weights, sample_weights)
     if weights is None:
         return (advantages - jnp.mean(advantages)) / (jnp.std(advantages) + 1e-8)
     weights = jax.lax.stop_gradient(weights)
     centre = jnp.mean(weights * advantages) / jnp.mean(weights)
     return (advantages - centre) / (jnp.std(weights * advantages) + 1e-8)
+
+
+def _standardize_reused(advantages: jax.Array, weights: jax.Array | None, sample_weights: jax.Array) -> jax.Array:
+    """:func:`standardize` over the samples of positive sample weight (see there)."""
+    sample_weights = jax.lax.stop_gradient(sample_weights)
+    valid = sample_weights > 0
+    count = jnp.maximum(jnp.sum(valid), 1).astype(advantages.dtype)
+    policy = sample_weights * count / jnp.maximum(jnp.sum(sample_weights), 1e-12)  # mean 1 over valid samples
+    w = policy if weights is None else policy * jax.lax.stop_gradient(weights)
+    centre = jnp.sum(jnp.where(valid, w * advantages, 0.0)) / jnp.maximum(jnp.sum(jnp.where(valid, w, 0.0)), 1e-12)
+    spread = w * advantages
+    spread_mean = jnp.sum(jnp.where(valid, spread, 0.0)) / count
+    std = jnp.sqrt(jnp.sum(jnp.where(valid, jnp.square(spread - spread_mean), 0.0)) / count)
+    return (advantages - centre) / (std + 1e-8)
 
 
 def td_errors(

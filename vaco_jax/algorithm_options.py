@@ -26,6 +26,7 @@ IS_WEIGHTS = ("none", "truncated")
 TV_ESTIMATORS = ("auto", "sample", "exact")
 SURROGATES = ("ratio", "logprob")
 BASELINE_ADVANTAGES = ("vtrace", "gae")
+GEPPO_EPS_SCALES = ("reuse", "none")
 CISPO_TRUNCATIONS = ("cispo", "topr")
 IMPACT_RATIO_FORMS = ("target", "behaviour")
 M2PO_FORMS = ("published", "decoupled_mask")
@@ -144,9 +145,14 @@ class GePPOConfig:
     """Lower TV threshold, as a multiple of the trust region's eps/2."""
     adapt_max: float = 1.0
     """Upper TV threshold, as a multiple of the trust region's eps/2."""
+    clip_eps_scale: Literal["reuse", "none"] = static("reuse")
+    """reuse: GePPO's eps is ppo.clip_eps x 2 / (M + 1) with M = reuse.num_batches (the paper's code, uniform policy
+    weights: the trust region of one update shrinks so that M updates' worth of reused data stays within PPO's);
+    none: ppo.clip_eps as it is. Without reuse (M = 1) both are ppo.clip_eps."""
 
     def check(self) -> None:
         check_choice("geppo.advantages", self.advantages, BASELINE_ADVANTAGES)
+        check_choice("geppo.clip_eps_scale", self.clip_eps_scale, GEPPO_EPS_SCALES)
         check_number("geppo.adapt_factor", self.adapt_factor, low=0)
         check_number("geppo.adapt_min", self.adapt_min, low=0)
         check_number("geppo.adapt_max", self.adapt_max, low=0, low_open=True)

@@ -48,15 +48,20 @@ def lr_scale_state(hparams: Config) -> AlgoState:
     return {"lr_scale": jnp.ones((), jnp.float32)}
 
 
-def adapt_geppo_lr(state: AlgoState, signals: Signals, hparams: Config) -> tuple[AlgoState, losses.Metrics]:
+def adapt_geppo_lr(
+    state: AlgoState, signals: Signals, hparams: Config, eps_multiplier: float | None = None
+) -> tuple[AlgoState, losses.Metrics]:
     """GePPO's adaptive step size, once per iteration, from the update's TV(pi_{T+1}, pi_T) (signal ``tv/forward``:
     the exact per-state TV for discrete actions, the estimate 0.5 E_beta|r - w| for continuous ones) against the
     trust region's eps / 2:
 
         scale / (1 + f)   if TV > adapt_max * eps / 2
         scale * (1 + f)   if TV < adapt_min * eps / 2          (f = geppo.adapt_factor)
+
+    ``eps_multiplier`` (sample reuse, ``geppo.clip_eps_scale=reuse``): eps is ppo.clip_eps times it.
     """
-    g, half = hparams.geppo, hparams.ppo.clip_eps / 2.0
+    eps = hparams.ppo.clip_eps if eps_multiplier is None else hparams.ppo.clip_eps * eps_multiplier
+    g, half = hparams.geppo, eps / 2.0
     tv, scale = signals["tv/forward"], state["lr_scale"]
     grow = 1.0 + g.adapt_factor
     scale = jnp.where(tv > g.adapt_max * half, scale / grow, jnp.where(tv < g.adapt_min * half, scale * grow, scale))

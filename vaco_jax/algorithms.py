@@ -25,6 +25,7 @@ The lag-robust baselines' losses are in :mod:`vaco_jax.lag_robust_losses`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
@@ -141,7 +142,9 @@ def vtrace_advantages(form: str) -> AdvantageFn:
 
 
 def _ppo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+    return losses.ppo_clip_loss(
+        log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps, weights=batch.sample_weights
+    )
 
 
 def _ppo_decoupled_loss(options: Config) -> PolicyLossFn:
@@ -156,22 +159,27 @@ def _ppo_decoupled_loss(options: Config) -> PolicyLossFn:
             clip_eps=hparams.ppo.clip_eps,
             w_max=hparams.ppo.w_max,
             w_mode=options.ppo.w_mode,
+            weights=batch.sample_weights,
         )
 
     return loss
 
 
 def _ppo_kl_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    loss, metrics = losses.ppo_kl_loss(log_probs, batch.ref_log_probs, adv, kl_coef=state["kl_coef"])
+    loss, metrics = losses.ppo_kl_loss(
+        log_probs, batch.ref_log_probs, adv, kl_coef=state["kl_coef"], weights=batch.sample_weights
+    )
     return loss, {**metrics, "kl/coef": state["kl_coef"]}
 
 
 def _spo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    return losses.spo_loss(log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps)
+    return losses.spo_loss(
+        log_probs, batch.ref_log_probs, adv, clip_eps=hparams.ppo.clip_eps, weights=batch.sample_weights
+    )
 
 
 def _impala_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    return losses.impala_policy_loss(log_probs, adv)
+    return losses.impala_policy_loss(log_probs, adv, weights=batch.sample_weights)
 
 
 def uses_exact_tv(tv_estimator: str, discrete: bool) -> bool:
@@ -205,6 +213,7 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
             surrogate=options.surrogate,
             surrogate_cap=hparams.vaco.surrogate_cap,
             state_tv=exact,
+            weights=batch.sample_weights,
         )
 
     return loss
@@ -222,6 +231,7 @@ def _impact_loss(options: Config) -> PolicyLossFn:
             clip_eps=hparams.ppo.clip_eps,
             rho_max=hparams.impact.rho_max,
             ratio_form=options.impact.ratio_form,
+            weights=batch.sample_weights,
         )
 
     return loss
@@ -231,7 +241,9 @@ def _m2po_loss(options: Config) -> PolicyLossFn:
     """M2PO's loss in the static form ``options.m2po.form`` (with decoupled PPO's ``ppo.w_mode`` for the variant)."""
 
     def published(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-        return lrl.m2po_loss(log_probs, batch.behaviour_log_probs, adv, tau=hparams.m2po.tau)
+        return lrl.m2po_loss(
+            log_probs, batch.behaviour_log_probs, adv, tau=hparams.m2po.tau, weights=batch.sample_weights
+        )
 
     def decoupled_mask(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
         return lrl.m2po_decoupled_mask_loss(
@@ -248,11 +260,26 @@ def _m2po_loss(options: Config) -> PolicyLossFn:
     return published if options.m2po.form == "published" else decoupled_mask
 
 
-def _geppo_loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-    loss, metrics = lrl.geppo_loss(
-        log_probs, batch.ref_log_probs, batch.behaviour_log_probs, adv, clip_eps=hparams.ppo.clip_eps
-    )
-    return loss, {**metrics, **({"geppo/lr_scale": state["lr_scale"]} if state else {})}
+def geppo_eps_multiplier(config: Config) -> float | None:
+    """GePPO's eps as a multiple of ppo.clip_eps under sample reuse: 2 / (M + 1) for M = reuse.num_batches > 1 with
+    ``geppo.clip_eps_scale=reuse`` (its code's ``eps_mult`` for uniform policy weights); None (eps as given)
+    otherwise."""
+    batches = config.reuse.num_batches
+    return 2.0 / (batches + 1) if batches > 1 and config.geppo.clip_eps_scale == "reuse" else None
+
+
+def _geppo_loss(config: Config) -> PolicyLossFn:
+    """GePPO's loss, its eps scaled for sample reuse (:func:`geppo_eps_multiplier`)."""
+    multiplier = geppo_eps_multiplier(config)
+
+    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
+        eps = hparams.ppo.clip_eps if multiplier is None else hparams.ppo.clip_eps * multiplier
+        value, metrics = lrl.geppo_loss(
+            log_probs, batch.ref_log_probs, batch.behaviour_log_probs, adv, clip_eps=eps, weights=batch.sample_weights
+        )
+        return value, {**metrics, **({"geppo/lr_scale": state["lr_scale"]} if state else {})}
+
+    return loss
 
 
 def _cispo_loss(options: Config) -> PolicyLossFn:
@@ -263,6 +290,7 @@ def _cispo_loss(options: Config) -> PolicyLossFn:
             adv,
             eps_high=hparams.cispo.eps_high,
             truncation=options.cispo.truncation,
+            weights=batch.sample_weights,
         )
 
     return loss
@@ -314,15 +342,18 @@ def offpolicy_weights(batch: Transitions) -> jax.Array:
 def _geppo(config: Config) -> Algorithm:
     estimator = baseline_advantages(config.geppo.advantages)
     weights = offpolicy_weights if config.geppo.weighted_advantages else None
+    loss = _geppo_loss(config)
     if not config.geppo.adaptive_lr:
-        return Algorithm("geppo", estimator, _geppo_loss, ratio_ref="learner", advantage_weights=weights)
+        return Algorithm("geppo", estimator, loss, ratio_ref="learner", advantage_weights=weights)
+    multiplier = geppo_eps_multiplier(config)
+    adapt = adapt_geppo_lr if multiplier is None else functools.partial(adapt_geppo_lr, eps_multiplier=multiplier)
     return Algorithm(
         "geppo",
         estimator,
-        _geppo_loss,
+        loss,
         ratio_ref="learner",
         init_state=lr_scale_state,
-        update_state=adapt_geppo_lr,
+        update_state=adapt,
         actor_step_scale=read_lr_scale,
         advantage_weights=weights,
     )

@@ -145,6 +145,18 @@ class LagConfig:
 
 
 @struct.dataclass
+class ReuseConfig:
+    """Sample reuse (GePPO's; IMPACT's circular buffer): each update trains on the batches of the last M iterations."""
+
+    num_batches: int = static(1)
+    """M: the batches each update trains on, this iteration's and the M - 1 before it, kept on the device with their
+    behaviour log-probs; each is scored again under pi_T and given advantages with the critic V_T at every update
+    (1: no reuse). The batches share the update equally (GePPO's uniform policy weights); until M batches exist,
+    the ones that do. Memory grows by about (M - 1) batches per run (see --dry-run); a minibatch holds M times as
+    many samples (the number of gradient steps stays ppo.num_epochs x ppo.num_minibatches)."""
+
+
+@struct.dataclass
 class EvalConfig:
     """Evaluation episodes inside the compiled program, on environments of their own (off by default: zero cost)."""
 
@@ -170,6 +182,7 @@ class Config:
     network: NetworkConfig = group(NetworkConfig)
     ppo: PPOConfig = group(PPOConfig)
     lag: LagConfig = group(LagConfig)
+    reuse: ReuseConfig = group(ReuseConfig)
     vaco: VACOConfig = group(VACOConfig)
     vtrace: VtraceConfig = group(VtraceConfig)
     impact: ImpactConfig = group(ImpactConfig)

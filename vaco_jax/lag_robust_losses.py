@@ -7,7 +7,8 @@ Small pure functions like :mod:`vaco_jax.losses`, each on three log-probs of the
   of IMPACT, the proximal policy of decoupled PPO and M2PO, the current policy pi_k of GePPO);
 * ``behaviour_log_probs``: log beta(a|s) of the stale actor that drew a.
 
-Every ratio is formed from a log-ratio bounded before ``exp`` (:func:`vaco_jax.tv.ratios`), so a stale sample
+Each loss takes optional per-sample ``weights`` (sample reuse), as :mod:`vaco_jax.losses` does. Every ratio is
+formed from a log-ratio bounded before ``exp`` (:func:`vaco_jax.tv.ratios`), so a stale sample
 whose weight would overflow contributes a finite value and a finite gradient. At zero lag (pi_T = beta) IMPACT and
 GePPO are PPO-clip exactly (their weights are 1), and so is M2PO's decoupled-mask variant (it masks nothing); M2PO
 as published bounds its ratio by a second-moment budget instead of PPO's eps; CISPO and TOPR have no trust region
@@ -21,7 +22,15 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax.algorithm_options import CISPO_TRUNCATIONS, IMPACT_RATIO_FORMS
-from vaco_jax.losses import Metrics, _clip_fraction, _clipped_surrogate, off_policy_weights, truncated_is_weights
+from vaco_jax.losses import (
+    Metrics,
+    _clip_fraction,
+    _clipped_surrogate,
+    off_policy_weights,
+    sample_average,
+    sample_mean,
+    truncated_is_weights,
+)
 from vaco_jax.tv import ratios
 
 
@@ -34,6 +43,7 @@ def impact_loss(
     clip_eps: float | jax.Array,
     rho_max: float | jax.Array,
     ratio_form: str = "target",
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """IMPACT's surrogate (APPO in RLlib): PPO's clip on a target-network ratio with truncated worker weighting.
 
@@ -58,6 +68,7 @@ def impact_loss(
       clip_eps: eps of the clip of the product q.
       rho_max: truncation of the target-worker weight rho (2 in IMPACT and RLlib).
       ratio_form: ``target`` or ``behaviour`` (static), see above.
+      weights: optional per-sample weights (sample reuse).
 
     Returns:
       ``(loss, {"ppo/clip_frac": fraction with |q - 1| > eps, "is/weight_mean": mean(rho)})``.
@@ -78,10 +89,11 @@ def impact_loss(
     else:
         raise ValueError(f"impact.ratio_form={ratio_form!r} is unknown; choose one of {', '.join(IMPACT_RATIO_FORMS)}")
     surrogate = _clipped_surrogate(q, jax.lax.stop_gradient(advantages), clip_eps)
-    return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(q, clip_eps), "is/weight_mean": jnp.mean(rho)}
+    loss = -sample_mean(surrogate, weights)  # before the metrics: the programs' op order (committed fingerprints)
+    return loss, {"ppo/clip_frac": _clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
 
 
-def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array):
+def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array, valid: jax.Array | None = None):
     """M2PO's trust region as its authors' released code sets it, on one minibatch: among the *harmful* samples (those
     whose ratio has moved the way their advantage pushes it: A > 0 with log r > 0, or A < 0 with log r < 0), find
     the cap t on the squared log-ratio v = (log r)^2 that brings their second moment within ``tau``.
@@ -92,6 +104,8 @@ def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax
         t  = inf if H is empty or M2 <= tau;  else v_(k-1) (0 when k = 1)
         b_i = 1 if i in H and v_i >= t: the sample is held at its bound (no gradient), else 0
 
+    ``valid`` (same shape, bool; sample reuse: False on an empty slot) leaves the samples it marks False out of H.
+
     Returns:
       ``(bounded, t, M2)``: ``bounded`` [...] float (1 where the bound holds the sample), the cap t (inf: none) and
       the harmful samples' second moment (0 when there are none).
@@ -99,6 +113,8 @@ def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax
     chex.assert_equal_shape([log_ratios, advantages])
     log_ratio = jax.lax.stop_gradient(log_ratios).reshape(-1)
     harmful = jax.lax.stop_gradient(advantages).reshape(-1) * log_ratio > 0
+    if valid is not None:
+        harmful = harmful & valid.reshape(-1)
     squared = jnp.where(harmful, jnp.square(log_ratio), 0.0)
     count = jnp.sum(harmful)
     second_moment = jnp.sum(squared) / jnp.maximum(count, 1)
@@ -119,6 +135,7 @@ def m2po_loss(
     advantages: jax.Array,
     *,
     tau: float | jax.Array,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """M2PO as its authors' released code computes it (``m2po.form=published``): the ratio to the policy that drew
     the data, its harmful samples held at a bound set on each minibatch by their second moment
@@ -136,6 +153,7 @@ def m2po_loss(
       behaviour_log_probs: [...] log beta(a_i|s_i), the policy that drew a_i (the stale data's ``old_log_prob``).
       advantages: [...] A_i (constants).
       tau: the second-moment budget of the harmful samples' log-ratio (0.04 in the paper).
+      weights: optional per-sample weights (sample reuse); samples of weight 0 are not harmful samples.
 
     Returns:
       ``(loss, {"m2po/kept": fraction not held, "m2po/second_moment": the harmful samples' mean squared log-ratio,
@@ -149,15 +167,16 @@ def m2po_loss(
     behaviour = jax.lax.stop_gradient(behaviour_log_probs)
     r = ratios(log_probs, behaviour)
     a = jax.lax.stop_gradient(advantages)
-    bounded, _, second_moment = m2po_bound(log_probs - behaviour, a, tau=tau)
+    valid = None if weights is None else weights > 0
+    bounded, _, second_moment = m2po_bound(log_probs - behaviour, a, tau=tau, valid=valid)
     surrogate = jnp.where(bounded > 0, jax.lax.stop_gradient(r), r) * a
     metrics = {
-        "m2po/kept": 1.0 - jnp.mean(bounded),
+        "m2po/kept": 1.0 - sample_average(bounded, weights),
         "m2po/second_moment": second_moment,
-        "ppo/clip_frac": jnp.mean(bounded),
-        "is/weight_mean": jnp.mean(jax.lax.stop_gradient(r)),
+        "ppo/clip_frac": sample_average(bounded, weights),
+        "is/weight_mean": sample_average(jax.lax.stop_gradient(r), weights),
     }
-    return -jnp.mean(surrogate), metrics
+    return -sample_mean(surrogate, weights), metrics
 
 
 def m2po_keep_mask(proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, tau: float | jax.Array):
@@ -249,6 +268,7 @@ def geppo_loss(
     advantages: jax.Array,
     *,
     clip_eps: float | jax.Array,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """GePPO's generalized clipped surrogate: the ratio to the behaviour policy, clipped additively around the
     off-policy weight of the current policy.
@@ -265,6 +285,7 @@ def geppo_loss(
       behaviour_log_probs: [...] log beta(a_i|s_i) (the policy that collected the sample).
       advantages: [...] A_i (constants).
       clip_eps: eps, the half-width of the clip around w.
+      weights: optional per-sample weights: GePPO's policy weights over the reused batches (:mod:`vaco_jax.reuse`).
 
     Returns:
       ``(loss, {"ppo/clip_frac": fraction with |r - w| > eps, "is/weight_mean": mean(w)})``.
@@ -279,8 +300,8 @@ def geppo_loss(
     w = jax.lax.stop_gradient(ratios(proximal_log_probs, behaviour))
     a = jax.lax.stop_gradient(advantages)
     surrogate = jnp.minimum(r * a, jnp.clip(r, w - clip_eps, w + clip_eps) * a)
-    clipped = jnp.mean((jnp.abs(r - w) > clip_eps).astype(r.dtype))
-    return -jnp.mean(surrogate), {"ppo/clip_frac": clipped, "is/weight_mean": jnp.mean(w)}
+    clipped = sample_average((jnp.abs(r - w) > clip_eps).astype(r.dtype), weights)
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": clipped, "is/weight_mean": sample_average(w, weights)}
 
 
 def cispo_loss(
@@ -290,6 +311,7 @@ def cispo_loss(
     *,
     eps_high: float | jax.Array,
     truncation: str = "cispo",
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """CISPO: a policy gradient weighted by the stop-gradient truncated importance ratio (no trust region: every
     sample keeps its gradient); TOPR's asymmetric truncation as an option.
@@ -305,6 +327,7 @@ def cispo_loss(
       advantages: [...] A_i (constants).
       eps_high: the weight's upper truncation is 1 + eps_high (cispo only).
       truncation: ``cispo`` or ``topr``.
+      weights: optional per-sample weights (sample reuse).
 
     TOPR here is per sample (each step's advantage sign and ratio); the paper takes both per trajectory.
 
@@ -327,8 +350,9 @@ def cispo_loss(
         raise ValueError(f"cispo.truncation={truncation!r} is unknown; choose one of {', '.join(CISPO_TRUNCATIONS)}")
     # truncated: the weight is below the importance ratio it stands for (CISPO: r > 1 + eps_high; TOPR: a negative
     # sample with r > 1, tapered to 1; a non-negative sample's weight 1 is not an importance weight)
-    truncated = jnp.mean(((c != r) if truncation == "cispo" else (a < 0) & (r > 1.0)).astype(r.dtype))
-    return -jnp.mean(c * a * log_probs), {"is/weight_mean": jnp.mean(c), "is/truncated_frac": truncated}
+    truncated = sample_average(((c != r) if truncation == "cispo" else (a < 0) & (r > 1.0)).astype(r.dtype), weights)
+    loss = -sample_mean(c * a * log_probs, weights)  # before the metrics: the programs' op order
+    return loss, {"is/weight_mean": sample_average(c, weights), "is/truncated_frac": truncated}
 
 
 __all__ = [

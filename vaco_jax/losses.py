@@ -2,6 +2,11 @@
 
 Every loss averages over all elements of its inputs (typically a minibatch
 ``[T, B]``). Ratios are ``r = exp(log pi_theta - log ref)``: callers pass log-probs.
+
+Optional per-sample ``weights`` (sample reuse, :mod:`vaco_jax.reuse`: each stored policy's share, 0 on a slot not
+filled yet) make every loss the weighted mean ``mean(w * l)`` (:func:`sample_mean`, GePPO's released form) and
+every fraction or mean reported with it the weighted average ``sum(w * x) / sum(w)`` (:func:`sample_average`).
+Without them (None, the default) the programs are exactly those without sample reuse.
 """
 
 from __future__ import annotations
@@ -19,17 +24,36 @@ from vaco_jax.tv import LOG_RATIO_BOUND, ratios, sample_tv
 Metrics = dict[str, jax.Array]
 
 
+def sample_mean(values: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """A loss term's mean over samples: ``mean(x)``, or with per-sample weights ``mean(w * x)`` (the weights average
+    1 over a whole reused batch, so a minibatch's loss keeps the scale of an unweighted one)."""
+    return jnp.mean(values) if weights is None else jnp.mean(weights * values)
+
+
+def sample_average(values: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """A reported statistic's mean over samples: ``mean(x)``, or the weighted average ``sum(w x) / sum(w)`` (samples
+    of weight 0, e.g. an empty reuse slot, do not count)."""
+    if weights is None:
+        return jnp.mean(values)
+    return jnp.sum(weights * values) / jnp.maximum(jnp.sum(weights), 1e-12)
+
+
 def _clipped_surrogate(r: jax.Array, advantages: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
     """min(r * A, clip(r, 1 - eps, 1 + eps) * A), elementwise."""
     return jnp.minimum(r * advantages, jnp.clip(r, 1.0 - clip_eps, 1.0 + clip_eps) * advantages)
 
 
-def _clip_fraction(r: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
-    return jnp.mean((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32))
+def _clip_fraction(r: jax.Array, clip_eps: float | jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    return sample_average((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32), weights)
 
 
 def ppo_clip_loss(
-    log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, *, clip_eps: float | jax.Array
+    log_probs: jax.Array,
+    ref_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """PPO's clipped surrogate.
 
@@ -41,6 +65,7 @@ def ppo_clip_loss(
       ref_log_probs: [...] log-probs of the reference policy (beta for PPO).
       advantages: [...] advantage estimates A_i (treated as constants).
       clip_eps: eps.
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       ``(loss, {"ppo/clip_frac": fraction of samples with |r - 1| > eps})``.
@@ -52,7 +77,7 @@ def ppo_clip_loss(
     chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
     surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
-    return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps)}
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": _clip_fraction(r, clip_eps, weights)}
 
 
 def truncated_is_weights(
@@ -71,6 +96,7 @@ def ppo_decoupled_loss(
     clip_eps: float | jax.Array,
     w_max: float | jax.Array,
     w_mode: str = "truncate",
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """Decoupled PPO: the trust region is centred on a recent policy, the off-policy correction is a weight.
 
@@ -90,6 +116,7 @@ def ppo_decoupled_loss(
       clip_eps: eps.
       w_max: truncation of the weight (bounds the variance of stale samples), or the mask's bound.
       w_mode: ``truncate`` or ``mask``.
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       ``(loss, {"ppo/clip_frac": ..., "is/weight_mean": mean(w), "is/masked_frac": fraction dropped})``.
@@ -99,14 +126,23 @@ def ppo_decoupled_loss(
     """
     chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(proximal_log_probs))
-    w, masked = off_policy_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max, mode=w_mode)
+    w, masked = off_policy_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max, mode=w_mode, weights=weights)
     surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
-    metrics = {"ppo/clip_frac": _clip_fraction(r, clip_eps), "is/weight_mean": jnp.mean(w), "is/masked_frac": masked}
-    return -jnp.mean(w * surrogate), metrics
+    metrics = {
+        "ppo/clip_frac": _clip_fraction(r, clip_eps, weights),
+        "is/weight_mean": sample_average(w, weights),
+        "is/masked_frac": masked,
+    }
+    return -sample_mean(w * surrogate, weights), metrics
 
 
 def off_policy_weights(
-    ref_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, w_max: float | jax.Array, mode: str = "truncate"
+    ref_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    *,
+    w_max: float | jax.Array,
+    mode: str = "truncate",
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The decoupled weight ref/beta bounded by ``w_max``: truncated (min(w, w_max)) or masked (0 above w_max);
     returns it (stopgrad) and the fraction of samples the mask dropped (0 when truncating)."""
@@ -115,12 +151,17 @@ def off_policy_weights(
     if mode == "mask":
         w = jax.lax.stop_gradient(ratios(ref_log_probs, behaviour_log_probs))
         dropped = w > w_max
-        return jnp.where(dropped, 0.0, w), jnp.mean(dropped.astype(w.dtype))
+        return jnp.where(dropped, 0.0, w), sample_average(dropped.astype(w.dtype), weights)
     raise ValueError(f"ppo.w_mode={mode!r} is unknown; choose one of {', '.join(W_MODES)}")
 
 
 def value_loss(
-    values: jax.Array, targets: jax.Array, old_values: jax.Array, *, clip_eps: float | jax.Array | None = None
+    values: jax.Array,
+    targets: jax.Array,
+    old_values: jax.Array,
+    *,
+    clip_eps: float | jax.Array | None = None,
+    weights: jax.Array | None = None,
 ) -> jax.Array:
     """Squared-error value loss, optionally clipped PPO-style around the old values.
 
@@ -132,6 +173,7 @@ def value_loss(
       targets: [...] value targets v (constants).
       old_values: [...] V_T(s) at the start of the iteration (used when clipping).
       clip_eps: clipping range, or None for the plain loss.
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       The scalar loss.
@@ -142,17 +184,23 @@ def value_loss(
     if clip_eps is not None:
         clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
         squared = jnp.maximum(squared, (clipped - targets) ** 2)
-    return 0.5 * jnp.mean(squared)
+    return 0.5 * sample_mean(squared, weights)
 
 
-def approx_kl(log_probs: jax.Array, ref_log_probs: jax.Array) -> jax.Array:
-    """k3 estimate of KL(ref || pi_theta): mean((r - 1) - log r), r = exp(log pi - log ref)."""
+def approx_kl(log_probs: jax.Array, ref_log_probs: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """k3 estimate of KL(ref || pi_theta): mean((r - 1) - log r), r = exp(log pi - log ref) (weighted by
+    :func:`sample_mean` where per-sample weights are given)."""
     log_r = jnp.clip(log_probs - ref_log_probs, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-    return jnp.mean(jnp.expm1(log_r) - log_r)
+    return sample_mean(jnp.expm1(log_r) - log_r, weights)
 
 
 def ppo_kl_loss(
-    log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, *, kl_coef: float | jax.Array
+    log_probs: jax.Array,
+    ref_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    kl_coef: float | jax.Array,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """PPO with a KL penalty instead of the clip.
 
@@ -165,6 +213,7 @@ def ppo_kl_loss(
       ref_log_probs: [...] log-probs of the reference policy (beta).
       advantages: [...] A_i (constants).
       kl_coef: beta_kl (fixed, or adapted once per iteration by the caller).
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       ``(loss, {"kl/penalty": mean(k3)})``.
@@ -174,13 +223,18 @@ def ppo_kl_loss(
     """
     chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
     ref_log_probs = jax.lax.stop_gradient(ref_log_probs)
-    k3 = approx_kl(log_probs, ref_log_probs)
+    k3 = approx_kl(log_probs, ref_log_probs, weights)
     r = ratios(log_probs, ref_log_probs)
-    return -jnp.mean(r * jax.lax.stop_gradient(advantages)) + kl_coef * k3, {"kl/penalty": k3}
+    return -sample_mean(r * jax.lax.stop_gradient(advantages), weights) + kl_coef * k3, {"kl/penalty": k3}
 
 
 def spo_loss(
-    log_probs: jax.Array, ref_log_probs: jax.Array, advantages: jax.Array, *, clip_eps: float | jax.Array
+    log_probs: jax.Array,
+    ref_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """Simple Policy Optimization's quadratic-penalty surrogate.
 
@@ -191,6 +245,7 @@ def spo_loss(
       ref_log_probs: [...] log-probs of the reference policy (beta).
       advantages: [...] A_i (constants).
       clip_eps: eps (the ratio deviation at which the penalty's gradient cancels the advantage's).
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       ``(loss, {"ppo/clip_frac": fraction with |r - 1| > eps})``.
@@ -202,10 +257,12 @@ def spo_loss(
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
     a = jax.lax.stop_gradient(advantages)
     surrogate = r * a - jnp.abs(a) / (2.0 * clip_eps) * (r - 1.0) ** 2
-    return -jnp.mean(surrogate), {"ppo/clip_frac": _clip_fraction(r, clip_eps)}
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": _clip_fraction(r, clip_eps, weights)}
 
 
-def impala_policy_loss(log_probs: jax.Array, advantages: jax.Array) -> tuple[jax.Array, Metrics]:
+def impala_policy_loss(
+    log_probs: jax.Array, advantages: jax.Array, *, weights: jax.Array | None = None
+) -> tuple[jax.Array, Metrics]:
     """IMPALA's policy-gradient loss on V-trace q-form advantages.
 
         L_pi = -mean( stopgrad(A) * log pi_theta(a|s) )
@@ -213,6 +270,7 @@ def impala_policy_loss(log_probs: jax.Array, advantages: jax.Array) -> tuple[jax
     Args:
       log_probs: [...] log pi_theta(a_i|s_i).
       advantages: [...] V-trace advantages, already importance-weighted by rho (constants).
+      weights: optional per-sample weights (sample reuse; see the module docstring).
 
     Returns:
       ``(loss, {})``.
@@ -221,15 +279,16 @@ def impala_policy_loss(log_probs: jax.Array, advantages: jax.Array) -> tuple[jax
       Espeholt et al. IMPALA. arXiv:1802.01561.
     """
     chex.assert_equal_shape([log_probs, advantages])
-    return -jnp.mean(jax.lax.stop_gradient(advantages) * log_probs), {}
+    return -sample_mean(jax.lax.stop_gradient(advantages) * log_probs, weights), {}
 
 
-def scope_mean(contributions: jax.Array, scope: str) -> jax.Array:
+def scope_mean(contributions: jax.Array, scope: str, weights: jax.Array | None = None) -> jax.Array:
     """Average per-sample TV contributions over each sample's scope, broadcast back to their shape [T, B].
 
     sample:     D_i = c_i
     trajectory: D_i = mean_{j in i's rollout segment (same column)} c_j
-    minibatch:  D_i = mean_{j in B} c_j
+    minibatch:  D_i = mean_{j in B} c_j   (with per-sample weights: sum_j w_j c_j / sum_j w_j; a rollout segment
+                lies in one reuse slot, so its samples share one weight and the trajectory scope needs none)
     """
     if scope == "sample":
         return contributions
@@ -237,7 +296,7 @@ def scope_mean(contributions: jax.Array, scope: str) -> jax.Array:
         chex.assert_rank(contributions, 2)  # [T, B]: time-major rollout segments
         return jnp.broadcast_to(jnp.mean(contributions, axis=0, keepdims=True), contributions.shape)
     if scope == "minibatch":
-        return jnp.broadcast_to(jnp.mean(contributions), contributions.shape)
+        return jnp.broadcast_to(sample_average(contributions, weights), contributions.shape)
     raise ValueError(f"vaco.tv_scope={scope!r} is unknown; choose one of {', '.join(TV_SCOPES)}")
 
 
@@ -254,6 +313,7 @@ def vaco_filter_loss(
     surrogate: str = "ratio",
     surrogate_cap: float | jax.Array = math.inf,
     state_tv: jax.Array | None = None,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """VACO's total-variation filter ("filter"), spec section 4.
 
@@ -284,6 +344,8 @@ def vaco_filter_loss(
       surrogate_cap: C, the upper truncation of the stop-gradient ratio of the ``logprob`` surrogate.
       state_tv: optional same-shape exact per-state TV(pi_theta, ref) (``vaco.tv_estimator=exact``),
         used instead of the sample estimate.
+      weights: optional per-sample weights (sample reuse; see the module docstring): the loss becomes
+        -(1 / |B|) * sum_i w_i * m_i * (...) and the minibatch scope's D a weighted average.
 
     Returns:
       ``(loss, {"filter/kept": fraction kept, "filter/tv": mean of D, "is/weight_mean": mean of w})``.
@@ -308,7 +370,7 @@ def vaco_filter_loss(
     else:
         chex.assert_equal_shape([state_tv, log_probs])
         contributions = state_tv
-    tv = jax.lax.stop_gradient(scope_mean(contributions, tv_scope))
+    tv = jax.lax.stop_gradient(scope_mean(contributions, tv_scope, weights))
     keep = jax.lax.stop_gradient(jnp.logical_or(tv <= tv_threshold, a * (r_value - 1.0) <= 0.0))
     if is_weight == "truncated":
         w = truncated_is_weights(ref_log_probs, behaviour_log_probs, w_max=w_max)
@@ -323,6 +385,13 @@ def vaco_filter_loss(
         per_sample = w * jnp.minimum(r_value, surrogate_cap) * a * log_probs
     else:
         raise ValueError(f"vaco.surrogate={surrogate!r} is unknown; choose one of {', '.join(SURROGATES)}")
-    loss = -jnp.sum(jnp.where(keep, per_sample, 0.0)) / per_sample.size
-    metrics = {"filter/kept": jnp.mean(keep.astype(a.dtype)), "filter/tv": jnp.mean(tv), "is/weight_mean": jnp.mean(w)}
+    if weights is None:
+        loss = -jnp.sum(jnp.where(keep, per_sample, 0.0)) / per_sample.size
+    else:
+        loss = -jnp.sum(jnp.where(keep, weights * per_sample, 0.0)) / per_sample.size
+    metrics = {
+        "filter/kept": sample_average(keep.astype(a.dtype), weights),
+        "filter/tv": sample_average(tv, weights),
+        "is/weight_mean": sample_average(w, weights),
+    }
     return loss, metrics

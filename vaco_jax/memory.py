@@ -3,7 +3,8 @@
 Two sources, neither of which allocates or runs anything:
 
 * the training state's shapes (``jax.eval_shape`` of the batched init): parameters, optimiser
-  state, lag buffer, environment states, per component and per run;
+  state, lag buffer, sample reuse's buffer of earlier batches (``reuse.num_batches`` > 1), environment states,
+  per component and per run;
 * XLA's compiled memory analysis of one chunk program (the same program the driver runs):
   arguments, outputs and *temporaries* (rollout buffers, minibatch activations, gradients).
 
@@ -117,6 +118,7 @@ def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, co
             "params": _bytes(states.params),
             "opt_state": _bytes(states.opt_state),
             "lag_buffer": _bytes(states.lag_buffer),
+            **({"reuse_buffer": _bytes(states.reuse_buffer)} if states.reuse_buffer is not None else {}),
             "env_state": _bytes((states.env_state, states.observations, states.episode_stats)),
             "other": _bytes((states.obs_norm, states.algo_state, states.key, states.iteration)),
         },

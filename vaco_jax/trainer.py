@@ -11,12 +11,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization
+from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization, reuse, tv
 from vaco_jax.config import Config, ConfigError
 from vaco_jax.distributions import for_actions
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.networks import Networks
-from vaco_jax.rollout import collect_rollout
+from vaco_jax.rollout import act, collect_rollout
 from vaco_jax.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.update import Learner, make_optimizer, run_epochs
 from vaco_jax.validation import validate
@@ -86,7 +86,7 @@ class TrainProgram:
         obs_norm = normalization.init(self.env.observation_size)
         num_envs = self.config.env.num_envs
         env_state, observations = self.env.reset(jax.random.split(env_key, num_envs))
-        return TrainState(
+        state = TrainState(
             params=params,
             opt_state=make_optimizer(self.config, hparams).init(params),
             obs_norm=obs_norm,
@@ -98,6 +98,20 @@ class TrainProgram:
             key=run_key,
             iteration=jnp.zeros((), jnp.int32),
         )
+        if self.config.reuse.num_batches > 1:
+            state = state.replace(reuse_buffer=self._empty_reuse_buffer(state))
+        return state
+
+    def _empty_reuse_buffer(self, state: TrainState) -> reuse.ReuseBuffer:
+        """Sample reuse's buffer, shaped like one batch of the acting stage (its shapes traced, nothing run)."""
+        groups = self.config.lag.num_actors
+        behaviour = lag.gather(state.lag_buffer, jnp.zeros((groups,), jnp.int32))
+
+        def one_batch():
+            args = (state.env_state, state.observations, state.episode_stats, state.key)
+            return act(self.env, self.networks, self.dist, behaviour, *args, num_steps=self.config.env.num_steps)[3]
+
+        return reuse.init_buffer(jax.eval_shape(one_batch), groups, self.config.reuse.num_batches)
 
     def init_batched(self, keys: jax.Array, hparams: Config) -> TrainState:
         """One state per run [S] (``hparams`` leaves stacked [S]), initialised one at a time."""
@@ -197,8 +211,9 @@ class TrainProgram:
         if normalize and config.env.normalizer_update == "before":
             obs_norm = normalization.update(obs_norm, rollout.observations)
 
-        # 3. Advantages with the critic V_T.
-        batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), rollout, hparams)
+        # 3. Advantages with the critic V_T (under sample reuse: on this batch and the stored ones, scored under pi_T).
+        reused = self.join_reused(state, rollout) if state.reuse_buffer is not None else rollout
+        batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), reused, hparams)
 
         # 4. Epochs x minibatches of gradient steps (forward lag).
         learner = Learner(self.networks, self.dist, self.algorithm, make_optimizer(config, hparams), config)
@@ -211,6 +226,12 @@ class TrainProgram:
             obs_norm = normalization.update(obs_norm, rollout.observations)
         snapshot = ActorSnapshot(params.actor, obs_norm)
         lag_buffer = lag.push(state.lag_buffer, snapshot, iteration + 1)
+        reuse_buffer, reuse_metrics = state.reuse_buffer, {}
+        if reuse_buffer is not None:
+            reuse_metrics = self.reuse_diagnostics(reuse_buffer, reused, snapshot, lags, iteration)
+            reuse_buffer = reuse.push(reuse_buffer, rollout, iteration - lags, iteration)
+            num_envs = rollout.rewards.shape[1]  # this batch's columns come first in the joined one
+            values, batch = values[:, :num_envs], batch.replace(value_targets=batch.value_targets[:, :num_envs])
 
         # 6. Diagnostics (spec section 5).
         next_dist_params = self.networks.policy(snapshot, rollout.observations)
@@ -222,6 +243,7 @@ class TrainProgram:
         # tv/forward: the exact per-state TV where actions are discrete (the sample estimate's typical value is
         # about half of it under heavy lag, see algorithms.uses_exact_tv), the importance-weighted one otherwise
         forward_tv = lag_and_tv.get("tv/forward_exact", lag_and_tv["tv/forward"])
+        forward_tv = reuse_metrics.get("reuse/tv_forward", forward_tv)  # under reuse: over every batch trained on
         signals = {"kl/update": update_kl, "tv/forward": forward_tv}
         algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, signals, hparams)
         metrics = {
@@ -231,6 +253,7 @@ class TrainProgram:
             **lag_and_tv,
             **diagnostics.episode_metrics(rollout),
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
+            **reuse_metrics,
         }
         new_state = state.replace(
             params=params,
@@ -239,8 +262,47 @@ class TrainProgram:
             lag_buffer=lag_buffer,
             algo_state=algo_state,
             iteration=iteration + 1,
+            reuse_buffer=reuse_buffer,
         )
         return new_state, metrics
+
+    def join_reused(self, state: TrainState, rollout: Transitions) -> Transitions:
+        """Sample reuse: this batch and the stored ones joined along E (:func:`vaco_jax.reuse.join`), the stored ones
+        scored under pi_T, the snapshot this batch's learner log-probs came from."""
+        learner = ActorSnapshot(state.params.actor, state.obs_norm)
+
+        def score(batch: Transitions) -> Transitions:
+            dist_params = self.networks.policy(learner, batch.observations)
+            logits = dist_params if self.dist.discrete else None
+            return batch.replace(
+                learner_log_probs=self.dist.log_prob(dist_params, batch.actions), learner_logits=logits
+            )
+
+        return reuse.join(state.reuse_buffer, rollout, score)
+
+    def reuse_diagnostics(
+        self,
+        buffer: reuse.ReuseBuffer,
+        reused: Transitions,
+        snapshot: ActorSnapshot,
+        lags: jax.Array,
+        iteration: jax.Array,
+    ) -> Metrics:
+        """Sample reuse's metrics: ``reuse/batches`` (the batches this update trained on), ``reuse/data_lag`` (their
+        data's mean lag, :func:`vaco_jax.reuse.data_lag`) and ``reuse/tv_forward``, TV(pi_{T+1}, pi_T) over all of
+        them with their weights (GePPO's step size watches it: exact per state for discrete actions, the
+        importance-weighted estimate otherwise)."""
+        next_params = self.networks.policy(snapshot, reused.observations)
+        if self.dist.discrete:
+            contributions = tv.state_tv(next_params, reused.learner_logits)
+        else:
+            next_log_probs = self.dist.log_prob(next_params, reused.actions)
+            contributions = tv.sample_tv(next_log_probs, reused.learner_log_probs, reused.behaviour_log_probs)
+        return {
+            "reuse/batches": 1.0 + jnp.sum(reuse.filled(buffer)).astype(jnp.float32),
+            "reuse/data_lag": reuse.data_lag(buffer, lags, iteration),
+            "reuse/tv_forward": losses.sample_average(contributions, reused.sample_weights),
+        }
 
     def estimate_advantages(
         self, state: TrainState, rollout: Transitions, hparams: Config

@@ -82,6 +82,7 @@ class TrainState:
     algo_state: PyTree  # algorithm-specific state (e.g. an adaptive KL coefficient)
     key: jax.Array
     iteration: jax.Array  # [] int32 learner updates done so far (T)
+    reuse_buffer: PyTree = None  # the earlier batches under sample reuse (vaco_jax.reuse.ReuseBuffer); None without
 
 
 @struct.dataclass
@@ -100,7 +101,8 @@ class Transitions:
        (:class:`vaco_jax.algorithms.AdvantageFn`) reads the record at this stage;
     4. learning (:meth:`for_gradient_steps`): the ratio reference (``ref_log_probs``, ``ref_logits``), the
        ``advantages`` and ``value_targets``, and only the fields a gradient step reads. A policy loss
-       (:class:`vaco_jax.algorithms.PolicyLossFn`) gets a minibatch of this record, [T, B, ...].
+       (:class:`vaco_jax.algorithms.PolicyLossFn`) gets a minibatch of this record, [T, B, ...]. Under sample reuse
+       (:mod:`vaco_jax.reuse`) the record joins the earlier batches along E and carries ``sample_weights``.
 
     The field order is the order of the leaves in the compiled programs (the rollout's and the minibatches'):
     keep it, or every committed study cell's program fingerprint changes.
@@ -126,6 +128,7 @@ class Transitions:
     episode_lengths: jax.Array | None = None  # [T, E] int32 length of that episode (valid if done)
     nonfinite: jax.Array | None = None  # [T, E] bool: the physics produced a non-finite step (reset, truncated, r 0)
     reused_starts: jax.Array | None = None  # [T, E] bool: restarted from an already used pooled start (brax), or None
+    sample_weights: jax.Array | None = None  # [T, E] per-sample loss weights under sample reuse (vaco_jax.reuse)
 
     def for_gradient_steps(self, ratio_ref: str, advantages: jax.Array, value_targets: jax.Array) -> Transitions:
         """What the gradient steps read (and their minibatches are cut from): the ratio reference's log-probs and

@@ -79,17 +79,22 @@ def minibatch_loss(
     config, ppo = learner.config, hparams.ppo
     dist_params = learner.networks.policy(ActorSnapshot(params.actor, obs_norm), batch.observations)
     log_probs = learner.dist.log_prob(dist_params, batch.actions)
-    entropy = jnp.mean(learner.dist.entropy(dist_params))
+    weights = batch.sample_weights  # sample reuse's per-sample weights, or None
+    entropy = losses.sample_mean(learner.dist.entropy(dist_params), weights)
     values = learner.networks.value(params.critic, obs_norm, batch.observations)
     advantages, value_targets = step_advantages(params, batch, log_probs, obs_norm, learner, hparams)
     if config.ppo.normalize_advantages:
-        weights = learner.algorithm.advantage_weights
-        advantages = standardize(advantages, None if weights is None else weights(batch))
+        importance = learner.algorithm.advantage_weights
+        advantages = standardize(advantages, None if importance is None else importance(batch), weights)
     policy_loss, metrics = learner.algorithm.policy_loss_fn(
         log_probs, dist_params, batch, advantages, hparams, algo_state
     )
     v_loss = losses.value_loss(
-        values, value_targets, batch.values, clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None
+        values,
+        value_targets,
+        batch.values,
+        clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None,
+        weights=weights,
     )
     total = policy_loss + ppo.vf_coef * v_loss - ppo.ent_coef * entropy
     metrics = {
@@ -98,7 +103,7 @@ def minibatch_loss(
         "loss/value": v_loss,
         "loss/total": total,
         "entropy": entropy,
-        "kl/approx": losses.approx_kl(log_probs, batch.behaviour_log_probs),
+        "kl/approx": losses.approx_kl(log_probs, batch.behaviour_log_probs, weights),
     }
     return total, metrics
 

@@ -85,6 +85,16 @@ def validate(
         f"eval.episodes={config.eval.episodes!r} must be a positive integer",
     )
     _check(isinstance(lag.max_lag, int) and lag.max_lag >= 0, f"lag.max_lag={lag.max_lag!r} must be an integer >= 0")
+    reuse = config.reuse.num_batches
+    _check(
+        isinstance(reuse, int) and not isinstance(reuse, bool) and reuse >= 1,
+        f"reuse.num_batches={reuse!r} must be an integer >= 1 (1: each update trains on its own batch only)",
+    )
+    _check(
+        reuse == 1 or not (config.algorithm == "m2po" and config.m2po.form == "decoupled_mask"),
+        f"reuse.num_batches={reuse} does not combine with m2po.form=decoupled_mask (its mask ranks every sample of "
+        "the batch and has no notion of an empty reuse slot): use m2po.form=published, or reuse.num_batches=1",
+    )
     _check(
         isinstance(env.episode_length, int) and env.episode_length >= 0,
         f"env.episode_length={env.episode_length!r} must be an integer >= 0 (0: the environment's own limit)",
