@@ -13,6 +13,13 @@ code that reduced the metrics to scores. The *program fingerprint* hashes (1), (
 A committed cell whose fingerprint equals the one the checkout computes for the same spec is *current*: rerunning
 it on the same machine gives the same numbers (``--check`` does so for a random cell). Otherwise it is *stale*: made
 by other code, kept and shown as such, never silently mixed with current ones.
+
+What the programs do not show is recorded beside the fingerprint as the cell's *host record*
+(:func:`host_record`): the source of the host code between the spec and the programs (how seeds become keys, how a
+search's winner is picked), the platform that ran them (backend, device kind, CPU model: XLA's code, and so the last
+bits of a number, depend on it) and the XLA flags. A cell whose host record differs from the checkout's is stale
+too (:func:`host_differences` names what differs); a cell written before host records existed has none, and is
+reported as such rather than guessed current or stale.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import os
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
@@ -30,7 +38,7 @@ from typing import Any
 
 import jax
 
-from vaco_jax import Config, Driver, TrainProgram, algorithms
+from vaco_jax import Config, Driver, TrainProgram, algorithms, machine
 from vaco_jax.config import LEGACY_VALUES
 from vaco_jax.driver import chunk_plan
 from vaco_jax.memory import abstract_batch
@@ -162,6 +170,30 @@ def _init_arguments(num_runs: int, hparams):
     return jax.eval_shape(lambda: seed_keys(0, num_runs)), hparams
 
 
+def host_record(functions: Iterable[Callable]) -> dict[str, str]:
+    """What a cell's numbers depend on besides its programs (see the module docstring): ``code``, a hash of the
+    source of ``functions`` (the host code from the spec to the programs' inputs and from their outputs to a
+    decision), and the ``backend``, ``device`` kind, ``processor`` and ``xla_flags`` of this process."""
+    source = "".join(inspect.getsource(function) for function in functions)
+    return {
+        "code": hashlib.sha256(source.encode()).hexdigest()[:16],
+        "backend": jax.default_backend(),
+        "device": jax.devices()[0].device_kind,
+        "processor": machine.cpu_model(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+
+
+def host_differences(stored: dict[str, str] | None, current: dict[str, str]) -> list[str] | None:
+    """What differs between a cell's host record and the checkout's (empty: nothing), as ``"key (cell's, now ...)"``;
+    None when the cell has no host record (written before they existed)."""
+    if stored is None:
+        return None
+    return [
+        f"{key} (cell {stored.get(key)!r}, now {value!r})" for key, value in current.items() if stored.get(key) != value
+    ]
+
+
 def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
     """The distinct chunk lengths (one program each) a driver run of ``total`` iterations in chunks of
     ``chunk_size`` uses (:func:`vaco_jax.driver.chunk_plan`)."""
@@ -199,4 +231,12 @@ def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -
         )
 
 
-__all__ = ["chunk_lengths", "fingerprints_memoized", "git_commit", "program_fingerprint", "refuse_dirty_results"]
+__all__ = [
+    "chunk_lengths",
+    "fingerprints_memoized",
+    "git_commit",
+    "host_differences",
+    "host_record",
+    "program_fingerprint",
+    "refuse_dirty_results",
+]

@@ -109,9 +109,9 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
-    from tuned_study import SCORES, cells_of, is_current, load_cell, tuning_cell
+    from tuned_study import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 
-    rows, tuning, missing, stale, seconds = [], {}, [], [], 0.0
+    rows, tuning, missing, stale, unrecorded, seconds = [], {}, [], [], [], 0.0
     for cell in cells_of(preset):
         result = load_cell(out_dir, preset, cell)
         if result is None:
@@ -120,6 +120,8 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
         seconds += result["seconds"]
         if not is_current(preset, cell, out_dir, result):
             stale.append({"cell": cell.id, "commit": result.get("commit"), "fingerprint": result.get("fingerprint")})
+        elif host_unrecorded(result):
+            unrecorded.append(cell.id)
         block = (cell.block.env, cell.block.regime)
         if cell.stage == "tune":
             tuning[(*block, cell.method)] = {
@@ -152,7 +154,14 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                     "curves": point["curves"],
                 }
             )
-    return {"rows": rows, "tuning": tuning, "missing": missing, "stale": stale, "seconds": seconds}
+    return {
+        "rows": rows,
+        "tuning": tuning,
+        "missing": missing,
+        "stale": stale,
+        "host_unrecorded": unrecorded,
+        "seconds": seconds,
+    }
 
 
 def _pi_key(score: str) -> str:
@@ -295,6 +304,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "environment": machine.describe(),
         "cells_missing": collected["missing"],
         "cells_stale": collected["stale"],
+        "cells_host_unrecorded": collected["host_unrecorded"],
         "study_seconds": collected["seconds"],
         "comparisons_per_table": collected["comparisons"],
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
@@ -307,7 +317,9 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         f"# Tuned lag benchmark ({preset_name})",
         "",
         f"{len(collected['missing'])} cells missing, {len(collected['stale'])} made by other code than this "
-        f"checkout's; {collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
+        f"checkout's, {len(collected['host_unrecorded'])} current by their programs but written before cells "
+        "recorded their host code and platform (benchmarks/provenance.py: not checkable beyond the programs); "
+        f"{collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
         f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
         "",
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",

@@ -62,6 +62,8 @@ from provenance import (  # noqa: E402
     config_record,
     fingerprints_memoized,
     git_commit,
+    host_differences,
+    host_record,
     program_fingerprint,
     refuse_dirty_results,
     same_cell_spec,
@@ -246,11 +248,23 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
         "env_steps_per_run": config.total_env_steps,
         "points": results,
     }
-    if cell.stage == "tune":  # the winner: best mean learner-side AUC over the tuning seeds (NaN: worst)
-        means = [np.mean(stats.worst_filled(np.asarray(r["learner_auc"]), floor=-np.inf)) for r in results]
-        best = int(np.argmax(means))
-        result["best"] = {"index": best, "point": points[best], "mean_learner_auc": float(means[best])}
+    if cell.stage == "tune":
+        result["best"] = pick_winner(results)
+    result["host"] = host_record(HOST_CODE)
     return result
+
+
+def pick_winner(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A search's winner: the trial with the best mean learner-side AUC over the tuning seeds (a NaN run counts as
+    the worst)."""
+    means = [np.mean(stats.worst_filled(np.asarray(r["learner_auc"]), floor=-np.inf)) for r in results]
+    best = int(np.argmax(means))
+    return {"index": best, "point": results[best]["point"], "mean_learner_auc": float(means[best])}
+
+
+HOST_CODE = (train_points, seed_keys, pick_winner)
+"""The host code between a cell's spec and its numbers that no compiled program shows (its host record's hash):
+how points and seeds become runs and keys, and how a search picks the winner its test cells use."""
 
 
 def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
@@ -286,15 +300,24 @@ def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stal
 
 
 def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:
-    """Whether the checkout would make this cell with the same programs (else the cell is stale). A test cell is
-    current only if its tuning cell is too: a stale search may have picked another winner than the checkout's."""
+    """Whether the checkout would make this cell with the same programs, host code and platform (else the cell is
+    stale; a cell without a host record, written before they existed, is judged on its programs: see
+    :func:`host_unrecorded`). A test cell is current only if its tuning cell is too: a stale search may have picked
+    another winner than the checkout's."""
     if result.get("fingerprint") != cell_fingerprint(preset, cell, out_dir):
+        return False
+    if host_differences(result.get("host"), host_record(HOST_CODE)):
         return False
     source = tuning_cell(preset, cell) if cell.stage != "tune" else None
     if source is None:
         return True
     tuned = load_cell(out_dir, preset, source)
     return tuned is not None and is_current(preset, source, out_dir, tuned)
+
+
+def host_unrecorded(result: dict[str, Any]) -> bool:
+    """Whether a cell predates host records: its programs are checked, its host code and platform cannot be."""
+    return result.get("host") is None
 
 
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:

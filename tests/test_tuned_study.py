@@ -96,7 +96,7 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
             knobs = [{k: v for k, v in p["point"].items() if k != "lag.k"} for p in result["points"]]
             assert {} in knobs and tuned["best"]["point"] in knobs  # default and tuned, side by side
     payload = json.loads((smoke / "tuned.json").read_text())
-    assert payload["cells_missing"] == [] and payload["cells_stale"] == []
+    assert payload["cells_missing"] == [] and payload["cells_stale"] == [] and payload["cells_host_unrecorded"] == []
     rows = payload["rows"]
     assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"} and {r["setting"] for r in rows} == {"default", "tuned"}
     assert {r["env"] for r in rows} == {"CartPole-v1", "Acrobot-v1"}
@@ -310,3 +310,36 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
     assert not current(tune) and not any(current(c) for c in dependants)
     other = next(c for c in cells if c.stage != "tune" and c.method == "m2po")
     assert current(other)  # another method's cells are not affected
+
+
+def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, smoke, tmp_path, monkeypatch):
+    """Beyond the programs, a cell records its host record (benchmarks/provenance.py): the seed-to-key and
+    winner-rule code, the platform and the XLA flags. Any of them changed makes the cell stale, naming what
+    changed; a cell written before host records existed is judged on its programs and reported as such."""
+    import shutil
+
+    from provenance import host_differences
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    preset = study.PRESETS["tuned-smoke"]
+    cell = next(c for c in study.cells_of(preset) if c.stage == "tune" and c.method == "m2po")
+    recorded = json.loads(study.cell_path(smoke, cell).read_text())
+    monkeypatch.setattr(study, "cell_fingerprint", lambda preset, cell, out_dir: recorded["fingerprint"])
+    path = study.cell_path(out, cell)
+
+    def current_with(host) -> bool:
+        record = {**recorded, "host": host} if host is not None else {k: v for k, v in recorded.items() if k != "host"}
+        path.write_text(json.dumps(record))
+        return study.is_current(preset, cell, out, study.load_cell(out, preset, cell))
+
+    host = recorded["host"]
+    assert set(host) == {"code", "backend", "device", "processor", "xla_flags"}
+    assert current_with(host) and not study.host_unrecorded(recorded)
+    for key, other in (("processor", "another CPU"), ("xla_flags", "--xla_cpu_enable_fast_math=true"), ("code", "0")):
+        assert not current_with({**host, key: other}), key
+        assert host_differences({**host, key: other}, host) == [f"{key} (cell {other!r}, now {host[key]!r})"]
+    assert current_with(None) and study.host_unrecorded(json.loads(path.read_text()))
+    # the winner rule is part of the host code: another rule is another hash
+    monkeypatch.setattr(study, "HOST_CODE", (study.train_points, study.seed_keys))
+    assert not current_with(host)
