@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -152,3 +156,45 @@ def test_an_earlier_calibration_or_evaluation_is_never_replaced_without_overwrit
     assert "--resume" not in str(info.value) and (out / "calibration.json").read_text() == "{}"
     output_dir.prepare(out, "run-2", ["calibration.json", "calibration.png"], overwrite=True, resume=False)
     assert not (out / "calibration.json").exists()  # --overwrite clears what the manifest names
+
+
+def test_a_second_command_on_a_directory_in_use_is_refused_naming_the_holder(tmp_path, capsys):
+    """Two commands writing into one --out-dir would mix their results (seen: the second read the first's metric
+    files): while one holds the directory, another is refused at once, naming it, and writes nothing."""
+    from tests.test_cli import TINY
+    from vaco_jax.cli import main
+
+    out = tmp_path / "run"
+    with output_dir.exclusive(out):
+        assert main(["train", "--out-dir", str(out), *TINY]) == 2
+        error = capsys.readouterr().err
+        assert f"{out} is in use by another vaco-jax command (process {os.getpid()}" in error
+        assert "another --out-dir" in error
+        assert not out.exists()
+    with output_dir.exclusive(out):  # released when the holder's block ends
+        pass
+
+
+def test_a_killed_holder_releases_its_directory(tmp_path):
+    """The operating system releases the lock however the holder ends: kill -9 leaves no stale lock behind."""
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from vaco_jax import output_dir\n"
+            f"with output_dir.exclusive(Path({str(out)!r})):\n    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=f"process {holder.pid}, `-c`"):
+            with output_dir.exclusive(out):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with output_dir.exclusive(out):
+        pass

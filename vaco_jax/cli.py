@@ -343,48 +343,63 @@ def main(argv: list[str] | None = None) -> int:
         commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
     )
     try:
-        if isinstance(args, EvalArgs):
-            run_eval(args)
-            return 0
-        if isinstance(args, CalibrateArgs):
-            from vaco_jax.calibration import run_and_write
-
-            run_and_write(
-                args.config,
-                num_seeds=args.num_seeds,
-                seed=args.seed,
-                options=args.async_options.check(),
-                out_dir=args.out_dir,
-                overwrite=args.overwrite,
-            )
-            return 0
-        grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
-        refuse_flags_that_are_grid_axes(grid, argv)
-        if isinstance(args, DemoArgs) and args.config.algorithm != demo_config().algorithm:
-            raise ConfigError(
-                f"demo compares the --algorithms list, so --algorithm {args.config.algorithm} would be ignored: "
-                f"add it there instead, e.g. --algorithms ppo {args.config.algorithm}"
-            )
-        with GracefulStop() as stop:
-            if isinstance(args, DemoArgs):
-                compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
-            else:
-                asynchronous = args.async_options if getattr(args, "asynchronous", False) else None
-                execute(
-                    args.config,
-                    grid,
-                    args.num_seeds,
-                    args.seed,
-                    args.output,
-                    stop,
-                    presets=args.preset,
-                    asynchronous=asynchronous,
-                )
+        with output_dir.exclusive(_directory_written(args)):
+            return _run_command(args, argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2
     except Interrupted as interrupted:
         return interrupted.exit_code
+
+
+def _directory_written(args) -> Path:
+    """The output directory a command writes into (and holds the lock of while it runs)."""
+    if isinstance(args, EvalArgs):
+        return args.run_dir
+    if isinstance(args, CalibrateArgs):
+        return args.out_dir
+    return args.output.out_dir
+
+
+def _run_command(args, argv: list[str]) -> int:
+    """Run the parsed command ``args`` (its output directory's lock held by :func:`main`)."""
+    if isinstance(args, EvalArgs):
+        run_eval(args)
+        return 0
+    if isinstance(args, CalibrateArgs):
+        from vaco_jax.calibration import run_and_write
+
+        run_and_write(
+            args.config,
+            num_seeds=args.num_seeds,
+            seed=args.seed,
+            options=args.async_options.check(),
+            out_dir=args.out_dir,
+            overwrite=args.overwrite,
+        )
+        return 0
+    grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
+    refuse_flags_that_are_grid_axes(grid, argv)
+    if isinstance(args, DemoArgs) and args.config.algorithm != demo_config().algorithm:
+        raise ConfigError(
+            f"demo compares the --algorithms list, so --algorithm {args.config.algorithm} would be ignored: "
+            f"add it there instead, e.g. --algorithms ppo {args.config.algorithm}"
+        )
+    with GracefulStop() as stop:
+        if isinstance(args, DemoArgs):
+            compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
+        else:
+            asynchronous = args.async_options if getattr(args, "asynchronous", False) else None
+            execute(
+                args.config,
+                grid,
+                args.num_seeds,
+                args.seed,
+                args.output,
+                stop,
+                presets=args.preset,
+                asynchronous=asynchronous,
+            )
     return 0
 
 

@@ -15,15 +15,22 @@ The rules that keep a user's own files safe:
 
 Every file is written atomically (:func:`write_text_atomic`, :func:`open_atomic`): a unique temporary name in the
 same directory, flushed and fsynced, then renamed into place, so a reader sees the old file or the new one whole.
+
+One command at a time: every vaco-jax command that writes into an output directory holds its OS lock
+(:func:`exclusive`) for as long as it runs, so a second command on the same directory is refused at once, naming
+the holder, instead of both writing into it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -40,6 +47,59 @@ CHECKPOINTS_SUBDIR = "checkpoints"
 RUN_STATE = (METRICS_SUBDIR, CHECKPOINTS_SUBDIR)  # what a killed run leaves behind before any result file
 # what vaco-jax wrote into an output directory before markers carried a manifest (read for such directories only)
 LEGACY_OWNED = (MARKER, *RESULT_FILES, *RUN_STATE, "config.json", "tb", "eval.json", "eval_*.json", "final_vs_*.png")
+
+
+# ----------------------------------------------------------------------------- one command per directory
+
+
+def lock_path(directory: Path) -> Path:
+    """The lock file of ``directory``: in the system's temporary folder, named by the hash of its resolved path,
+    never inside the directory (so that nothing a run removes can remove it, and a directory not created yet can
+    be locked)."""
+    key = hashlib.sha256(str(Path(directory).expanduser().resolve()).encode()).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / "vaco-jax-locks" / f"{key}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s OS lock (``flock``) while the block runs; refuse with a :class:`ConfigError` naming the
+    holder (its process id, command line and start time) if another process holds it.
+
+    The operating system releases the lock when the holder exits, however it exits (a crash or ``kill -9``
+    included), so a stale lock never blocks the next command. It covers the processes of one machine: commands on
+    other machines writing into a shared filesystem are not excluded.
+    """
+    import fcntl
+
+    path = lock_path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held open for the block: closing it releases the lock
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = _holder(handle.read())
+            raise ConfigError(
+                f"{directory} is in use by another vaco-jax command ({holder}): wait for it to finish, or write to "
+                "another --out-dir (two commands writing into one directory would mix their results)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        record = {"pid": os.getpid(), "command": shlex.join(sys.argv), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        handle.write(json.dumps({**record, "directory": str(directory)}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def _holder(text: str) -> str:
+    try:
+        record = json.loads(text)
+        return f"process {record['pid']}, `{record['command']}`, since {record['since']}"
+    except (ValueError, KeyError, TypeError):
+        return "a process that has not said which yet"
 
 
 # ----------------------------------------------------------------------------- atomic writes
