@@ -66,6 +66,35 @@ def test_resume_of_a_finished_run_says_so_and_changes_nothing(sweep_dir, capsys)
     assert {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()} == before
 
 
+def test_a_run_killed_after_its_last_checkpoint_gets_its_results_on_resume(sweep_dir, tmp_path, capsys):
+    """Killed after the last checkpoint but before its results were written (here: summary.json and a plot gone, or
+    an earlier partial summary.json left), a run is finished, not complete: --resume writes its results from the
+    stored metrics, the same as the uninterrupted run's, instead of saying "nothing was changed"."""
+    import shutil
+
+    out = tmp_path / "killed"
+    shutil.copytree(sweep_dir, out)
+    (out / "summary.json").unlink()
+    (out / "final_vs_lag.k.png").unlink()
+    assert main(["sweep", "--resume", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "finished training but its final results were not all written" in said
+    assert "summary.json" in said and "final_vs_lag.k.png" in said
+    assert (out / "final_vs_lag.k.png").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    original = json.loads((sweep_dir / "summary.json").read_text())
+    assert [{k: v for k, v in row.items() if k != "run_id"} for row in summary] == [
+        {k: v for k, v in row.items() if k != "run_id"} for row in original
+    ]
+    # a partial summary.json from an earlier stop counts as missing too
+    (out / "summary.json").write_text(json.dumps([{**row, "partial": True} for row in original]))
+    assert main(["sweep", "--resume", str(out)]) == 0
+    assert "summary.json (partial)" in capsys.readouterr().out
+    assert not any(row["partial"] for row in json.loads((out / "summary.json").read_text()))
+    assert main(["sweep", "--resume", str(out)]) == 0  # now complete: nothing to do
+    assert "nothing to resume, nothing was changed" in capsys.readouterr().out
+
+
 def test_a_recorded_grid_reads_back_as_the_same_grid_flags():
     from vaco_jax.cli import _grid_flags, parse_grid
     from vaco_jax.config import Config

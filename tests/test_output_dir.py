@@ -198,3 +198,21 @@ def test_a_killed_holder_releases_its_directory(tmp_path):
         holder.wait()
     with output_dir.exclusive(out):
         pass
+
+
+def test_a_killed_writes_temporary_is_the_runs_own_and_is_cleaned_on_the_next_open(tmp_path):
+    """A process killed inside an atomic write leaves ``.<name>.<random>.tmp``: it belongs to the run (it blocks
+    neither --resume nor --overwrite) and the next command removes it; a user's look-alike file is still theirs."""
+    directory = tmp_path / "run"
+    directory.mkdir()
+    output_dir.write_marker(directory, "run-1", ["metrics.json", "summary.json"])
+    (directory / "metrics.json").write_text("{}")
+    leftover = directory / ".summary.json.k3j9x_2a.tmp"
+    leftover.write_text("half a summary")
+    users = directory / ".notes.txt.backup.tmp"  # the same shape, for a file the run never wrote
+    users.write_text("my notes")
+    assert output_dir.foreign_entries(directory) == [users.name]
+    users.unlink()
+    assert output_dir.foreign_entries(directory) == []
+    output_dir.prepare(directory, "run-1", ["metrics.json", "summary.json"], overwrite=False, resume=True)
+    assert not leftover.exists() and (directory / "metrics.json").exists()

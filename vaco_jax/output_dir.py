@@ -191,6 +191,33 @@ def _owned(record: dict[str, Any], name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in LEGACY_OWNED)
 
 
+def _temporary_target(name: str) -> str | None:
+    """The file an atomic write's temporary ``.<name>.<random>.tmp`` (:func:`open_atomic`) was for, else None."""
+    if not (name.startswith(".") and name.endswith(".tmp")) or name.count(".") < 3:
+        return None
+    return name[1 : -len(".tmp")].rsplit(".", 1)[0]
+
+
+def leftover_temporaries(directory: Path) -> list[Path]:
+    """The temporaries of atomic writes to the directory's own entries that a killed process left behind (a
+    command holding the directory's lock, :func:`exclusive`, knows no other process is writing them)."""
+    record = read_marker(directory)
+    if record is None or not Path(directory).is_dir():
+        return []
+    return [
+        child
+        for child in sorted(Path(directory).iterdir())
+        if (target := _temporary_target(child.name)) is not None and _owned(record, target) and child.is_file()
+    ]
+
+
+def remove_leftover_temporaries(directory: Path) -> None:
+    """Remove :func:`leftover_temporaries` (at the start of a command, under the directory's lock)."""
+    for path in leftover_temporaries(directory):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 def foreign_entries(directory: Path) -> list[str]:
     """The entries of ``directory`` that vaco-jax did not write (relative names, sorted; folders end in ``/``).
 
@@ -202,9 +229,11 @@ def foreign_entries(directory: Path) -> list[str]:
         return []
     record = read_marker(directory)
     found = []
+    temporaries = set(leftover_temporaries(directory))  # a killed write's temporary is the run's, not the user's
     for child in sorted(directory.iterdir()):
         nested = _is_plain_dir(child) and read_marker(child) is not None  # e.g. a demo's variant folder
         owned = record is not None and (_owned(record, child.name) or ("manifest" not in record and nested))
+        owned = owned or child in temporaries
         if not owned:
             found.append(child.name + ("/" if _is_plain_dir(child) else ""))
         elif nested:
@@ -263,6 +292,7 @@ def prepare(directory: Path, run_id: str, entries: Iterable[str], *, overwrite: 
     or results (unless ``overwrite``, which clears them and says what went, or ``resume``, which continues there);
     then marked with this run's id and manifest."""
     directory = Path(directory)
+    remove_leftover_temporaries(directory)
     if directory.is_dir() and any(directory.iterdir()):
         refuse_foreign(directory, "no run was started there")
         existing = holds_results(directory)

@@ -248,14 +248,23 @@ def execute(
     restored = None
     if output.resume is not None:
         restored = _restore(output.resume, program, num_runs, meta)
-        if restored.iterations_done >= config.num_iterations and not reload_complete:
+        finished = restored.iterations_done >= config.num_iterations
+        missing = missing_results(Path(output.resume), grid, config.num_iterations) if finished else []
+        if finished and not reload_complete and not missing:
             print(
                 f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
                 "iterations): nothing to resume, nothing was changed",
                 flush=True,
             )
             return None
-        print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
+        if finished and missing and not reload_complete:
+            print(
+                f"vaco-jax: {output.resume} finished training but its final results were not all written "
+                f"({', '.join(missing)}): writing them from its stored metrics",
+                flush=True,
+            )
+        else:
+            print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
     entries = run_entries(grid, output.tensorboard)
     out = output_dir.prepare(
@@ -327,6 +336,24 @@ def execute(
         )
         raise Interrupted(stop.exit_code if stop is not None else 1)
     return result
+
+
+def missing_results(directory: Path, grid: dict[str, list], num_iterations: int) -> list[str]:
+    """What a finished run's directory lacks of its final results: result files or plots not there, or a
+    summary.json that is partial (written when the run was stopped earlier). A run killed after its last checkpoint
+    but before its results were written is finished, not complete: its resume writes them from the stored
+    metrics."""
+    names = [*output_dir.RESULT_FILES, "config.json", *(f"final_vs_{axis}.png" for axis in grid)]
+    missing = [name for name in names if not (directory / name).is_file()]
+    if "summary.json" not in missing:
+        try:
+            rows = json.loads((directory / "summary.json").read_text())
+            finished = all(not row["partial"] and row["iterations_done"] == num_iterations for row in rows)
+        except (OSError, ValueError, KeyError, TypeError):
+            rows, finished = None, False
+        if not rows or not finished:
+            missing.append("summary.json (partial)")
+    return missing
 
 
 def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
