@@ -32,6 +32,7 @@ from vaco_jax import (
     stack_hparams,
     stats,
 )
+from vaco_jax.plotting import save_figure
 from vaco_jax.writers import write_text_atomic
 
 TASKS: dict[str, dict[str, Any]] = {
@@ -160,7 +161,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.set_ylabel(f"mean return ({results['seeds']} seeds)")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     print(f"wrote {path}")
 
 

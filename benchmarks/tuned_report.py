@@ -31,6 +31,7 @@ from scipy import stats as scipy_stats
 
 from vaco_jax import envs, machine, stats
 from vaco_jax.output_dir import write_text_atomic
+from vaco_jax.plotting import save_figure
 
 README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"
 # the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy
@@ -397,7 +398,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(out_dir / "learner_auc_vs_lag.png", dpi=110)
+    save_figure(fig, out_dir / "learner_auc_vs_lag.png", dpi=110)
     plt.close(fig)
     written.append("learner_auc_vs_lag.png")
     # 2. performance profile: fraction of runs whose normalised learner AUC exceeds tau (all lags pooled)
@@ -423,7 +424,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out_dir / "performance_profile.png", dpi=110)
+    save_figure(fig, out_dir / "performance_profile.png", dpi=110)
     plt.close(fig)
     written.append("performance_profile.png")
     # 3. entropy and forward TV against lag
@@ -443,7 +444,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
             ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out_dir / "entropy_and_tv_vs_lag.png", dpi=110)
+    save_figure(fig, out_dir / "entropy_and_tv_vs_lag.png", dpi=110)
     plt.close(fig)
     written.append("entropy_and_tv_vs_lag.png")
     return written

@@ -216,3 +216,32 @@ def test_a_killed_writes_temporary_is_the_runs_own_and_is_cleaned_on_the_next_op
     assert output_dir.foreign_entries(directory) == []
     output_dir.prepare(directory, "run-1", ["metrics.json", "summary.json"], overwrite=False, resume=True)
     assert not leftover.exists() and (directory / "metrics.json").exists()
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    """Plots go through the atomic writer: a draw that dies half way leaves the old image and no temporary."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vaco_jax.plotting import save_figure
+
+    path = tmp_path / "learning_curves.png"
+    path.write_bytes(b"the old image")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    draw = fig.savefig
+
+    def dies_half_way(handle, **kwargs):
+        handle.write(b"\x89PNG and then")
+        raise KeyboardInterrupt
+
+    fig.savefig = dies_half_way
+    with pytest.raises(KeyboardInterrupt):
+        save_figure(fig, path)
+    assert path.read_bytes() == b"the old image" and sorted(tmp_path.iterdir()) == [path]
+    fig.savefig = draw
+    save_figure(fig, path, dpi=50)
+    assert path.read_bytes().startswith(b"\x89PNG") and sorted(tmp_path.iterdir()) == [path]
+    plt.close(fig)

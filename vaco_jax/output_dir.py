@@ -120,10 +120,21 @@ def open_atomic(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+        _fsync_directory(path.parent)  # the rename itself survives a power cut
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Flush a directory's entries to disk (where the OS allows opening a directory for it)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def _umask() -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax import stats
+from vaco_jax.output_dir import open_atomic
 from vaco_jax.sweep import SweepResult, indexed_points
 
 
@@ -18,6 +19,15 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, path: str | Path, **kwargs) -> Path:
+    """``fig.savefig`` written atomically (:func:`vaco_jax.output_dir.open_atomic`): a reader, or a run killed while
+    it draws, sees the old image or the new one whole, never half a PNG. The format is the path's suffix."""
+    path = Path(path)
+    with open_atomic(path, "wb") as handle:
+        fig.savefig(handle, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path
 
 
 def _label(point: dict) -> str:
@@ -66,7 +76,7 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return Path(path)
 
@@ -118,7 +128,7 @@ def plot_final_vs_axis(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return Path(path)
 
@@ -146,6 +156,6 @@ def plot_calibration(record: Mapping, path: str | Path) -> Path:
     lag_ax.set_ylabel("share of batches")
     lag_ax.set_title(f"{record['actor_threads']} actor threads, queue {record['async']['queue_size']}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return Path(path)

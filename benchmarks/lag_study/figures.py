@@ -9,6 +9,7 @@ import numpy as np
 
 from lag_study.cells import Cell
 from lag_study.specs import lag_order
+from vaco_jax.plotting import save_figure
 
 
 def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> list[str]:
@@ -57,7 +58,7 @@ def plot_fleet_curves(payload: dict[str, Any], done: dict[Cell, dict[str, Any]],
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "fleet_learning_curves.png", dpi=110, bbox_inches="tight")
+    save_figure(fig, out_dir / "fleet_learning_curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return ["fleet_learning_curves.png"]
 
@@ -107,7 +108,7 @@ def plot_fixed_lag(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], ou
             fig.suptitle(f"{seeds} seeds per point; bands: 95% bootstrap CI of the IQM", fontsize=9)
         fig.tight_layout()
         legend(fig)
-        fig.savefig(out_dir / filename, dpi=110, bbox_inches="tight")
+        save_figure(fig, out_dir / filename, dpi=110, bbox_inches="tight")
         plt.close(fig)
     # learning curves at the largest fixed lag
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 3, 4.8), squeeze=False)
@@ -125,6 +126,6 @@ def plot_fixed_lag(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], ou
         ax.grid(alpha=0.3)
     fig.tight_layout()
     legend(fig)
-    fig.savefig(out_dir / "learning_curves.png", dpi=110, bbox_inches="tight")
+    save_figure(fig, out_dir / "learning_curves.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return ["return_vs_lag.png", "tv_vs_lag.png", "learning_curves.png"]
