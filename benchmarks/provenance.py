@@ -32,16 +32,15 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import jax
 
-from vaco_jax import Config, Driver, TrainProgram, algorithms, machine
+from vaco_jax import Config, TrainProgram, algorithms, machine
 from vaco_jax.config import LEGACY_VALUES
 from vaco_jax.driver import chunk_plan
-from vaco_jax.memory import abstract_batch
+from vaco_jax.fingerprint import program_texts, versions_prefix
 from vaco_jax.output_dir import write_text_atomic
 
 
@@ -113,10 +112,6 @@ def replace_readme_block(readme: Path, markers: tuple[str, str], lines: Iterable
     write_text_atomic(readme, text[:start] + "\n".join([first, *lines, last]) + text[end + len(last) :])
 
 
-def _stablehlo(lowered) -> str:
-    return lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
-
-
 _memo: dict[str, str] | None = None  # fingerprints by request, inside :func:`fingerprints_memoized` only
 
 
@@ -150,24 +145,12 @@ def program_fingerprint(
 
 
 def _fingerprint(config: Config, num_runs: int, chunk_lengths: list[int], reductions: tuple[Callable, ...]) -> str:
-    program = TrainProgram(config)
-    states, hparams = abstract_batch(program, num_runs)
-    driver = Driver(program)
-    digest = hashlib.sha256()
-    for package in ("jax", "jaxlib"):
-        digest.update(f"{package}=={metadata.version(package)};".encode())
-    digest.update(_stablehlo(jax.jit(program.init_batched).lower(*_init_arguments(num_runs, hparams))).encode())
-    for length in chunk_lengths:
-        digest.update(_stablehlo(driver.lower_chunk(states, hparams, length)).encode())
+    digest = hashlib.sha256(versions_prefix().encode())
+    for text in program_texts(TrainProgram(config), num_runs, chunk_lengths):  # the init program, then the chunks
+        digest.update(text.encode())
     for function in reductions:
         digest.update(inspect.getsource(function).encode())
     return digest.hexdigest()[:16]
-
-
-def _init_arguments(num_runs: int, hparams):
-    from vaco_jax.sweep import seed_keys
-
-    return jax.eval_shape(lambda: seed_keys(0, num_runs)), hparams
 
 
 def host_record(functions: Iterable[Callable]) -> dict[str, str]:

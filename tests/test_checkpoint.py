@@ -314,3 +314,40 @@ def test_resume_is_exact_with_normalisation_a_fleet_vaco_and_a_remainder_chunk(t
 
 def _host(x):
     return np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+
+
+def test_a_resume_under_other_programs_is_refused_unless_allowed_and_then_recorded(tmp_path, monkeypatch, capsys):
+    """A checkpoint records the fingerprint of the programs that wrote it (vaco_jax.fingerprint); when the code has
+    changed since (here: the checkout's fingerprint replaced by another), a resume is refused naming both, and with
+    --allow-program-change continues and says so in config.json and summary.json."""
+    from tests.conftest import tiny_config
+    from vaco_jax import fingerprint
+    from vaco_jax.checkpoint import read_meta
+    from vaco_jax.cli import Interrupted, Output, execute
+
+    config = tiny_config(num_iterations=4)
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        execute(config, {}, 1, 0, Output(out_dir=out, chunk_size=2, quiet=True), _StopAtFirstChunk())
+    recorded = read_meta(out / SUBDIR)["programs"]
+    assert recorded == fingerprint.run_fingerprint(TrainProgram(config), 1)  # this code's programs, as lowered
+    monkeypatch.setattr(fingerprint, "run_fingerprint", lambda program, num_runs: "0123456789abcdef")
+    with pytest.raises(ConfigError, match=f"other compiled programs \\(fingerprint {recorded}.*0123456789abcdef"):
+        execute(config, {}, 1, 0, Output(out_dir=out, resume=out, chunk_size=2, quiet=True))
+    assert not (out / "summary.json").exists() or json.loads((out / "summary.json").read_text())[0]["partial"]
+    allowed = Output(out_dir=out, resume=out, chunk_size=2, quiet=True, allow_program_change=True)
+    execute(config, {}, 1, 0, allowed)
+    change = [{"at_iteration": 2, "from": recorded, "to": "0123456789abcdef"}]
+    assert json.loads((out / "config.json").read_text())["program_changes"] == change
+    assert all(row["program_changes"] == change for row in json.loads((out / "summary.json").read_text()))
+    assert "--allow-program-change" in capsys.readouterr().err
+
+
+def test_the_program_fingerprint_changes_with_the_programs_only():
+    from tests.conftest import tiny_config
+    from vaco_jax.fingerprint import run_fingerprint
+
+    same = [run_fingerprint(TrainProgram(tiny_config()), 2) for _ in range(2)]
+    assert same[0] == same[1]
+    assert run_fingerprint(TrainProgram(tiny_config(algorithm="spo")), 2) != same[0]  # another loss
+    assert run_fingerprint(TrainProgram(tiny_config()), 3) != same[0]  # other shapes

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -178,7 +178,9 @@ def _lookup(tree: Mapping[str, Any], path: str) -> Any:
 class Checkpointer:
     """A driver state callback (``on_states``) that saves every ``every`` iterations and at the chunk where the run
     ends (its last, or the one a stop request ends it at), keeping the last ``keep`` checkpoints. ``offset`` counts
-    iterations done before this call (a resumed run).
+    iterations done before this call (a resumed run). ``programs``, when given, returns the fingerprint of the
+    programs writing the checkpoint (:func:`vaco_jax.fingerprint.run_fingerprint`), recorded in its meta as
+    ``programs`` so that a resume can tell whether the code changed.
     """
 
     def __init__(
@@ -190,11 +192,13 @@ class Checkpointer:
         total: int,
         keep: int = 2,
         offset: int = 0,
+        programs: Callable[[], str] | None = None,
     ):
         import orbax.checkpoint as ocp
 
         self.directory = Path(directory).absolute()
         self.meta, self.every, self.total, self.offset = meta, every, total, offset
+        self._programs, self._fingerprint = programs, None
         self.last_saved = offset
         self._manager = ocp.CheckpointManager(
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
@@ -216,6 +220,9 @@ class Checkpointer:
         import orbax.checkpoint as ocp
 
         meta = {**self.meta, "iterations_done": done, "state_layout": state_layout(states)}
+        if self._programs is not None:  # the programs' fingerprint (vaco_jax.fingerprint), lowered once per session
+            self._fingerprint = self._fingerprint or self._programs()
+            meta["programs"] = self._fingerprint
         self._manager.save(
             done,
             args=ocp.args.Composite(

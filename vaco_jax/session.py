@@ -10,15 +10,17 @@ staged result set (the demo). The command line (:mod:`vaco_jax.cli`) parses argu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from vaco_jax import checkpoint, memory, output_dir, plotting, writers
+from vaco_jax import checkpoint, fingerprint, memory, output_dir, plotting, writers
 from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, describe
 from vaco_jax.config import Config, ConfigError, config_dict
 from vaco_jax.driver import Driver
@@ -64,6 +66,10 @@ class Output:
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+    allow_program_change: bool = False
+    """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
+    (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
+    config.json and summary.json (program_changes). Without it such a resume is refused, naming both."""
 
 
 RESUMED_OUTPUT_OPTIONS = ("tensorboard", "chunk_size", "quiet", "checkpoint_every", "keep_checkpoints", "metric")
@@ -246,6 +252,7 @@ def execute(
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
     restored = None
+    programs = functools.cache(lambda: fingerprint.run_fingerprint(program, num_runs))  # lowered at most once
     if output.resume is not None:
         restored = _restore(output.resume, program, num_runs, meta)
         finished = restored.iterations_done >= config.num_iterations
@@ -264,6 +271,7 @@ def execute(
                 flush=True,
             )
         else:
+            meta["program_changes"] = _check_programs(restored, programs(), output.allow_program_change)
             print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
     entries = run_entries(grid, output.tensorboard)
@@ -278,6 +286,7 @@ def execute(
         total=config.num_iterations,
         keep=output.keep_checkpoints,
         offset=offset,
+        programs=programs,
     )
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
@@ -312,6 +321,8 @@ def execute(
     done = result.num_iterations
     partial = done < config.num_iterations
     result.extra["presets"] = list(presets)
+    if meta.get("program_changes"):
+        result.extra["program_changes"] = meta["program_changes"]
     if asynchronous is not None:
         result.extra["async"] = dataclasses.asdict(asynchronous)
         print(f"\n{describe(result.metrics)}")
@@ -336,6 +347,40 @@ def execute(
         )
         raise Interrupted(stop.exit_code if stop is not None else 1)
     return result
+
+
+def _check_programs(restored: checkpoint.Restored, current: str, allow: bool) -> list[dict[str, Any]]:
+    """Compare the programs that wrote the checkpoint with this code's (:mod:`vaco_jax.fingerprint`): refuse a
+    resume under other programs unless ``allow`` (--allow-program-change), which is recorded. Returns the run's
+    record of program changes (the checkpoint's, plus this one)."""
+    changes = list(restored.meta.get("program_changes", []))
+    saved = restored.meta.get("programs")
+    if saved is None:
+        print(
+            "vaco-jax: note: the checkpoint predates program fingerprints, so whether the code changed since it was "
+            "written cannot be checked",
+            flush=True,
+        )
+        return changes
+    if saved == current:
+        return changes
+    done = restored.iterations_done
+    written_by = restored.meta.get("versions", {})
+    if not allow:
+        raise ConfigError(
+            f"cannot resume: the checkpoint (iteration {done}) was written by other compiled programs (fingerprint "
+            f"{saved}, {written_by}) than this code makes for the same runs ({current}, {checkpoint.versions()}): "
+            "the code changed since the run stopped, so its iterations would come from two programs. Resume with "
+            "the code that started it, or start again with --overwrite; --allow-program-change continues anyway "
+            "and records it in config.json and summary.json"
+        )
+    print(
+        f"vaco-jax: warning: --allow-program-change: iterations 0-{done} came from programs {saved}, the rest come "
+        f"from {current} (recorded as program_changes)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return [*changes, {"at_iteration": done, "from": saved, "to": current}]
 
 
 def missing_results(directory: Path, grid: dict[str, list], num_iterations: int) -> list[str]:
@@ -407,6 +452,9 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         for row in result.summary(metric)
     ]
     record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
+    if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
+        record["program_changes"] = result.extra["program_changes"]
+        rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
     if "async" in result.extra:
         record["async"] = result.extra["async"]
     writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
