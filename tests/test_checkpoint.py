@@ -171,8 +171,8 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
     assert json.loads((staged / "vaco" / "summary.json").read_text())[0]["partial"] is True
     assert f"--resume {out}" in capsys.readouterr().out
 
-    with pytest.raises(ConfigError, match="interrupted result set"):  # not discarded by a fresh start by mistake
-        compare(config, ("ppo", "vaco"), grid, 2, 7, Output(out_dir=out, chunk_size=2, quiet=True))
+    with pytest.raises(ConfigError, match="interrupted result set"):  # not discarded by another command by mistake
+        compare(config, ("ppo", "vaco"), grid, 2, 9, Output(out_dir=out, chunk_size=2, quiet=True))
     # --resume alone: the staged set's marker records the command (base config, variants, grid, seeds, output)
     assert main(["demo", "--resume", str(out)]) == 0
     assert not staged.exists()
@@ -186,6 +186,35 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
         recorded = json.loads((out / variant / "metrics.json").read_text())["config"]
         assert recorded == config_dict(config.replace(algorithm=variant))
     assert not list(tmp_path.glob("demo.replaced-*"))
+
+
+def test_rerunning_the_demo_never_deletes_an_interrupted_set(tmp_path, capsys, monkeypatch):
+    """The demo's overwrite default replaces a finished set, not an unfinished one: rerun without a typed
+    --overwrite, the same command resumes the interrupted set, and another command is refused with the two commands
+    to choose from; the CLI passes whether --overwrite was typed."""
+    from tests.conftest import tiny_config
+    from vaco_jax import cli
+    from vaco_jax.cli import Interrupted, Output, compare, staging_dir
+
+    config = tiny_config(num_iterations=4).replace(lag=tiny_config().lag.replace(max_lag=1))
+    grid, out = {"lag.k": [0, 1]}, tmp_path / "demo"
+    default = Output(out_dir=out, overwrite=True, chunk_size=2, quiet=True)  # the demo's default: overwrite on
+    with pytest.raises(Interrupted):
+        compare(config, ("ppo", "vaco"), grid, 2, 0, default, _StopDuring(staging_dir(out) / "vaco"))
+    staged = staging_dir(out)
+    done_before = (staged / "ppo" / "summary.json").read_bytes()
+    with pytest.raises(ConfigError, match=f"another command: `vaco-jax demo --resume {out}`.*`--overwrite` discards"):
+        compare(config, ("ppo", "vaco"), grid, 2, 5, default, replace_interrupted=False)  # other seeds
+    assert (staged / "ppo" / "summary.json").read_bytes() == done_before  # nothing was removed
+    compare(config, ("ppo", "vaco"), grid, 2, 0, default, replace_interrupted=False)  # the same command: resumes
+    assert "holds this command's interrupted result set: resuming it" in capsys.readouterr().out
+    assert not staged.exists()
+    for variant in ("ppo", "vaco"):
+        assert not any(row["partial"] for row in json.loads((out / variant / "summary.json").read_text()))
+    seen = {}
+    monkeypatch.setattr(cli, "compare", lambda *args, **kwargs: seen.update(kwargs) or {})
+    for argv, typed in ((["demo", "--out-dir", str(tmp_path / "x")], False), (["demo", "--overwrite"], True)):
+        assert cli.main(argv) == 0 and seen["replace_interrupted"] is typed
 
 
 def test_resume_refuses_a_reordered_grid_or_run_order():

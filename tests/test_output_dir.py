@@ -24,7 +24,8 @@ def _run_dir(path, entries=("config.json", "metrics.json", "metrics", "checkpoin
             (path / name).write_text("{}")
         else:
             (path / name).mkdir()
-            (path / name / "inside").write_text("x")
+            inside = {"checkpoints": "10", "metrics": "chunk_000000000_000000010.npz"}.get(name, "inside")
+            (path / name / inside).write_text("x")  # what the run writes there
     return path
 
 
@@ -80,6 +81,9 @@ def test_a_directory_written_before_manifests_is_read_by_its_known_names(tmp_pat
     assert output_dir.foreign_entries(out) == []
     (out / "thesis.tex").write_text("mine")
     assert output_dir.foreign_entries(out) == ["thesis.tex"]
+    for mine in ("eval_notes.json", "final_vs_baseline.png"):  # the old names' shapes, not what a run wrote
+        (out / mine).write_text("mine")
+    assert output_dir.foreign_entries(out) == ["eval_notes.json", "final_vs_baseline.png", "thesis.tex"]
 
 
 def test_record_entries_extends_the_manifest(tmp_path):
@@ -245,3 +249,23 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     save_figure(fig, path, dpi=50)
     assert path.read_bytes().startswith(b"\x89PNG") and sorted(tmp_path.iterdir()) == [path]
     plt.close(fig)
+
+
+def test_a_users_file_inside_a_runs_own_folders_blocks_overwrite(tmp_path):
+    """--overwrite removes a run's own folders; a file the user placed inside one (checkpoints/my_notes.txt) is not
+    the run's, so the directory is refused whole and nothing is removed."""
+    directory = tmp_path / "run"
+    (directory / "checkpoints" / "4").mkdir(parents=True)
+    (directory / "checkpoints" / "6.orbax-checkpoint-tmp-17").mkdir()
+    (directory / "metrics").mkdir()
+    (directory / "metrics" / "chunk_000000000_000000002.npz").write_bytes(b"")
+    (directory / "tb" / "lag.k=4_seed0").mkdir(parents=True)
+    output_dir.write_marker(directory, "run-1", ["checkpoints", "metrics", "tb"])
+    assert output_dir.foreign_entries(directory) == []
+    (directory / "checkpoints" / "my_notes.txt").write_text("keep me")
+    (directory / "metrics" / "analysis").mkdir()
+    assert output_dir.foreign_entries(directory) == ["checkpoints/my_notes.txt", "metrics/analysis/"]
+    with pytest.raises(ConfigError, match="checkpoints/my_notes.txt"):
+        output_dir.clear(directory)
+    assert (directory / "checkpoints" / "my_notes.txt").read_text() == "keep me"
+    assert (directory / "checkpoints" / "4").is_dir()

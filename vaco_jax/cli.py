@@ -387,7 +387,17 @@ def _run_command(args, argv: list[str]) -> int:
         )
     with GracefulStop() as stop:
         if isinstance(args, DemoArgs):
-            compare(args.config, args.algorithms, grid, args.num_seeds, args.seed, args.output, stop)
+            typed = "--overwrite" in argv  # the demo's own default replaces a finished set, never an interrupted one
+            compare(
+                args.config,
+                args.algorithms,
+                grid,
+                args.num_seeds,
+                args.seed,
+                args.output,
+                stop,
+                replace_interrupted=typed,
+            )
         else:
             asynchronous = args.async_options if getattr(args, "asynchronous", False) else None
             execute(

@@ -35,18 +35,28 @@ def compare(
     seed: int,
     output: Output,
     stop: GracefulStop | None = None,
+    *,
+    replace_interrupted: bool | None = None,
 ) -> dict[str, SweepResult]:
     """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
 
     Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``). The whole result set is
     built in ``<out-dir>.incomplete`` and moved into place when every variant is done, so ``--out-dir`` never
     holds variants of different runs; an interrupted set stays there until ``--resume <out-dir>`` completes it.
+
+    An interrupted set is discarded only when ``replace_interrupted`` (the CLI: the user typed ``--overwrite``;
+    default: ``output.overwrite``). Otherwise the same command resumes it, and another command is refused with
+    the two commands to choose from: the demo's ``overwrite`` default replaces a finished set, never an unfinished
+    one.
     """
+    replace_interrupted = output.overwrite if replace_interrupted is None else replace_interrupted
     target = output.resume if output.resume is not None else output.out_dir
     output = dataclasses.replace(output, out_dir=target)
-    check_output(output)
-    check_seeds(seed, num_seeds)
     staging = staging_dir(target)
+    # a first set interrupted before it was ever published has only its staged folder: resumable all the same
+    first_set = output.resume is not None and not Path(target).is_dir() and staging.is_dir()
+    check_output(dataclasses.replace(output, resume=None) if first_set else output)
+    check_seeds(seed, num_seeds)
     if not variants:
         raise ConfigError("--algorithms is empty: name at least one algorithm or preset, e.g. --algorithms ppo vaco")
     repeated = sorted({name for name in variants if variants.count(name) > 1})
@@ -74,10 +84,14 @@ def compare(
         run_id = json.loads((staging / MARKER).read_text())["run_id"]
     else:
         if staging.exists():
-            if not output.overwrite:
+            if not replace_interrupted:
+                if recorded_demo(target) == _as_recorded(variants, config, grid, num_seeds, seed, output):
+                    print(f"vaco-jax: {staging} holds this command's interrupted result set: resuming it", flush=True)
+                    resumed = dataclasses.replace(output, resume=target)
+                    return compare(config, variants, grid, num_seeds, seed, resumed, stop)
                 raise ConfigError(
-                    f"{staging} holds an interrupted result set: pass --resume {target} to finish it, or "
-                    "--overwrite to start again"
+                    f"{staging} holds the interrupted result set of another command: `vaco-jax demo --resume "
+                    f"{target}` finishes it (with its own flags), `--overwrite` discards it and starts this command"
                 )
             output_dir.clear(staging)
         if target.exists() and any(target.iterdir()):
@@ -144,6 +158,13 @@ def demo_record(config: Config, grid: dict[str, list], num_seeds: int, seed: int
         "seed": seed,
         "output": recorded_output_options(output),
     }
+
+
+def _as_recorded(
+    variants: tuple[str, ...], config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """This command as :func:`recorded_demo` reads one back from a marker (through JSON)."""
+    return tuple(variants), json.loads(json.dumps(demo_record(config, grid, num_seeds, seed, output)))
 
 
 def recorded_demo(target: Path) -> tuple[tuple[str, ...], dict[str, Any]] | None:

@@ -45,8 +45,23 @@ RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.
 METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.metrics_store), written as the run goes
 CHECKPOINTS_SUBDIR = "checkpoints"
 RUN_STATE = (METRICS_SUBDIR, CHECKPOINTS_SUBDIR)  # what a killed run leaves behind before any result file
+# what a run writes at the top of its own folders (checked entry by entry: a user's file placed there is theirs)
+OWNED_FOLDER_CONTENTS = {
+    CHECKPOINTS_SUBDIR: ("[0-9]*", "[0-9]*.orbax-checkpoint-tmp*"),  # orbax's step folders and their temporaries
+    METRICS_SUBDIR: ("chunk_*.npz", ".chunk_*.tmp"),  # vaco_jax.metrics_store's files and their temporaries
+    "tb": ("*_seed[0-9]*",),  # one TensorBoard run per grid point and seed (vaco_jax.writers.TensorBoardWriter)
+}
 # what vaco-jax wrote into an output directory before markers carried a manifest (read for such directories only)
-LEGACY_OWNED = (MARKER, *RESULT_FILES, *RUN_STATE, "config.json", "tb", "eval.json", "eval_*.json", "final_vs_*.png")
+LEGACY_OWNED = (
+    MARKER,
+    *RESULT_FILES,
+    *RUN_STATE,
+    "config.json",
+    "tb",
+    "eval.json",
+    "eval_[0-9]*.json",
+    "final_vs_*.*.png",
+)
 
 
 # ----------------------------------------------------------------------------- one command per directory
@@ -249,7 +264,19 @@ def foreign_entries(directory: Path) -> list[str]:
             found.append(child.name + ("/" if _is_plain_dir(child) else ""))
         elif nested:
             found += [f"{child.name}/{name}" for name in foreign_entries(child)]
+        elif child.name in OWNED_FOLDER_CONTENTS and _is_plain_dir(child):
+            found += [f"{child.name}/{name}" for name in _foreign_in_owned_folder(child)]
     return found
+
+
+def _foreign_in_owned_folder(folder: Path) -> list[str]:
+    """The top-level entries of a run's own folder (checkpoints/, metrics/, tb/) that the run did not write."""
+    patterns = OWNED_FOLDER_CONTENTS[folder.name]
+    return [
+        entry.name + ("/" if _is_plain_dir(entry) else "")
+        for entry in sorted(folder.iterdir())
+        if not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in patterns)
+    ]
 
 
 def _is_plain_dir(path: Path) -> bool:
