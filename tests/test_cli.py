@@ -66,6 +66,13 @@ def test_resume_of_a_finished_run_says_so_and_changes_nothing(sweep_dir, capsys)
     assert {p: p.read_bytes() for p in sorted(sweep_dir.rglob("*")) if p.is_file()} == before
 
 
+def test_train_resume_of_a_sweep_names_the_command_that_continues_it(sweep_dir, capsys):
+    assert main(["train", "--resume", str(sweep_dir)]) == 2
+    error = capsys.readouterr().err
+    assert "holds a sweep (--grid lag.k=0,4), which train cannot continue" in error
+    assert f"resume it with `vaco-jax sweep --resume {sweep_dir}`" in error
+
+
 def test_a_run_killed_after_its_last_checkpoint_gets_its_results_on_resume(sweep_dir, tmp_path, capsys):
     """Killed after the last checkpoint but before its results were written (here: summary.json and a plot gone, or
     an earlier partial summary.json left), a run is finished, not complete: --resume writes its results from the
@@ -242,12 +249,13 @@ def test_bad_input_exits_with_a_clear_message(tmp_path, capsys, argv, fragment):
     assert fragment in capsys.readouterr().err
 
 
-def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path):
+def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path, capsys):
     from vaco_jax.presets import PRESETS, apply_preset
 
     out = tmp_path / "preset"
     argv = ["train", "--preset", "vaco-decoupled", "--vaco.w-max", "7", "--out-dir", str(out), *TINY]
     assert main([*argv, "--num-iterations", "2"]) == 0
+    assert "vaco-jax: vaco (vaco-decoupled) on CartPole-v1" in capsys.readouterr().out  # not plain "vaco"
     config = json.loads((out / "config.json").read_text())
     assert config["algorithm"] == "vaco"
     assert config["vaco"] == {**config["vaco"], "align": False, "is_weight": "truncated", "tv_threshold": 0.05}

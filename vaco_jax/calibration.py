@@ -32,6 +32,7 @@ import numpy as np
 from vaco_jax import output_dir, plotting, stats, writers
 from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
 from vaco_jax.config import Config, ConfigError, LagConfig, strict_json
+from vaco_jax.presets import run_label
 from vaco_jax.session import format_table
 from vaco_jax.sweep import SweepResult, run_sweep
 from vaco_jax.trainer import TrainProgram
@@ -238,6 +239,7 @@ def run_and_write(
     out_dir: Path,
     overwrite: bool,
     chunk_size: int | None = 10,
+    presets: tuple[str, ...] = (),
 ) -> Path:
     """``vaco-jax calibrate``: :func:`calibrate`, a table on stdout, ``calibration.json`` and ``calibration.png``
     in ``out_dir`` (refused if it holds anything vaco-jax did not write; earlier results only with ``overwrite``)."""
@@ -246,13 +248,15 @@ def run_and_write(
     TrainProgram(config)  # validates before anything runs or is written
     out = output_dir.prepare(out_dir, output_dir.new_run_id(), OUTPUTS, overwrite=overwrite, resume=False)
     print(
-        f"vaco-jax: calibrating {config.algorithm} on {config.env.name}: {num_seeds} seeds x {config.num_iterations} "
+        f"vaco-jax: calibrating {run_label(config.algorithm, presets)} on {config.env.name}: {num_seeds} seeds x "
+        f"{config.num_iterations} "
         f"updates with {config.lag.num_actors} actor threads (queue {options.queue_size}), then the simulator on "
         "the lag they measured",
         flush=True,
     )
     calibration = calibrate(config, num_seeds=num_seeds, seed=seed, options=options, chunk_size=chunk_size)
     record = calibration.to_json()
+    record["algorithm"] = run_label(config.algorithm, presets)  # the record, the table and the plot's title
     counts = calibration.counts
     print(
         f"\nmeasured lag over {int(counts.sum())} batches: "

@@ -301,6 +301,12 @@ def _resumed_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, An
         run = recorded_run(directory)
     except (ConfigError, NoCheckpoint):
         return defaults
+    if argv[0] == "train" and run.grid:
+        axes = " ".join(f"{flag}" for flag in _grid_flags(run.grid))
+        raise ConfigError(
+            f"{directory} holds a sweep (--grid {axes}), which train cannot continue: resume it with "
+            f"`vaco-jax sweep --resume {directory}`"
+        )
     common = {"preset": run.presets, "config": run.config, "num_seeds": run.num_seeds, "seed": run.seed}
     output = _recorded_output(run.output, Output())
     asynchronous = run.asynchronous is not None
@@ -376,6 +382,7 @@ def _run_command(args, argv: list[str]) -> int:
             options=args.async_options.check(),
             out_dir=args.out_dir,
             overwrite=args.overwrite,
+            presets=tuple(args.preset),
         )
         return 0
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}

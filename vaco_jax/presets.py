@@ -147,3 +147,9 @@ def apply_presets(names: Sequence[str], config: Config | None = None) -> Config:
     for name in names:
         config = apply_preset(name, config)
     return config
+
+
+def run_label(algorithm: str, presets: tuple[str, ...] | list[str] = ()) -> str:
+    """What headers, plots and records call a run: its algorithm, with the presets that made it (both VACO presets
+    train ``vaco``: ``vaco (vaco-decoupled)`` tells them apart)."""
+    return f"{algorithm} ({' + '.join(presets)})" if presets else algorithm

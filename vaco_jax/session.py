@@ -27,6 +27,7 @@ from vaco_jax.driver import Driver
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.metrics_store import MetricsStore
 from vaco_jax.output_dir import METRICS_SUBDIR, new_run_id
+from vaco_jax.presets import run_label
 from vaco_jax.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
 from vaco_jax.trainer import TrainProgram
 
@@ -292,7 +293,8 @@ def execute(
         stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
     tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
     print(
-        f"vaco-jax: {config.algorithm} on {config.env.name}, {num_points} grid point(s) x {num_seeds} seeds, "
+        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {num_points} grid point(s) x "
+        f"{num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * num_runs:,} env steps in all)",
         flush=True,
@@ -326,7 +328,7 @@ def execute(
     if asynchronous is not None:
         result.extra["async"] = dataclasses.asdict(asynchronous)
         print(f"\n{describe(result.metrics)}")
-    result.extra["label"] = label or (f"{config.algorithm} ({' + '.join(presets)})" if presets else config.algorithm)
+    result.extra["label"] = label or run_label(config.algorithm, presets)
     rows = write_results(result, out, output.metric, run_id)
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
