@@ -243,3 +243,20 @@ def test_the_asynchronous_learner_reuses_batches_with_their_measured_lags():
     np.testing.assert_array_equal(metrics["reuse/batches"][0], [1, 2, 2, 2, 2, 2])
     expected = np.concatenate([lags[:1], (lags[1:] + lags[:-1] + 1) / 2])
     np.testing.assert_allclose(metrics["reuse/data_lag"][0], expected, rtol=1e-6)
+
+
+def test_the_readme_sample_reuse_table_is_the_committed_measurement():
+    """Every number of the README's sample-reuse table is benchmarks/results/sample_reuse/sample_reuse.json's."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    table = readme.split("<!-- sample-reuse table: start -->")[1].split("<!-- sample-reuse table: end -->")[0]
+    committed = json.loads((root / "benchmarks/results/sample_reuse/sample_reuse.json").read_text())
+    assert table.strip() == committed["table"].strip()
+    rows = {(r["method"], r["num_batches"]): r for r in committed["rows"]}
+    assert set(rows) == {(m, b) for m in ("geppo", "ppo_decoupled", "ppo") for b in (1, 2, 4)}
+    for method in ("geppo", "ppo_decoupled", "ppo"):  # the data's lag: 0 without reuse, growing with M
+        assert rows[(method, 1)]["data_lag"] == 0 < rows[(method, 2)]["data_lag"] < rows[(method, 4)]["data_lag"]
+        assert rows[(method, 1)]["reuse_buffer_bytes_per_run"] == 0
