@@ -93,9 +93,10 @@ def readme_table(payload: dict) -> str:
 
 
 def update_readme(payload: dict, readme: Path) -> None:
-    text = readme.read_text()
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    write_text_atomic(readme, text[:start] + "\n" + readme_table(payload) + "\n" + text[end:])
+    """Rewrite the peak-memory table wherever the documentation quotes it (the README or a page of docs/)."""
+    from provenance import replace_readme_block
+
+    replace_readme_block(readme, (README_START, README_END), [readme_table(payload)])
 
 
 def main() -> None:

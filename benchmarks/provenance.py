@@ -101,15 +101,26 @@ def cell_file(out_dir: Path, cell_id: str) -> Path:
     return out_dir / "cells" / f"{cell_id.replace('/', '-')}.json"
 
 
+def documentation_pages(readme: Path) -> list[Path]:
+    """The documentation a README heads: the README itself and the pages of ``docs/`` beside it."""
+    return [readme, *sorted((readme.parent / "docs").glob("*.md"))]
+
+
 def replace_readme_block(readme: Path, markers: tuple[str, str], lines: Iterable[str]) -> None:
-    """Replace the README's block between ``markers`` (kept) with ``lines``, atomically; a README without the
-    markers is an error that names them."""
+    """Replace the block between ``markers`` (kept) with ``lines``, atomically, in every documentation page that
+    holds it (:func:`documentation_pages`: a table may be quoted on the README's front page and in a docs page);
+    no page with the markers is an error that names them."""
     first, last = markers
-    text = readme.read_text()
-    start, end = text.find(first), text.find(last)
-    if start < 0 or end < 0:
-        raise SystemExit(f"{readme} has no {first} ... {last} block to update")
-    write_text_atomic(readme, text[:start] + "\n".join([first, *lines, last]) + text[end + len(last) :])
+    lines = list(lines)
+    found = []
+    for page in documentation_pages(readme):
+        text = page.read_text() if page.is_file() else ""
+        start, end = text.find(first), text.find(last)
+        if start >= 0 and end >= 0:
+            write_text_atomic(page, text[:start] + "\n".join([first, *lines, last]) + text[end + len(last) :])
+            found.append(page)
+    if not found:
+        raise SystemExit(f"neither {readme} nor {readme.parent / 'docs'}/*.md has a {first} ... {last} block to update")
 
 
 _memo: dict[str, str] | None = None  # fingerprints by request, inside :func:`fingerprints_memoized` only

@@ -59,15 +59,33 @@ def optimised_driver(config: Config) -> Driver:
     return Driver(TrainProgram(config), compiler_options=FULL_OPTIMISATION)
 
 
+def documentation_blocks(start: str, end: str) -> list[str]:
+    """The text between the markers ``start`` and ``end`` (stripped) in every page of the documentation that
+    quotes it (README.md and docs/*.md); at least one must."""
+    root = Path(__file__).resolve().parents[1]
+    blocks = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        if start in text and end in text:
+            blocks.append(text[text.index(start) + len(start) : text.index(end)].strip())
+    assert blocks, f"no page of the documentation holds {start} ... {end}"
+    return blocks
+
+
+def documentation_block(start: str, end: str) -> str:
+    """:func:`documentation_blocks`, which must all be the same (a table quoted twice is quoted alike)."""
+    blocks = documentation_blocks(start, end)
+    assert all(block == blocks[0] for block in blocks), f"the pages quote {start} differently"
+    return blocks[0]
+
+
 def committed_table(results: str, marker: str) -> tuple[str, str]:
-    """(the README's block between ``<!-- marker: start -->`` and ``<!-- marker: end -->``, the ``table`` of the
-    committed results file ``benchmarks/results/<results>``), both stripped: a README figure and its source."""
+    """(the documentation's block between ``<!-- marker: start -->`` and ``<!-- marker: end -->``, the ``table`` of
+    the committed results file ``benchmarks/results/<results>``), both stripped: a quoted figure and its source."""
     import json
 
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
-    start, end = f"<!-- {marker}: start -->", f"<!-- {marker}: end -->"
-    block = readme[readme.index(start) + len(start) : readme.index(end)].strip()
+    block = documentation_block(f"<!-- {marker}: start -->", f"<!-- {marker}: end -->")
     return block, json.loads((root / "benchmarks" / "results" / results).read_text())["table"].strip()
 
 

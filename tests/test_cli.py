@@ -332,8 +332,9 @@ def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():
 
 
 def _readme_bad_inputs() -> list[tuple[str, str]]:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("<!-- bad-input table: start -->")[1].split("<!-- bad-input table: end -->")[0]
+    from tests.conftest import documentation_block
+
+    block = documentation_block("<!-- bad-input table: start -->", "<!-- bad-input table: end -->")
     rows = []
     for line in block.strip().splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -370,9 +371,9 @@ def test_every_bad_input_in_the_readme_gets_its_error(capsys, monkeypatch):
 
 
 def test_the_readme_demo_table_is_the_committed_demo_summary():
-    """Every number of the README's demo table comes from benchmarks/results/demo/<variant>/summary.json."""
+    """Every number of the demo table (docs/getting-started.md) comes from benchmarks/results/demo/*/summary.json."""
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "getting-started.md").read_text()
     header = next(line for line in readme.splitlines() if line.startswith("| lag.k | PPO final"))
     lines = readme.split(header)[1].strip().splitlines()[1:]
     table = [line for line in lines[: lines.index("") if "" in lines else None] if line.startswith("|")]
@@ -400,12 +401,10 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
         import peak_memory
     finally:
         sys.path.remove(str(root / "benchmarks"))
+    from tests.conftest import documentation_block
+
     payload = json.loads((root / "benchmarks" / "results" / "peak_memory.json").read_text())
-    readme = (root / "README.md").read_text()
-    block = readme[
-        readme.index(peak_memory.README_START) + len(peak_memory.README_START) : readme.index(peak_memory.README_END)
-    ]
-    assert block.strip() == peak_memory.readme_table(payload)
+    assert documentation_block(peak_memory.README_START, peak_memory.README_END) == peak_memory.readme_table(payload)
     streamed = {r["iterations"]: r["peak_rss_mib"] for r in payload["rows"] if r["label"] == peak_memory.STREAMED}
     assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
 

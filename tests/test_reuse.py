@@ -246,13 +246,14 @@ def test_the_asynchronous_learner_reuses_batches_with_their_measured_lags():
 
 
 def test_the_readme_sample_reuse_table_is_the_committed_measurement():
-    """Every number of the README's sample-reuse table is benchmarks/results/sample_reuse/sample_reuse.json's."""
+    """Every number of the sample-reuse table (docs/performance.md) is benchmarks/results/sample_reuse's."""
     import json
     from pathlib import Path
 
+    from tests.conftest import documentation_block
+
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
-    table = readme.split("<!-- sample-reuse table: start -->")[1].split("<!-- sample-reuse table: end -->")[0]
+    table = documentation_block("<!-- sample-reuse table: start -->", "<!-- sample-reuse table: end -->")
     committed = json.loads((root / "benchmarks/results/sample_reuse/sample_reuse.json").read_text())
     assert table.strip() == committed["table"].strip()
     rows = {(r["method"], r["num_batches"]): r for r in committed["rows"]}

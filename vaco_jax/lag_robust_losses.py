@@ -93,7 +93,9 @@ def impact_loss(
     return loss, {"ppo/clip_frac": _clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
 
 
-def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array, valid: jax.Array | None = None):
+def m2po_bound(
+    log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array, valid: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """M2PO's trust region as its authors' released code sets it, on one minibatch: among the *harmful* samples (those
     whose ratio has moved the way their advantage pushes it: A > 0 with log r > 0, or A < 0 with log r < 0), find
     the cap t on the squared log-ratio v = (log r)^2 that brings their second moment within ``tau``.
@@ -107,8 +109,8 @@ def m2po_bound(log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax
     ``valid`` (same shape, bool; sample reuse: False on an empty slot) leaves the samples it marks False out of H.
 
     Returns:
-      ``(bounded, t, M2)``: ``bounded`` [...] float (1 where the bound holds the sample), the cap t (inf: none) and
-      the harmful samples' second moment (0 when there are none).
+      The triple ``(bounded, t, M2)`` of ``bounded`` [...] float (1 where the bound holds the sample), the cap t
+      (inf for none) and the harmful samples' second moment (0 when there are none).
     """
     chex.assert_equal_shape([log_ratios, advantages])
     log_ratio = jax.lax.stop_gradient(log_ratios).reshape(-1)
@@ -179,7 +181,9 @@ def m2po_loss(
     return -sample_mean(surrogate, weights), metrics
 
 
-def m2po_keep_mask(proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, tau: float | jax.Array):
+def m2po_keep_mask(
+    proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, tau: float | jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """M2PO's second-moment mask: drop the samples with the largest squared log-ratio until the mean squared
     log-ratio of the samples kept is at most ``tau``.
 
