@@ -50,6 +50,7 @@ OWNED_FOLDER_CONTENTS = {
     CHECKPOINTS_SUBDIR: ("[0-9]*", "[0-9]*.orbax-checkpoint-tmp*"),  # orbax's step folders and their temporaries
     METRICS_SUBDIR: ("chunk_*.npz", ".chunk_*.tmp"),  # vaco_jax.metrics_store's files and their temporaries
     "tb": ("*_seed[0-9]*",),  # one TensorBoard run per grid point and seed (vaco_jax.writers.TensorBoardWriter)
+    "wandb": ("run-*", "offline-run-*", "latest-run", "debug*.log"),  # wandb's own layout (vaco_jax.wandb_writer)
 }
 # what vaco-jax wrote into an output directory before markers carried a manifest (read for such directories only)
 LEGACY_OWNED = (

@@ -30,6 +30,7 @@ from vaco_jax.output_dir import METRICS_SUBDIR, new_run_id
 from vaco_jax.presets import run_label
 from vaco_jax.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
 from vaco_jax.trainer import TrainProgram
+from vaco_jax.wandb_writer import WandbMode, WandbOptions, WandbWriter
 
 ReportedMetric = Literal[
     "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
@@ -67,13 +68,36 @@ class Output:
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+    wandb: bool = False
+    """Also log to Weights & Biases: one W&B run per grid point and seed, grouped by this run's id, metrics once per
+    chunk, the summary at the end (needs the wandb package; see --wandb-project, --wandb-mode)."""
+    wandb_project: str = "vaco_jax"
+    """The W&B project of --wandb."""
+    wandb_entity: str | None = None
+    """The W&B entity (user or team) of --wandb (None: your default)."""
+    wandb_tags: tuple[str, ...] = ()
+    """Tags for every W&B run of --wandb."""
+    wandb_mode: WandbMode = "online"
+    """online, or offline: the runs are written under out_dir/wandb, for `wandb sync` later."""
     allow_program_change: bool = False
     """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
     (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
     config.json and summary.json (program_changes). Without it such a resume is refused, naming both."""
 
 
-RESUMED_OUTPUT_OPTIONS = ("tensorboard", "chunk_size", "quiet", "checkpoint_every", "keep_checkpoints", "metric")
+RESUMED_OUTPUT_OPTIONS = (
+    "tensorboard",
+    "chunk_size",
+    "quiet",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "metric",
+    "wandb",
+    "wandb_project",
+    "wandb_entity",
+    "wandb_tags",
+    "wandb_mode",
+)
 """The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
 
 
@@ -103,7 +127,7 @@ def check_output(output: Output) -> None:
     output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
 
 
-def run_entries(grid: dict[str, list], tensorboard: bool) -> list[str]:
+def run_entries(grid: dict[str, list], tensorboard: bool, wandb: bool = False) -> list[str]:
     """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may remove)."""
     return [
         "config.json",
@@ -111,6 +135,7 @@ def run_entries(grid: dict[str, list], tensorboard: bool) -> list[str]:
         *output_dir.RUN_STATE,
         *(f"final_vs_{axis}.png" for axis in grid),
         *(["tb"] if tensorboard else []),
+        *(["wandb"] if wandb else []),
     ]
 
 
@@ -275,7 +300,7 @@ def execute(
             meta["program_changes"] = _check_programs(restored, programs(), output.allow_program_change)
             print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
-    entries = run_entries(grid, output.tensorboard)
+    entries = run_entries(grid, output.tensorboard, output.wandb)
     out = output_dir.prepare(
         output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
     )
@@ -292,6 +317,11 @@ def execute(
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
     tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
+    logger = None
+    if output.wandb:
+        options = WandbOptions(output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode)
+        seeds = list(range(seed, seed + num_seeds))
+        logger = WandbWriter(options, config, grid, seeds, run_id, out, offset=offset)  # W&B writes out/wandb/
     print(
         f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {num_points} grid point(s) x "
         f"{num_seeds} seeds, "
@@ -309,6 +339,7 @@ def execute(
             callbacks=[
                 _progress(config, num_runs, output.quiet, offset),
                 *([tensorboard.on_chunk] if tensorboard else []),
+                *([logger.on_chunk] if logger else []),
             ],
             driver=driver,
             state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
@@ -317,6 +348,10 @@ def execute(
             metrics_dir=out / METRICS_SUBDIR,
             progress=False,  # the CLI prints one line per chunk instead
         )
+    except BaseException:
+        if logger:
+            logger.finish(None, failed=True)
+        raise
     finally:
         if tensorboard:
             tensorboard.close()
@@ -330,6 +365,8 @@ def execute(
         print(f"\n{describe(result.metrics)}")
     result.extra["label"] = label or run_label(config.algorithm, presets)
     rows = write_results(result, out, output.metric, run_id)
+    if logger:
+        logger.finish(rows)
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
         f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
@@ -339,6 +376,7 @@ def execute(
         f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
         + "".join(f" final_vs_{axis}.png" for axis in grid)
         + (" tb/" if output.tensorboard else "")
+        + (" wandb/" if output.wandb else "")
         + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
     )
     if partial:

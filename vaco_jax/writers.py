@@ -83,6 +83,15 @@ def write_csv(result: SweepResult, path: str | Path) -> Path:
     return path
 
 
+def run_labels(grid: dict[str, list[Any]], seeds: list[int]) -> list[str]:
+    """One name per run, in the run axis order (grid points x seeds): ``lag.k=4_seed0``, or ``run_seed0``."""
+    return [
+        f"{'_'.join(f'{k}={v}' for k, v in point.items()) or 'run'}_seed{seed}"
+        for point in grid_points(grid)
+        for seed in seeds
+    ]
+
+
 class TensorBoardWriter:
     """TensorBoard event files written as the run goes: one TensorBoard run per (grid point, seed) under
     ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
@@ -100,11 +109,7 @@ class TensorBoardWriter:
     ):
         self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
         self.done = 0  # iterations written so far: where the next chunk starts
-        self.labels = [  # the run axis order: points x seeds
-            f"{'_'.join(f'{k}={v}' for k, v in point.items()) or 'run'}_seed{seed}"
-            for point in grid_points(grid)
-            for seed in seeds
-        ]
+        self.labels = run_labels(grid, seeds)
         self._writers: list[Any] | None = None
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:

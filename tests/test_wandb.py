@@ -1,0 +1,101 @@
+"""Weights & Biases logging (--wandb): what reaches W&B, through the CLI as a user types it.
+
+A recording stand-in for the ``wandb`` module checks every call against the run's own files (metrics.json,
+summary.json); a real offline run checks that wandb itself accepts them and writes one run per grid point and seed
+inside the run's directory, which stays vaco-jax's own (--overwrite works).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+
+import pytest
+
+from tests.test_cli import TINY
+from vaco_jax import output_dir
+from vaco_jax.cli import main
+
+
+class _Run:
+    def __init__(self, **kwargs):
+        self.init, self.logged, self.summary, self.exit_code = kwargs, [], {}, None
+
+    def log(self, values, step):
+        self.logged.append((step, dict(values)))
+
+    def finish(self, exit_code=0):
+        self.exit_code = exit_code
+
+
+def _fake_wandb(runs: list[_Run]) -> types.ModuleType:
+    module = types.ModuleType("wandb")
+
+    def init(**kwargs):
+        runs.append(_Run(**kwargs))
+        return runs[-1]
+
+    module.init = init
+    return module
+
+
+GRID = ["--grid", "lag.k=0,1", "--lag.max-lag", "1"]
+
+
+def test_every_run_and_iteration_reaches_wandb_as_the_run_wrote_it(tmp_path, monkeypatch):
+    runs: list[_Run] = []
+    monkeypatch.setitem(sys.modules, "wandb", _fake_wandb(runs))
+    out = tmp_path / "run"
+    flags = ["--wandb", "--wandb-project", "lagtest", "--wandb-tags", "ci", "smoke", "--quiet"]
+    assert main(["sweep", *GRID, "--out-dir", str(out), *flags, *TINY]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    run_id = summary[0]["run_id"]
+    assert len(runs) == 2 * 2  # grid points x seeds
+    steps_per_iteration = 8 * 16  # TINY: 8 envs x 16 steps
+    for index, run in enumerate(runs):
+        point, seed = index // 2, index % 2
+        init = run.init
+        assert (init["project"], init["group"], init["id"], init["tags"]) == (
+            "lagtest",
+            run_id,
+            f"{run_id}-{index}",
+            ["ci", "smoke"],
+        )
+        assert init["name"] == f"lag.k={point}_seed{seed}" and init["mode"] == "online"
+        assert init["config"]["grid_point"] == {"lag.k": point} and init["config"]["seed"] == seed
+        assert init["config"]["algorithm"] == "ppo" and init["dir"] == str(out)
+        assert [step for step, _ in run.logged] == [(i + 1) * steps_per_iteration for i in range(6)]
+        returns = metrics["metrics"]["episode/return"][point][seed]
+        for (_, values), expected in zip(run.logged, returns, strict=True):
+            if expected is None or not math.isfinite(expected):
+                assert "episode/return" not in values  # nothing logged where no episode completed
+            else:
+                assert values["episode/return"] == pytest.approx(expected, rel=1e-6)
+        row = summary[point]
+        assert run.summary["final/iqm"] == pytest.approx(row["final"]["iqm"]) and run.summary["partial"] is False
+        assert run.exit_code == 0
+    assert output_dir.foreign_entries(out) == []
+
+
+def test_without_the_wandb_package_the_flag_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
+    assert main(["train", "--wandb", "--out-dir", str(tmp_path / "run"), *TINY]) == 2
+    assert "--wandb needs the wandb package: pip install wandb" in capsys.readouterr().err
+
+
+def test_offline_runs_are_written_by_wandb_inside_the_run_directory(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    out = tmp_path / "run"
+    argv = ["sweep", *GRID, "--out-dir", str(out), "--wandb", "--wandb-mode", "offline", "--quiet", *TINY]
+    assert main(argv) == 0
+    run_id = json.loads((out / "summary.json").read_text())[0]["run_id"]
+    written = sorted(p.name for p in (out / "wandb").glob("offline-run-*"))
+    assert len(written) == 4 and all(name.endswith(tuple(f"{run_id}-{i}" for i in range(4))) for name in written)
+    assert all(any((out / "wandb" / name).glob("*.wandb")) for name in written)
+    assert output_dir.foreign_entries(out) == []  # W&B's files are the run's own: --overwrite may replace them
+    assert main([*argv, "--overwrite"]) == 0
