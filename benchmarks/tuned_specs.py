@@ -14,10 +14,12 @@ from typing import Any
 
 from lag_robustness import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
 
-# the envs the earlier study did not have: a held-out classic-control task and two brax tasks sized for a CPU
+# the envs the earlier study did not have: held-out tasks (classic control, MinAtar) and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
     **ENVS,
     "Acrobot-v1": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
+    # held out, chosen before any result of it was seen (2026-12-02): a MinAtar game, an image-like observation
+    "Breakout-MinAtar": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
     "brax/inverted_double_pendulum": {
         "env": {"num_envs": 32, "num_steps": 64, "reward_scale": 0.1, "normalize_observations": True},
         "ppo": {"gamma": 0.97, "ent_coef": 0.0},
@@ -167,6 +169,8 @@ PRESETS: dict[str, TunedPreset] = {
                 for env in ("brax/inverted_double_pendulum", "brax/hopper")
             ),
             Block("Pendulum-v1", "aggressive", 100),
+            # a second held-out task of a kind the study did not have, pre-registered before any of its results
+            Block("Breakout-MinAtar", "aggressive", 60, tune_from="CartPole-v1"),
         ),
         methods=tuple(METHODS),
         trials=16,
