@@ -257,9 +257,17 @@ def test_per_run_scores_use_only_the_evaluated_iterations():
     np.testing.assert_allclose(per_run({"m": values}, "m", "auc"), [2.0, 2.0])
 
 
-def test_calibration_runs_both_modes_on_the_measured_lag():
+def test_calibration_runs_both_modes_on_the_measured_lag(monkeypatch):
+    """The real seeds run one at a time (each with its own actor threads, so its own lag sequence: independent
+    samples of the real system), and their results join seed by seed."""
     config = async_config(num_iterations=4, eval=EvalConfig(every=2, episodes=2, max_steps=200))
-    calibration = calibrate(config, num_seeds=2, options=AsyncOptions(timeout=30.0), chunk_size=2)
+    runs_per_call, run = [], AsyncDriver.run
+    monkeypatch.setattr(
+        AsyncDriver, "run", lambda self, keys, *a, **k: runs_per_call.append(len(keys)) or run(self, keys, *a, **k)
+    )
+    calibration = calibrate(config, num_seeds=2, seed=5, options=AsyncOptions(timeout=30.0), chunk_size=2)
+    assert runs_per_call == [1, 1] and calibration.real.seeds == [5, 6] == calibration.simulated.seeds
+    assert calibration.real.metrics["async/lag_0"].shape == (2, 4)
     assert calibration.counts.sum() == 2 * 4
     assert calibration.simulated.config.lag.kind == "empirical"
     rows = {row["score"]: row for row in calibration.rows()}

@@ -17,6 +17,11 @@ or *undecided*: an interval that merely contains 0.5 is absence of evidence, not
 What the simulator cannot reproduce by construction: it draws each group's lag independently every iteration from
 the histogram, while a real system's lags are correlated in time (a slow stretch delays several batches in a row),
 and the real learner may take two batches of the same actor in one update.
+
+Independent real runs (``independent=True``, the default of ``vaco-jax calibrate``): the real seeds run one after
+another, each with actor threads of its own, so each has its own lag sequence. Run together (``False``), the seeds
+share their actor threads and batches, so every real run sees the same lags: the comparison's runs are then not
+independent samples of the real system, and its intervals are too narrow.
 """
 
 from __future__ import annotations
@@ -172,11 +177,13 @@ def calibrate(
     seed: int = 0,
     options: AsyncOptions | None = None,
     chunk_size: int | None = 10,
+    independent: bool = True,
 ) -> Calibration:
     """Run ``config`` asynchronously, then in the simulator on the lag histogram it measured (module docstring).
 
     ``config`` needs ``eval.every`` > 0 (the comparison is on the learner's evaluation) and no lag settings besides
-    ``lag.num_actors`` (the number of actor threads).
+    ``lag.num_actors`` (the number of actor threads). ``independent``: each real seed runs alone, with its own actor
+    threads and lag sequence (else the seeds share them).
     """
     if config.eval.every == 0:
         raise ConfigError(
@@ -195,19 +202,39 @@ def calibrate(
             "side can): expect 'undecided' where no difference is found\n"
         )
     options = options or AsyncOptions()
-    real = run_sweep(
-        config,
-        num_seeds=num_seeds,
-        seed=seed,
-        chunk_size=chunk_size,
-        driver=AsyncDriver(TrainProgram(config), options),
-        progress=False,
-    )
+    driver = AsyncDriver(TrainProgram(config), options)
+    if independent:  # one seed at a time: each real run has its own threads and lags (the program compiles once)
+        runs = [
+            run_sweep(config, num_seeds=1, seed=seed + i, chunk_size=chunk_size, driver=driver, progress=False)
+            for i in range(num_seeds)
+        ]
+        real = concatenate_seeds(runs)
+    else:
+        real = run_sweep(config, num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, driver=driver, progress=False)
     counts = lag_histogram(real.metrics)
     simulated = run_sweep(
         simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
     )
     return Calibration(config, counts, real, simulated, options)
+
+
+def concatenate_seeds(results: list[SweepResult]) -> SweepResult:
+    """Sweeps of the same config and grid over different seeds as one result (seeds in the given order); their
+    compile and run times add up."""
+    first = results[0]
+    axis = len(first.grid)  # metrics are [*grid, seed, iteration]
+    metrics = {
+        name: np.concatenate([np.asarray(r.metrics[name]) for r in results], axis=axis) for name in first.metrics
+    }
+    return SweepResult(
+        first.config,
+        first.grid,
+        [s for r in results for s in r.seeds],
+        metrics,
+        compile_seconds=sum(r.compile_seconds for r in results),
+        run_seconds=sum(r.run_seconds for r in results),
+        extra=dict(first.extra),
+    )
 
 
 OUTPUTS = ("calibration.json", "calibration.png")
@@ -274,6 +301,7 @@ __all__ = [
     "EQUIVALENCE_MARGIN",
     "Calibration",
     "calibrate",
+    "concatenate_seeds",
     "format_rows",
     "logged_values",
     "per_run",
