@@ -33,6 +33,7 @@ NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
+DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 
 
 @struct.dataclass
@@ -178,6 +179,11 @@ class Config:
     vaco_filter_only (see docs/algorithms.md; more with vaco_jax.algorithms.register)."""
     num_iterations: int = static(100)
     """Learner updates; env steps = num_iterations * num_envs * num_steps."""
+    diagnostics: Literal["full", "lean", "off"] = static("full")
+    """What each iteration logs (vaco_jax.diagnostics.kept): full, every diagnostic; lean, the returns and lengths,
+    losses, entropy, mean lag, the algorithm's own trust-region and adaptation values, and the TV or KL it adapts to
+    (the other TVs, KLs, clip fractions, weights and gradient norms are not computed at all); off, the returns and
+    lengths and the NaN guard's count only. Evaluation episodes (eval.every) are logged at every level."""
     env: EnvConfig = group(EnvConfig)
     network: NetworkConfig = group(NetworkConfig)
     ppo: PPOConfig = group(PPOConfig)

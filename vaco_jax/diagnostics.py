@@ -1,4 +1,10 @@
-"""Per-iteration diagnostics of spec section 5 (every value is a scalar per run)."""
+"""Per-iteration diagnostics of spec section 5 (every value is a scalar per run), and which of them a run keeps.
+
+``config.diagnostics`` chooses (:func:`kept`): ``full`` keeps everything; ``lean`` and ``off`` keep fewer, and
+what a run does not keep is not computed at all (XLA removes the computations whose results nothing reads), which
+is where a small batch's time goes: the forward pass of pi_{T+1} over the batch for the forward and total TVs,
+the exact TVs, the per-step clip fractions, weights, KL estimates and gradient norms.
+"""
 
 from __future__ import annotations
 
@@ -79,3 +85,43 @@ def episode_metrics(rollout: Transitions) -> dict[str, jax.Array]:
     if rollout.reused_starts is not None:
         metrics["env/reused_starts"] = jnp.sum(rollout.reused_starts).astype(jnp.float32)
     return metrics
+
+
+ALWAYS_KEPT = ("episode/return", "episode/length", "episode/count", "nonfinite/skipped_steps")
+"""What every level keeps: the returns and lengths, and the NaN guard's count (a run whose guard skips most steps
+is reported as diverged)."""
+LEAN_KEPT = (
+    *ALWAYS_KEPT,
+    "loss/policy",
+    "loss/value",
+    "loss/total",
+    "entropy",
+    "lag/mean",
+    "env/nonfinite_steps",
+    "env/reused_starts",
+    "reuse/batches",
+    "reuse/data_lag",
+)
+LEAN_PREFIXES = ("filter/", "m2po/", "geppo/", "kl/coef")
+"""``lean`` also keeps the algorithm's own trust-region and adaptation values (VACO's filter, M2PO's mask, GePPO's
+and PPO-KL's adaptive values)."""
+SIGNALS = ("kl/update", "tv/forward", "tv/forward_exact", "reuse/tv_forward")
+"""The KL and TV an adaptive algorithm (PPO-KL's coefficient, GePPO's step size) adapts to: ``lean`` keeps them for
+such an algorithm, since it computes them anyway."""
+
+
+def kept(name: str, level: str, adaptive: bool = False) -> bool:
+    """Whether a run at diagnostics ``level`` logs metric ``name`` (``adaptive``: its algorithm adapts its own state
+    to :data:`SIGNALS`)."""
+    if level == "full" or name in ALWAYS_KEPT:
+        return True
+    if level == "off":
+        return False
+    return name in LEAN_KEPT or name.startswith(LEAN_PREFIXES) or (adaptive and name in SIGNALS)
+
+
+def select(metrics: dict[str, jax.Array], level: str, adaptive: bool = False) -> dict[str, jax.Array]:
+    """``metrics`` without what ``level`` does not keep (:func:`kept`); ``full``: ``metrics`` itself."""
+    if level == "full":
+        return metrics
+    return {name: value for name, value in metrics.items() if kept(name, level, adaptive)}

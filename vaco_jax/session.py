@@ -174,11 +174,15 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
             lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
             queue = metrics["async/queue_depth"][0].mean()
             trust += f"  lag p50 {np.median(lags):g} max {lags.max():g}  queue {queue:.1f}"
+        tvs = "".join(  # what the run logs (--diagnostics lean and off leave some out)
+            f"  {name} {metrics[name][:, -1].mean():.4f}"
+            for name in (f"tv/backward{exact}", f"tv/forward{exact}")
+            if name in metrics
+        )
         print(
             f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
-            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}  "
-            f"tv/backward{exact} {metrics['tv/backward' + exact][:, -1].mean():.4f}  "
-            f"tv/forward{exact} {metrics['tv/forward' + exact][:, -1].mean():.4f}{trust}",
+            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}"
+            f"{tvs}{trust}",
             flush=True,
         )
 

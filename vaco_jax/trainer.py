@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax import algorithms, diagnostics, envs, evaluation, lag, losses, normalization, reuse, tv
+from vaco_jax.algorithm_state import keep_state
 from vaco_jax.config import Config, ConfigError
 from vaco_jax.distributions import for_actions
 from vaco_jax.envs.base import init_episode_stats
@@ -255,6 +256,7 @@ class TrainProgram:
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
             **reuse_metrics,
         }
+        metrics = diagnostics.select(metrics, config.diagnostics, self.algorithm.update_state is not keep_state)
         new_state = state.replace(
             params=params,
             opt_state=opt_state,

@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vaco_jax import losses
+from vaco_jax import diagnostics, losses
 from vaco_jax.advantages import standardize
+from vaco_jax.algorithm_state import keep_state
 from vaco_jax.algorithms import Algorithm, AlgoState
 from vaco_jax.config import Config
 from vaco_jax.distributions import Distribution
@@ -127,6 +128,7 @@ def run_epochs(
     num_minibatches = learner.config.ppo.num_minibatches
     num_envs = batch.observations.shape[1]
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+    adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
 
     def gradient_step(carry, minibatch: Transitions):
         params, opt_state = carry
@@ -138,7 +140,8 @@ def run_epochs(
         params = optax.apply_updates(params, updates)
         grad_norm = optax.tree.norm(grads)
         skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
-        return (params, opt_state), {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
+        metrics = {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
+        return (params, opt_state), diagnostics.select(metrics, learner.config.diagnostics, adaptive)
 
     def epoch(carry, epoch_key):
         order = jax.random.permutation(epoch_key, num_envs).reshape(num_minibatches, -1)  # [M, B]

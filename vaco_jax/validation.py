@@ -9,7 +9,16 @@ from collections.abc import Iterable
 import numpy as np
 
 from vaco_jax.algorithm_options import GROUPS
-from vaco_jax.config import ACTIVATIONS, LAG_KINDS, NORMALIZER_UPDATES, W_MODES, Config, ConfigError, LagConfig
+from vaco_jax.config import (
+    ACTIVATIONS,
+    DIAGNOSTIC_LEVELS,
+    LAG_KINDS,
+    NORMALIZER_UPDATES,
+    W_MODES,
+    Config,
+    ConfigError,
+    LagConfig,
+)
 from vaco_jax.config_fields import check as _check
 from vaco_jax.config_fields import check_choice as _check_choice
 from vaco_jax.config_fields import check_number as _check_number
@@ -123,6 +132,7 @@ def validate(
         f"minibatches split the environment axis, so make num_envs a multiple of num_minibatches",
     )
     _check_choice("lag.kind", lag.kind, LAG_KINDS)
+    _check_choice("diagnostics", config.diagnostics, DIAGNOSTIC_LEVELS)
     _check_choice("network.activation", net.activation, ACTIVATIONS)
     for path, sizes in (("network.actor_hidden", net.actor_hidden), ("network.critic_hidden", net.critic_hidden)):
         _check(
