@@ -380,3 +380,27 @@ def test_the_program_fingerprint_changes_with_the_programs_only():
     assert same[0] == same[1]
     assert run_fingerprint(TrainProgram(tiny_config(algorithm="spo")), 2) != same[0]  # another loss
     assert run_fingerprint(TrainProgram(tiny_config()), 3) != same[0]  # other shapes
+
+
+def test_a_finished_run_extends_to_more_iterations_as_if_it_had_been_longer(tmp_path, capsys):
+    """--resume DIR --num-iterations N with a larger N continues the runs; with a constant learning rate they are
+    the runs an N-iteration command makes, bit for bit. An annealed learning rate (its schedule ends at the old
+    count) and a smaller N are refused, saying why."""
+    base = ["train", "--num-seeds", "2", "--chunk-size", "2", "--env.num-envs", "8", "--env.num-steps", "16"]
+    base += ["--ppo.num-epochs", "2", "--ppo.num-minibatches", "2", "--quiet"]
+    short, whole = tmp_path / "short", tmp_path / "whole"
+    assert main([*base, "--ppo.no-anneal-lr", "--num-iterations", "4", "--out-dir", str(short)]) == 0
+    assert main([*base, "--ppo.no-anneal-lr", "--num-iterations", "6", "--out-dir", str(whole)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(short), "--num-iterations", "6"]) == 0
+    assert "extending" in capsys.readouterr().out
+    stores = [MetricsStore(d / METRICS_SUBDIR) for d in (short, whole)]
+    for name in stores[1].names():
+        np.testing.assert_array_equal(stores[0].load(name), stores[1].load(name), err_msg=name)
+    assert json.loads((short / "summary.json").read_text())[0]["iterations_done"] == 6
+    assert main(["train", "--resume", str(short), "--num-iterations", "5"]) == 2
+    assert "fewer than the 6 the runs were started with" in capsys.readouterr().err
+    annealed = tmp_path / "annealed"
+    assert main([*base, "--num-iterations", "2", "--out-dir", str(annealed)]) == 0
+    assert main(["train", "--resume", str(annealed), "--num-iterations", "4"]) == 2
+    assert "learning rate anneals to 0 over the first 2" in capsys.readouterr().err

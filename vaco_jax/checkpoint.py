@@ -287,8 +287,34 @@ def restore(directory: Path, template: TrainState, step: int | None = None) -> R
     return Restored(states=_from_host(saved["state"], template), meta=meta)
 
 
+def extension(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(saved, now)`` iterations where the command extends the checkpointed runs: the same runs with a larger
+    ``num_iterations`` and a constant learning rate (``ppo.anneal_lr`` off), so that the continued runs train exactly
+    as runs of the larger count from the start would. None where the counts are equal."""
+    saved, now = saved_meta["config"].get("num_iterations"), current_meta["config"].get("num_iterations")
+    if saved == now:
+        return None
+    if not isinstance(saved, int) or now < saved:
+        raise ConfigError(
+            f"cannot resume: --num-iterations {now} is fewer than the {saved} the runs were started with; give "
+            f"--num-iterations {saved} or more (a larger count extends them)"
+        )
+    if current_meta["config"]["ppo"].get("anneal_lr", True):
+        raise ConfigError(
+            f"cannot extend the runs from {saved} to {now} iterations: their learning rate anneals to 0 over the "
+            f"first {saved}, so the continued runs would not be the runs a {now}-iteration command makes. Extend runs "
+            "started with --ppo.no-anneal-lr, or start a new run with --num-iterations "
+            f"{now}"
+        )
+    return saved, now
+
+
 def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> None:
-    """Refuse to resume runs that differ from the checkpointed ones, naming every difference."""
+    """Refuse to resume runs that differ from the checkpointed ones, naming every difference; a larger
+    ``num_iterations`` is allowed where :func:`extension` says so."""
+    extended = extension(saved_meta, current_meta)
+    if extended is not None:  # judged alone: the other fields must still agree
+        saved_meta = {**saved_meta, "config": {**saved_meta["config"], "num_iterations": extended[1]}}
     found = differences(saved_meta, current_meta)
     if saved_meta.get("versions") != current_meta["versions"] and not found:
         print(
@@ -315,4 +341,5 @@ __all__ = [
     "run_meta",
     "check_resumable",
     "differences",
+    "extension",
 ]

@@ -301,7 +301,13 @@ def execute(
                 flush=True,
             )
         else:
-            meta["program_changes"] = _check_programs(restored, programs(), output.allow_program_change)
+            extended = checkpoint.extension(restored.meta, meta)
+            # the code's programs for the checkpoint's own runs (an extension changes only the iteration count)
+            saved_program = TrainProgram(config.replace(num_iterations=extended[0])) if extended else program
+            current = fingerprint.run_fingerprint(saved_program, num_runs) if extended else programs()
+            meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
+            if extended:
+                print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
             print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
     entries = run_entries(grid, output.tensorboard, output.wandb)
