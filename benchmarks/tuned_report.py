@@ -105,7 +105,7 @@ def _pi(x: list[float], y: list[float]) -> dict[str, float]:
 
 
 def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
-    return f"U{{0..{fleet_k}}}" if stage == "test-fleet" else str(point["lag.k"])
+    return f"U{{0..{fleet_k}}}" if stage.split(".")[0] == "test-fleet" else str(point["lag.k"])
 
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
@@ -138,6 +138,8 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
         for point in result["points"]:
             knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
             setting = "tuned" if knobs == tuned else "default"
+            if cell.rule != "mode":  # another rule's winner (it may be the same trial as the mode's)
+                setting = f"tuned ({cell.rule} rule)"
             rows.append(
                 {
                     "env": cell.block.env,
@@ -146,6 +148,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                     "setting": setting,
                     # what the block reports: the tuned configuration where there is one, else the default
                     "primary": setting == ("tuned" if source is not None else "default"),
+                    "rule": cell.rule,
                     "held_out": cell.block.tune_from,
                     "knobs": knobs,
                     "lag": _lag_label(point["point"], cell.stage, preset.fleet_k),
@@ -174,18 +177,30 @@ def statistics(collected: dict[str, Any]) -> None:
     """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC, of its mode
     (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``)."""
     rows = collected["rows"]
-    reference = {(r["env"], r["regime"], r["lag"]): r for r in rows if r["method"] == REFERENCE and r["primary"]}
+    reference = {
+        (r["env"], r["regime"], r["lag"], r["rule"]): r for r in rows if r["method"] == REFERENCE and _shown(r)
+    }
     for row in rows:
         row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
-        base = reference.get((row["env"], row["regime"], row["lag"]))
+        base = reference.get((row["env"], row["regime"], row["lag"], row["rule"]))
         if base is not None and row is not base:
             for score in SCORE_NAMES:
                 row[_pi_key(score)] = _pi(row["per_seed"][score], base["per_seed"][score])
-    for score in SCORE_NAMES:  # Holm over the comparisons one verdict table shows (its primary rows)
-        shown = [row[_pi_key(score)] for row in rows if row["primary"] and _pi_key(score) in row]
-        for pi, adjusted in zip(shown, holm_adjusted([pi["wilcoxon_p"] for pi in shown]), strict=True):
-            pi["holm_p"] = adjusted
-    collected["comparisons"] = len([row for row in rows if row["primary"] and _pi_key("learner_auc") in row])
+    for rule in dict.fromkeys(r["rule"] for r in rows):
+        for score in SCORE_NAMES:  # Holm over the comparisons one verdict table shows (one rule's rows)
+            shown = [row[_pi_key(score)] for row in rows if _shown(row, rule) and _pi_key(score) in row]
+            for pi, adjusted in zip(shown, holm_adjusted([pi["wilcoxon_p"] for pi in shown]), strict=True):
+                pi["holm_p"] = adjusted
+    collected["comparisons"] = len([row for row in rows if _shown(row, "mode") and _pi_key("learner_auc") in row])
+
+
+def _shown(row: dict[str, Any], rule: str | None = None) -> bool:
+    """Whether a verdict table shows ``row`` (of winner ``rule``; any rule if None): a block's primary rows (the
+    first rule's), or another rule's tuned rows."""
+    own = row.get("rule", "mode")  # a record written before winner rules had the first rule's rows only
+    if rule is not None and own != rule:
+        return False
+    return row["primary"] if own == "mode" else row["setting"].startswith("tuned")
 
 
 def _fmt(summary: dict[str, float]) -> str:
@@ -193,10 +208,13 @@ def _fmt(summary: dict[str, float]) -> str:
     return text + (f" ({summary['diverged']} diverged)" if summary.get("diverged") else "")
 
 
-def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...], score: str = "learner_auc") -> list[str]:
+def verdict_table(
+    rows: list[dict[str, Any]], methods: tuple[str, ...], score: str = "learner_auc", rule: str = "mode"
+) -> list[str]:
     """Per env and lag: each method's ``score`` (IQM; tuned where the block has tuning; the learner's mode AUC by
     default, ``learner_stochastic_auc`` for its sampling policy) and its paired P(> decoupled PPO in the same
-    configuration kind) on that score."""
+    configuration kind) on that score; ``rule``: whose winners (the searches' first rule, or another's)."""
+    rows = [r for r in rows if _shown(r, rule)]
     present = [m for m in methods if any(r["method"] == m for r in rows)]
     lines = [
         f"| env | lag | best ({SCORE_NAMES[score]}) | "
@@ -206,7 +224,7 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...], score: s
     ]
     blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
     for env, regime in blocks:
-        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime) and r["primary"]]
+        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime)]
         for lag in sorted({r["lag"] for r in tuned}, key=lag_order):
             at = {r["method"]: r for r in tuned if r["lag"] == lag}
             best = max(at.values(), key=lambda r: r["summary"][score]["iqm"])
@@ -219,7 +237,7 @@ def verdict_table(rows: list[dict[str, Any]], methods: tuple[str, ...], score: s
                 pi = at[m].get(_pi_key(score))
                 cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
             kind = f", tuned on {at[best['method']]['held_out']}: held out" if best["held_out"] else ""
-            kind = kind or ("" if best["setting"] == "tuned" else ", default hyperparameters")
+            kind = kind or ("" if best["setting"].startswith("tuned") else ", default hyperparameters")
             label = f"{env} ({regime}{kind})"
             lines.append(f"| {label} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
@@ -314,6 +332,9 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
     verdict = verdict_table(rows, preset.methods)
     stochastic = verdict_table(rows, preset.methods, score="learner_stochastic_auc")
+    rules = {
+        rule: verdict_table(rows, preset.methods, "learner_stochastic_auc", rule) for rule in preset.winner_rules[1:]
+    }
     markdown = [
         f"# Tuned lag benchmark ({preset_name})",
         "",
@@ -334,6 +355,20 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "",
         *stochastic,
         "",
+        *(
+            line
+            for rule, table in rules.items()
+            for line in (
+                f"## Tuned by the {rule} rule: the winners of the learner's {rule} AUC, scored on it",
+                "",
+                f"Each search's winner by the mean AUC of the learner's {rule} policy over the tuning seeds, tested "
+                "on the same fresh seeds; P against decoupled PPO tuned by the same rule; Holm over this table's "
+                "comparisons." + ("" if table[2:] else " (its cells are not run yet)"),
+                "",
+                *table,
+                "",
+            )
+        ),
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
         *default_vs_tuned_table(rows, preset.methods),

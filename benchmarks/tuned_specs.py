@@ -130,6 +130,9 @@ class TunedPreset:
     eval_every: int
     eval_episodes: int = 8
     chunk_size: int = 20
+    # how a search picks its winner: "mode", the best mean AUC of the learner's mode (its deterministic policy), and
+    # "stochastic", of its sampling policy; each rule beyond the first adds its own test cells of the tuned winners
+    winner_rules: tuple[str, ...] = ("mode",)
 
 
 PRESETS: dict[str, TunedPreset] = {
@@ -158,6 +161,7 @@ PRESETS: dict[str, TunedPreset] = {
         first_test_seed=3000,
         eval_every=2,
         eval_episodes=2,
+        winner_rules=("mode", "stochastic"),
     ),
     # CPU: CartPole and Pendulum in the aggressive regime; 16 trials x 4 tuning seeds per method, 16 test seeds
     "tuned": TunedPreset(
@@ -181,6 +185,7 @@ PRESETS: dict[str, TunedPreset] = {
         test_seeds=16,
         first_test_seed=3000,
         eval_every=5,
+        winner_rules=("mode", "stochastic"),
     ),
     # the same protocol at an accelerator's scale: 32 trials, 64 test seeds, every lag, longer budgets
     "tuned-gpu": TunedPreset(
@@ -198,5 +203,6 @@ PRESETS: dict[str, TunedPreset] = {
         test_seeds=64,
         first_test_seed=3000,
         eval_every=5,
+        winner_rules=("mode", "stochastic"),
     ),
 }

@@ -139,15 +139,30 @@ CURVES = ("eval/return_deterministic", "eval/return_stochastic", "episode/return
 # ----------------------------------------------------------------------------- cells
 
 
+RULE_SUFFIX = ".{rule}-rule"  # a test stage of the winners of a rule other than the first: "test-fixed.stochastic-rule"
+
+
 @dataclasses.dataclass(frozen=True)
 class Cell:
     block: Block
-    stage: str  # "tune", "test-fixed", "test-fleet"
+    stage: (
+        str  # "tune", "test-fixed", "test-fleet", or a test stage of another winner rule ("test-fleet.stochastic-rule")
+    )
     method: str
 
     @property
     def id(self) -> str:
         return f"{self.block.env}__{self.block.regime}__{self.stage}__{self.method}"
+
+    @property
+    def kind(self) -> str:
+        """The stage without its rule: "tune", "test-fixed" or "test-fleet"."""
+        return self.stage.split(".")[0]
+
+    @property
+    def rule(self) -> str:
+        """The winner rule whose configuration a test cell tests: "mode" (the first rule), or the one it names."""
+        return self.stage.split(".")[1].removesuffix("-rule") if "." in self.stage else "mode"
 
 
 def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
@@ -161,6 +176,9 @@ def cells_of(preset: TunedPreset) -> list[Cell]:
         methods = block_methods(preset, block)
         cells += [Cell(block, "tune", m) for m in methods] if block.tuned_here else []
         cells += [Cell(block, stage, m) for m in methods for stage in block.test_stages]
+        for rule in preset.winner_rules[1:] if not block.untuned else ():  # the other rules' winners, tested alike
+            suffix = RULE_SUFFIX.format(rule=rule)
+            cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
     return cells
 
 
@@ -192,9 +210,12 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
     source = tuning_cell(preset, cell)
     settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)
     if source is not None:
-        settings.append(json.loads(cell_path(out_dir, source).read_text())["best"]["point"])
+        search = json.loads(cell_path(out_dir, source).read_text())
+        winner = search["best"] if cell.rule == "mode" else WINNER_RULES[cell.rule](search["points"])
+        # another rule's cells test its winner only: the default configuration is the first rule's cells'
+        settings = [winner["point"]] if cell.rule != "mode" else [*settings, winner["point"]]
     seeds = list(range(preset.first_test_seed, preset.first_test_seed + (cell.block.test_seeds or preset.test_seeds)))
-    if cell.stage == "test-fixed":
+    if cell.kind == "test-fixed":
         lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
     else:
@@ -250,7 +271,7 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     }
     if cell.stage == "tune":
         result["best"] = pick_winner(results)
-    result["host"] = host_record(HOST_CODE)
+    result["host"] = host_record(host_code(cell))
     return result
 
 
@@ -262,9 +283,26 @@ def pick_winner(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"index": best, "point": results[best]["point"], "mean_learner_auc": float(means[best])}
 
 
+def pick_stochastic_winner(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A search's winner by the learner's sampling policy: the trial with the best mean AUC of its stochastic
+    evaluation over the tuning seeds (a NaN run counts as the worst). Picking by the mode can choose a near-uniform
+    policy whose argmax happens to be good; this rule cannot."""
+    means = [np.mean(stats.worst_filled(np.asarray(r["learner_stochastic_auc"]), floor=-np.inf)) for r in results]
+    best = int(np.argmax(means))
+    return {"index": best, "point": results[best]["point"], "mean_learner_stochastic_auc": float(means[best])}
+
+
+WINNER_RULES = {"stochastic": pick_stochastic_winner}
+"""The winner rules beyond the first (``mode``, :func:`pick_winner`, recorded in each search's cell as ``best``)."""
+
 HOST_CODE = (train_points, seed_keys, pick_winner)
 """The host code between a cell's spec and its numbers that no compiled program shows (its host record's hash):
 how points and seeds become runs and keys, and how a search picks the winner its test cells use."""
+
+
+def host_code(cell: Cell) -> tuple:
+    """:data:`HOST_CODE`, and the winner rule of a cell that tests another rule's winner."""
+    return HOST_CODE if cell.rule == "mode" else (*HOST_CODE, WINNER_RULES[cell.rule])
 
 
 def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
@@ -306,7 +344,7 @@ def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str,
     another winner than the checkout's."""
     if result.get("fingerprint") != cell_fingerprint(preset, cell, out_dir):
         return False
-    if host_differences(result.get("host"), host_record(HOST_CODE)):
+    if host_differences(result.get("host"), host_record(host_code(cell))):
         return False
     source = tuning_cell(preset, cell) if cell.stage != "tune" else None
     if source is None:

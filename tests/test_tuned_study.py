@@ -94,21 +94,28 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
             assert source.block.env == "CartPole-v1"
             tuned = json.loads(study.cell_path(smoke, source).read_text())
             knobs = [{k: v for k, v in p["point"].items() if k != "lag.k"} for p in result["points"]]
-            assert {} in knobs and tuned["best"]["point"] in knobs  # default and tuned, side by side
+            if cell.rule == "mode":
+                assert {} in knobs and tuned["best"]["point"] in knobs  # default and tuned, side by side
+            else:  # the stochastic rule's winner: the best mean AUC of the learner's sampling policy, alone
+                means = [np.mean(p["learner_stochastic_auc"]) for p in tuned["points"]]
+                assert knobs == [tuned["points"][int(np.argmax(means))]["point"]] * len(knobs)
+    assert {c.rule for c in cells} == {"mode", "stochastic"}
     payload = json.loads((smoke / "tuned.json").read_text())
     assert payload["cells_missing"] == [] and payload["cells_stale"] == [] and payload["cells_host_unrecorded"] == []
     rows = payload["rows"]
-    assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"} and {r["setting"] for r in rows} == {"default", "tuned"}
+    assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"}
+    assert {r["setting"] for r in rows} == {"default", "tuned", "tuned (stochastic rule)"}
     assert {r["env"] for r in rows} == {"CartPole-v1", "Acrobot-v1"}
     assert {r["held_out"] for r in rows if r["env"] == "Acrobot-v1"} == {"CartPole-v1"}
     for row in rows:
         assert len(row["per_seed"]["learner_auc"]) == preset.test_seeds
         assert "train_auc" in row["summary"] and "learner_auc" in row["summary"]
         assert row["primary"] == (row["setting"] == "tuned")
-        is_reference = row["method"] == "ppo_decoupled" and row["primary"]
+        is_reference = row["method"] == "ppo_decoupled" and row["setting"] != "default"  # each rule's own reference
         assert ("pi_vs_reference" in row) != is_reference
     verdict = (smoke / "verdict.md").read_text()
     assert "paired by seed" in verdict and "Two readings" in verdict and "Where each search's winner lies" in verdict
+    assert "Tuned by the stochastic rule" in verdict
     for name in ("learner_auc_vs_lag.png", "entropy_and_tv_vs_lag.png"):
         assert (smoke / name).stat().st_size > 0, name
 
