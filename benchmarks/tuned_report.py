@@ -138,7 +138,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
         for point in result["points"]:
             knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
             setting = "tuned" if knobs == tuned else "default"
-            if cell.rule != "mode":  # another rule's winner (it may be the same trial as the mode's)
+            if cell.rule != "mode" and knobs:  # another rule's winner (it may be the same trial as the mode's)
                 setting = f"tuned ({cell.rule} rule)"
             rows.append(
                 {

@@ -212,8 +212,9 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
     if source is not None:
         search = json.loads(cell_path(out_dir, source).read_text())
         winner = search["best"] if cell.rule == "mode" else WINNER_RULES[cell.rule](search["points"])
-        # another rule's cells test its winner only: the default configuration is the first rule's cells'
-        settings = [winner["point"]] if cell.rule != "mode" else [*settings, winner["point"]]
+        # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
+        # the same default runs, bit for bit: a check that both rules' cells see the same runs)
+        settings.append(winner["point"])
     seeds = list(range(preset.first_test_seed, preset.first_test_seed + (cell.block.test_seeds or preset.test_seeds)))
     if cell.kind == "test-fixed":
         lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)

@@ -400,7 +400,9 @@ def test_a_finished_run_extends_to_more_iterations_as_if_it_had_been_longer(tmp_
     assert json.loads((short / "summary.json").read_text())[0]["iterations_done"] == 6
     assert main(["train", "--resume", str(short), "--num-iterations", "5"]) == 2
     assert "fewer than the 6 the runs were started with" in capsys.readouterr().err
-    annealed = tmp_path / "annealed"
-    assert main([*base, "--num-iterations", "2", "--out-dir", str(annealed)]) == 0
-    assert main(["train", "--resume", str(annealed), "--num-iterations", "4"]) == 2
-    assert "learning rate anneals to 0 over the first 2" in capsys.readouterr().err
+    from vaco_jax.checkpoint import extension
+
+    annealed = run_meta(_config().replace(num_iterations=2), {}, 0, 2)  # the default: an annealed learning rate
+    with pytest.raises(ConfigError, match="learning rate anneals to 0 over the first 2"):
+        extension(annealed, run_meta(_config().replace(num_iterations=4), {}, 0, 2))
+    assert extension(annealed, annealed) is None
