@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from minimal_ppo import make_minimal_ppo  # noqa: E402
+from provenance import write_result  # noqa: E402
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, seed_keys, stack_hparams  # noqa: E402
-from vaco_jax.writers import write_text_atomic  # noqa: E402
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ("full", "lean", "off")
@@ -118,18 +118,7 @@ def main() -> None:
                 f"| {name} | {r['program']} | {r['env_steps_per_s']:,.0f} | {r['vs_minimal']:.2f}x "
                 f"| {r['hlo_instructions']:,} | {final} |"
             )
-    table = "\n".join(lines)
-    print(table)
-    payload = {
-        "command": "python benchmarks/diagnostics_levels.py",
-        "repeats": args.repeats,
-        "machine": machine.describe(),
-        "blocks": blocks,
-        "table": table,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, "python benchmarks/diagnostics_levels.py", lines, repeats=args.repeats, blocks=blocks)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,20 @@ def host_differences(stored: dict[str, str] | None, current: dict[str, str]) -> 
     ]
 
 
+def write_result(out: Path, command: str, lines: list[str], **fields: Any) -> dict[str, Any]:
+    """A benchmark's ending: print its markdown table (``lines``), write ``out`` (JSON, atomically) with the command
+    that made it, ``fields``, the machine and the table, and say so. Returns what was written."""
+    from vaco_jax import machine
+
+    table = "\n".join(lines)
+    print(table)
+    payload = {"command": command, **fields, "machine": machine.describe(), "table": table}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {out}")
+    return payload
+
+
 def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
     """The distinct chunk lengths (one program each) a driver run of ``total`` iterations in chunks of
     ``chunk_size`` uses (:func:`vaco_jax.driver.chunk_plan`)."""
@@ -233,4 +247,5 @@ __all__ = [
     "host_record",
     "program_fingerprint",
     "refuse_dirty_results",
+    "write_result",
 ]

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from provenance import write_result  # run as a script: benchmarks/ is on the path
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, run_sweep, stats
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep, stats
 from vaco_jax.config import EvalConfig, ReuseConfig
 from vaco_jax.memory import estimate
-from vaco_jax.output_dir import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("geppo", "ppo_decoupled", "ppo")
@@ -97,19 +97,9 @@ def main() -> None:
             f"| {r['method']} | {r['num_batches']} | {r['auc_iqm']:.1f} | {r['final_iqm']:.1f} | {r['data_lag']:.2f} "
             f"| {r['seconds_per_iteration']:.3f} | {r['reuse_buffer_bytes_per_run'] / 2**20:.2f} MiB |"
         )
-    table = "\n".join(lines)
-    print(table)
-    payload = {
-        "command": "python benchmarks/sample_reuse.py",
-        "seeds": args.seeds,
-        "iterations": args.iterations,
-        "machine": machine.describe(),
-        "rows": rows,
-        "table": table,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(
+        args.out, "python benchmarks/sample_reuse.py", lines, seeds=args.seeds, iterations=args.iterations, rows=rows
+    )
 
 
 if __name__ == "__main__":

@@ -19,14 +19,13 @@ Writes ``benchmarks/results/tv_estimator/tv_estimator_lag.json`` and prints a ma
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+from provenance import write_result  # run as a script: benchmarks/ is on the path
 
-from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, machine, run_sweep
+from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
 from vaco_jax.config import EvalConfig
-from vaco_jax.output_dir import write_text_atomic
 from vaco_jax.presets import apply_presets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,19 +90,14 @@ def main() -> None:
             f"| {r['forward_exact_mean']:.4f} / {r['forward_exact_p90']:.4f} | {r['share_above_delta']:.2f} "
             f"| {r['filter_kept']:.3f} | {r['entropy']:.3f} | {r['learner_return']:.1f} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    payload = {
-        "command": "python benchmarks/tv_estimator_lag.py",
-        "seeds": args.seeds,
-        "iterations": args.iterations,
-        "machine": machine.describe(),
-        "rows": rows,
-        "table": table,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(
+        args.out,
+        "python benchmarks/tv_estimator_lag.py",
+        lines,
+        seeds=args.seeds,
+        iterations=args.iterations,
+        rows=rows,
+    )
 
 
 if __name__ == "__main__":
