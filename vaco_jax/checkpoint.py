@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from vaco_jax.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
+from vaco_jax.grid import grid_points
 from vaco_jax.output_dir import CHECKPOINTS_SUBDIR
 from vaco_jax.types import TrainState
 
@@ -110,8 +111,6 @@ def _check_layout(saved_layout: list | None, template: TrainState) -> None:
 
 def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int) -> dict[str, Any]:
     """What identifies a batch of runs: resuming requires all of it to match."""
-    from vaco_jax.sweep import grid_points
-
     grid = {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()}
     return {
         "config": config_dict(config),

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax import stats
+from vaco_jax.grid import indexed_points
 from vaco_jax.output_dir import open_atomic
-from vaco_jax.sweep import SweepResult, indexed_points
+from vaco_jax.sweep import SweepResult
 
 
 def _pyplot():

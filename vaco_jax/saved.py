@@ -19,7 +19,8 @@ import numpy as np
 
 from vaco_jax import checkpoint, evaluation, memory, stats
 from vaco_jax.config import Config, ConfigError, config_from_dict
-from vaco_jax.sweep import check_seeds, grid_points, indexed_points
+from vaco_jax.grid import grid_points, indexed_points
+from vaco_jax.sweep import check_seeds
 from vaco_jax.trainer import TrainProgram
 
 

@@ -9,7 +9,6 @@ numbers), so differences between points are not seed noise.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 from vaco_jax import stats
 from vaco_jax.config import Config, ConfigError, get_field, is_traced, with_overrides
 from vaco_jax.driver import ChunkCallback, Driver, StateCallback, stack_hparams
+from vaco_jax.grid import grid_points, indexed_points
 from vaco_jax.metrics_store import MetricsStore, StoredMetrics
 from vaco_jax.trainer import TrainProgram, validate_config
 
@@ -172,16 +172,6 @@ def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Conf
         if len(values) == 0:
             raise ConfigError(f"grid for {path} is empty; give at least one value")
     return [validate_config(with_overrides(config, point)) for point in grid_points(grid)]
-
-
-def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every point of ``grid`` as ``{axis: value}``, row-major: the order of the run axis (points x seeds)."""
-    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
-
-
-def indexed_points(grid: Mapping[str, Sequence[Any]]) -> Iterator[tuple[dict[str, Any], tuple[int, ...]]]:
-    """``(point, its index into the grid axes)`` for every grid point, row-major."""
-    return zip(grid_points(grid), np.ndindex(*map(len, grid.values())), strict=True)
 
 
 def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:

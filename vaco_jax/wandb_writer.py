@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vaco_jax.config import Config, ConfigError, config_dict
-from vaco_jax.sweep import grid_points
+from vaco_jax.grid import grid_points
 from vaco_jax.writers import run_labels
 
 WandbMode = Literal["online", "offline"]

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from vaco_jax.config import config_dict, json_default, strict_json
+from vaco_jax.grid import grid_points, indexed_points
 from vaco_jax.output_dir import open_atomic, write_text_atomic
-from vaco_jax.sweep import SweepResult, grid_points, indexed_points, metrics_length
+from vaco_jax.sweep import SweepResult, metrics_length
 
 
 def _finite_or_none(x: float) -> float | None:
