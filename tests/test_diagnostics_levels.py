@@ -63,3 +63,19 @@ def test_an_adaptive_algorithm_keeps_what_it_adapts_to():
 def test_an_unknown_level_is_a_clear_error():
     with pytest.raises(ConfigError, match="diagnostics='verbose' is unknown"):
         TrainProgram(set_field(tiny_config(), "diagnostics", "verbose"))
+
+
+def test_the_documented_cost_of_the_diagnostics_is_the_committed_measurement():
+    import json
+    from pathlib import Path
+
+    from tests.conftest import committed_table
+
+    block, table = committed_table("diagnostics_levels.json", "diagnostics levels")
+    assert block == table
+    payload = json.loads(
+        (Path(__file__).resolve().parents[1] / "benchmarks/results/diagnostics_levels.json").read_text()
+    )
+    for rows in payload["blocks"].values():
+        finals = {r["final_return"] for r in rows if r["program"].startswith("vaco_jax")}
+        assert len(finals) == 1  # every level trained the same runs
