@@ -222,7 +222,8 @@ class TrainProgram:
             state.params, state.opt_state, batch, obs_norm, state.algo_state, epoch_key, learner, hparams
         )
 
-        # 5. The new actor snapshot (parameters + normaliser statistics) enters the buffer.
+        # 5. The new actor snapshot (parameters + normaliser statistics) enters the lag buffer; under sample reuse
+        # this batch enters the reuse buffer (the oldest leaves) and the diagnostics below read this batch only.
         if normalize and config.env.normalizer_update == "after":
             obs_norm = normalization.update(obs_norm, rollout.observations)
         snapshot = ActorSnapshot(params.actor, obs_norm)
