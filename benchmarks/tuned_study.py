@@ -331,11 +331,37 @@ def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stal
         if max_cells is not None and ran >= max_cells:
             break
         print(f"[{time.strftime('%H:%M:%S')}] {cell.id} ...", flush=True)
-        result = run_cell(preset, cell, out_dir)
+        result = copy_of_twin(preset, cell, out_dir) or run_cell(preset, cell, out_dir)
         write_text_atomic(cell_path(out_dir, cell), json.dumps(result, indent=1, allow_nan=True))
         extra = f"  best {result['best']['point']}" if "best" in result else ""
         print(f"    {result['seconds']:.0f} s{extra}", flush=True)
         ran += 1
+
+
+def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any] | None:
+    """Another winner rule's cell whose rule picked the same trial as the first rule's: the same programs, points
+    and seeds as that rule's cell, so the same numbers, bit for bit. Where that cell is on disk and current, its
+    result is copied (``copied_from`` names it; no training time counted) instead of training the runs again."""
+    if cell.rule == "mode":
+        return None
+    twin = dataclasses.replace(cell, stage=cell.kind)
+    source = load_cell(out_dir, preset, twin)
+    if source is None or not is_current(preset, twin, out_dir, source):
+        return None
+    if cell_plan(preset, cell, out_dir)[1:] != cell_plan(preset, twin, out_dir)[1:]:  # another trial won
+        return None
+    spec = cell_spec(preset, cell, out_dir)
+    return {
+        **source,
+        "cell": {**source["cell"], "stage": cell.stage},
+        "spec": spec,
+        "spec_hash": spec_hash(spec),
+        "commit": git_commit(ROOT),
+        "seconds": 0.0,
+        "compile_seconds": 0.0,
+        "host": host_record(host_code(cell)),
+        "copied_from": twin.id,
+    }
 
 
 def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:

@@ -3,6 +3,7 @@ score, paired statistics, provenance and --check."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -77,6 +78,7 @@ def test_learner_scores_use_the_evaluations_only():
 def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
     preset = study.PRESETS["tuned-smoke"]
     cells = study.cells_of(preset)
+    copies: list[bool] = []
     assert sorted(p.stem for p in (smoke / "cells").glob("*.json")) == sorted(c.id for c in cells)
     assert not any(c.stage == "tune" and c.block.env == "Acrobot-v1" for c in cells)  # held out of every search
     for cell in cells:
@@ -99,7 +101,12 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
                 means = [np.mean(p["learner_stochastic_auc"]) for p in tuned["points"]]
                 winner = tuned["points"][int(np.argmax(means))]["point"]
             assert {} in knobs and winner in knobs  # default and tuned, side by side
-    assert {c.rule for c in cells} == {"mode", "stochastic"}
+            if cell.rule != "mode":  # the same trial as the first rule's: that cell's numbers, copied and said so
+                twin = json.loads(study.cell_path(smoke, dataclasses.replace(cell, stage=cell.kind)).read_text())
+                same = winner == tuned["best"]["point"]
+                assert ("copied_from" in result) == same and (not same or result["points"] == twin["points"])
+                copies.append(same)
+    assert {c.rule for c in cells} == {"mode", "stochastic"} and copies
     payload = json.loads((smoke / "tuned.json").read_text())
     assert payload["cells_missing"] == [] and payload["cells_stale"] == [] and payload["cells_host_unrecorded"] == []
     rows = payload["rows"]
