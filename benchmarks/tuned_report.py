@@ -113,7 +113,12 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     from tuned_study import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 
     rows, tuning, missing, stale, unrecorded, seconds = [], {}, [], [], [], 0.0
-    for cell in cells_of(preset):
+    cells = cells_of(preset)
+    # a block's table rows wait until all its cells of that winner rule are in (its search's too): a half-run block
+    # would change the comparisons, and so the corrected marks, of the whole table
+    absent = {(c.block.env, c.block.regime, c.rule) for c in cells if load_cell(out_dir, preset, c) is None}
+    absent |= {(env, regime, "stochastic") for env, regime, rule in absent if rule == "mode"}
+    for cell in cells:
         result = load_cell(out_dir, preset, cell)
         if result is None:
             missing.append(cell.id)
@@ -134,6 +139,8 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
             }
             continue
         source = tuning_cell(preset, cell)
+        if (*block, cell.rule) in absent or (source is not None and (*_block_of(source), "mode") in absent):
+            continue  # an incomplete block (or one whose search is incomplete): listed, not tabled
         tuned = load_cell(out_dir, preset, source)["best"]["point"] if source is not None else None
         for point in result["points"]:
             knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
@@ -161,11 +168,16 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     return {
         "rows": rows,
         "tuning": tuning,
+        "incomplete": sorted(f"{env} ({regime}), {rule} rule" for env, regime, rule in absent),
         "missing": missing,
         "stale": stale,
         "host_unrecorded": unrecorded,
         "seconds": seconds,
     }
+
+
+def _block_of(cell) -> tuple[str, str]:
+    return cell.block.env, cell.block.regime
 
 
 def _pi_key(score: str) -> str:
@@ -324,6 +336,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "cells_missing": collected["missing"],
         "cells_stale": collected["stale"],
         "cells_host_unrecorded": collected["host_unrecorded"],
+        "blocks_incomplete": collected["incomplete"],
         "study_seconds": collected["seconds"],
         "comparisons_per_table": collected["comparisons"],
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
@@ -344,6 +357,11 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         f"{collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
         f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
         "",
+        *(
+            [f"Not in the tables until all their cells are in: {'; '.join(collected['incomplete'])}.", ""]
+            if collected["incomplete"]
+            else []
+        ),
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
         "",
         f"**+** / **-**: the paired Wilcoxon signed-rank test rejects equality with tuned decoupled PPO at "

@@ -362,3 +362,24 @@ def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, s
     # the winner rule is part of the host code: another rule is another hash
     monkeypatch.setattr(study, "HOST_CODE", (study.train_points, study.seed_keys))
     assert not current_with(host)
+
+
+def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_module, smoke, tmp_path):
+    """A half-run block would change the comparisons, and so the corrected marks, of a whole table: until its last
+    cell is in, it is listed as incomplete and its rows wait (per winner rule)."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    preset = study.PRESETS["tuned-smoke"]
+    full = report_module.collect(preset, out)
+    assert full["incomplete"] == [] and {r["env"] for r in full["rows"]} == {"CartPole-v1", "Acrobot-v1"}
+    cell = next(c for c in study.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "stochastic")
+    study.cell_path(out, cell).unlink()
+    partial = report_module.collect(preset, out)
+    assert partial["incomplete"] == ["Acrobot-v1 (aggressive), stochastic rule"]
+    assert not [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "stochastic"]
+    assert [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "mode"]  # the other rule's stay
+    mode_cell = next(c for c in study.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
+    study.cell_path(out, mode_cell).unlink()
+    assert not [r for r in report_module.collect(preset, out)["rows"] if r["env"] == "Acrobot-v1"]
