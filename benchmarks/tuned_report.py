@@ -37,6 +37,8 @@ README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict:
 # the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy
 # with a good argmax wins on the mode and loses here
 README_STOCHASTIC = "<!-- tuned verdict, stochastic: start -->", "<!-- tuned verdict, stochastic: end -->"
+# another winner rule's table (its winners picked and scored on the learner's stochastic policy)
+README_RULE = "<!-- tuned verdict, {rule} rule: start -->", "<!-- tuned verdict, {rule} rule: end -->"
 SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
 SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
@@ -227,6 +229,8 @@ def verdict_table(
     default, ``learner_stochastic_auc`` for its sampling policy) and its paired P(> decoupled PPO in the same
     configuration kind) on that score; ``rule``: whose winners (the searches' first rule, or another's)."""
     rows = [r for r in rows if _shown(r, rule)]
+    if not rows:
+        return ["(no block has all its cells yet)"]
     present = [m for m in methods if any(r["method"] == m for r in rows)]
     lines = [
         f"| env | lag | best ({SCORE_NAMES[score]}) | "
@@ -381,7 +385,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
                 "",
                 f"Each search's winner by the mean AUC of the learner's {rule} policy over the tuning seeds, tested "
                 "on the same fresh seeds; P against decoupled PPO tuned by the same rule; Holm over this table's "
-                "comparisons." + ("" if table[2:] else " (its cells are not run yet)"),
+                "comparisons.",
                 "",
                 *table,
                 "",
@@ -405,6 +409,8 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     if readme is not None:
         update_readme(readme, verdict)
         update_readme(readme, stochastic, markers=README_STOCHASTIC)
+        for rule, table in rules.items():
+            update_readme(readme, table, markers=tuple(m.format(rule=rule) for m in README_RULE))
     return payload
 
 

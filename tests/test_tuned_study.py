@@ -271,6 +271,19 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
         )
 
 
+def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_module):
+    """The second winner rule's table (docs/lag-benchmark.md) is the one its committed cells give."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
+    lines = report_module.verdict_table(
+        payload["rows"], study.PRESETS["tuned"].methods, "learner_stochastic_auc", "stochastic"
+    )
+    start, end = (marker.format(rule="stochastic") for marker in report_module.README_RULE)
+    assert "\n".join([start, *lines, end]) in (root / "docs" / "lag-benchmark.md").read_text(), (
+        "run python benchmarks/tuned_study.py --preset tuned --report --update-readme README.md"
+    )
+
+
 def test_a_brax_cell_is_one_file_in_the_cells_folder(study, tmp_path):
     """brax env names hold a "/": the cell's file must not land in a folder that does not exist."""
     block = next(b for b in study.PRESETS["tuned"].blocks if b.env.startswith("brax/"))
