@@ -175,6 +175,10 @@ def test_a_second_command_on_a_directory_in_use_is_refused_naming_the_holder(tmp
         assert f"{out} is in use by another vaco-jax command (process {os.getpid()}" in error
         assert "another --out-dir" in error
         assert not out.exists()
+        # --resume DIR writes into DIR, so it needs DIR's lock (it once took the default --out-dir's, runs/latest)
+        out.mkdir()
+        assert main(["sweep", "--resume", str(out), *TINY]) == 2
+        assert f"{out} is in use by another vaco-jax command" in capsys.readouterr().err
     with output_dir.exclusive(out):  # released when the holder's block ends
         pass
 

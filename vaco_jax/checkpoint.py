@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from vaco_jax import distributed
 from vaco_jax.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
 from vaco_jax.grid import grid_points
 from vaco_jax.output_dir import CHECKPOINTS_SUBDIR
@@ -57,11 +58,10 @@ def _saved_shape(leaf: Any) -> tuple[int, ...]:
 
 
 def _to_host(states: TrainState) -> dict[str, np.ndarray]:
-    leaves = jax.tree.leaves(states)
-    return {
-        f"leaf_{i:05d}": np.asarray(jax.device_get(jax.random.key_data(x) if _is_key(x) else x))
-        for i, x in enumerate(leaves)
-    }
+    """Every state leaf as a host array (keys as raw key data); in a multi-process run gathered from every process,
+    so that the checkpoint is one whole state that any number of processes can resume."""
+    leaves = [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(states)]
+    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(distributed.to_host(leaves))}
 
 
 def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainState:

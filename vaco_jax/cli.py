@@ -9,6 +9,7 @@ a summary table (final return and AUC per grid point: IQM and 95% bootstrap CI o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -17,12 +18,13 @@ from typing import Annotated, Any, Literal, Union
 
 import tyro
 
-from vaco_jax import evaluation, output_dir, writers
+from vaco_jax import distributed, evaluation, output_dir, writers
 from vaco_jax.asynchronous import AsyncOptions
 from vaco_jax.checkpoint import NoCheckpoint
 from vaco_jax.comparison import compare, recorded_demo
 from vaco_jax.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
 from vaco_jax.config_fields import check_choice
+from vaco_jax.distributed import DistributedOptions, LostProcess
 from vaco_jax.interrupt import GracefulStop
 from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
 from vaco_jax.presets import PRESETS, apply_presets
@@ -51,6 +53,8 @@ class TrainArgs:
     """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
+    distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
+    """Run as one of several cooperating processes (JAX's multi-controller runtime): see vaco_jax.distributed."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
     asynchronous: Annotated[bool, tyro.conf.arg(name="async")] = False
     """Real asynchronous actor-learner mode: --lag.num-actors actor threads feed the learner through a bounded queue
@@ -76,6 +80,8 @@ class SweepArgs:
     """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
+    distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
+    """Run as one of several cooperating processes (JAX's multi-controller runtime): see vaco_jax.distributed."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
 
 
@@ -264,7 +270,9 @@ def _resume_dir(argv: list[str]) -> Path | None:
 
 
 def _recorded_output(recorded: dict[str, Any], default: Output) -> Output:
-    return dataclasses.replace(default, **{k: v for k, v in recorded.items() if k in RESUMED_OUTPUT_OPTIONS})
+    """The output options a run recorded (JSON lists read back as the tuples the flags give)."""
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k in RESUMED_OUTPUT_OPTIONS}
+    return dataclasses.replace(default, **options)
 
 
 def _grid_flags(grid: dict[str, list]) -> tuple[str, ...]:
@@ -338,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         refuse_empty_paths(argv)
+        _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
         presets = _presets_in(argv)
         for name in presets:  # refused here, with the closest name, rather than in tyro's box
             check_choice("--preset", name, list(PRESETS))
@@ -349,13 +358,54 @@ def main(argv: list[str] | None = None) -> int:
         commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
     )
     try:
-        with output_dir.exclusive(_directory_written(args)):
+        with _exclusive(_directory_written(args)):
             return _run_command(args, argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2
     except Interrupted as interrupted:
         return interrupted.exit_code
+    except LostProcess as lost:
+        distributed.exit_lost(lost, str(_directory_written(args)))  # ends the process at once
+        raise
+
+
+def _join_processes(argv: list[str]) -> None:
+    """``train | sweep`` with --distributed flags, or under a detected cluster environment (srun): join the other
+    processes (:mod:`vaco_jax.distributed`). The flags are read before tyro, which needs a checkpoint's record (and
+    so JAX) for --resume's defaults."""
+    if not argv or argv[0] not in ("train", "sweep"):
+        if any(arg.startswith("--distributed.") for arg in argv):
+            raise ConfigError("--distributed.* flags belong to train and sweep: other commands run in one process")
+        return
+    parser = argparse.ArgumentParser(add_help=False)
+    for flag, kind in (("coordinator", str), ("num-processes", int), ("process-id", int), ("timeout", int)):
+        parser.add_argument(f"--distributed.{flag}", type=kind, default=None)
+    try:
+        given = vars(parser.parse_known_args(argv[1:])[0])
+    except SystemExit:  # a malformed value: tyro reports it with the command's usage
+        return
+    values = {name.removeprefix("distributed.").replace("-", "_"): v for name, v in given.items() if v is not None}
+    distributed.initialize(DistributedOptions(**values))
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path):
+    """The output directory's lock (:func:`vaco_jax.output_dir.exclusive`), held by the process that writes: in a
+    multi-process run process 0, which tells the others if it cannot take it."""
+    if not distributed.is_primary():
+        yield
+        return
+    try:
+        lock = output_dir.exclusive(directory)
+        lock.__enter__()
+    except ConfigError:
+        distributed.agree(False)
+        raise
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def _directory_written(args) -> Path:
@@ -364,7 +414,7 @@ def _directory_written(args) -> Path:
         return args.run_dir
     if isinstance(args, CalibrateArgs):
         return args.out_dir
-    return args.output.out_dir
+    return args.output.resume or args.output.out_dir  # --resume DIR writes into DIR
 
 
 def _run_command(args, argv: list[str]) -> int:

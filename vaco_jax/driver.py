@@ -28,6 +28,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from vaco_jax import distributed
 from vaco_jax.config import Config
 from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import TrainState
@@ -102,7 +103,9 @@ def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
 
 
 def run_sharding(num_runs: int) -> NamedSharding | None:
-    """A sharding of the run axis over all devices, or None with one device (or an uneven split)."""
+    """A sharding of the run axis over all devices (every process's, in a multi-process run), or None with one
+    device (or an uneven split, which a multi-process run refuses)."""
+    distributed.check_runs(num_runs)
     devices = jax.devices()
     if len(devices) < 2 or num_runs % len(devices):
         return None
@@ -151,9 +154,11 @@ class Driver:
         return self._chunk.lower(states, hparams, num_iterations, np.int32(0))
 
     def init(self, keys: jax.Array, hparams: Config) -> TrainState:
-        states = self._init(keys, hparams)
         sharding = run_sharding(keys.shape[0])
-        return states if sharding is None else jax.device_put(states, sharding)
+        if sharding is not None and distributed.multiprocess():  # a multi-process program takes global arrays
+            keys, hparams = distributed.put((keys, hparams), sharding)
+        states = self._init(keys, hparams)
+        return states if sharding is None else distributed.put(states, sharding)
 
     def run(
         self,
@@ -186,14 +191,15 @@ class Driver:
         lengths = iter(chunk_plan(total, chunk_size))
         sharding = run_sharding(keys.shape[0])
         if sharding is not None:
-            hparams = jax.device_put(hparams, sharding)
+            hparams = distributed.put(hparams, sharding)
+        should_stop = distributed.agreed_stop(should_stop)  # several processes stop at the same chunk
         start = time.perf_counter()
         if states is None:
             states = self.init(keys, hparams)
         elif sharding is not None:  # restored states (a resume) are laid out like fresh ones
-            states = jax.device_put(states, sharding)
+            states = distributed.put(states, sharding)
         done, chunks, timings, gaps, compile_seconds = 0, [], [], [], 0.0
-        first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
+        first = int(np.asarray(distributed.to_host(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
 
         def dispatch(states: TrainState, done: int):
             """Compile (once per chunk length) and start the next chunk; returns at once (asynchronous dispatch)."""
@@ -206,7 +212,7 @@ class Driver:
         if total > 0:
             n, dispatched, states, metrics = dispatch(states, done)
         while total > 0:
-            metrics = jax.device_get(metrics)  # waits for this chunk
+            metrics = distributed.to_host(metrics)  # waits for this chunk (gathered from every process)
             ready = time.perf_counter()
             timings.append(ready - dispatched)
             if keep_metrics:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from vaco_jax import checkpoint, fingerprint, memory, output_dir, plotting, writers
+from vaco_jax import checkpoint, distributed, fingerprint, memory, output_dir, plotting, writers
 from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, describe
 from vaco_jax.config import Config, ConfigError, config_dict
 from vaco_jax.driver import Driver
@@ -270,10 +270,16 @@ def execute(
     num_runs = num_points * num_seeds
     spec = program.env.action_spec
     memory.check_fits(config, num_runs, program.env.observation_size, spec.size, spec.discrete)
+    distributed.check_runs(num_runs)
+    if asynchronous is not None and distributed.multiprocess():
+        raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     if output.dry_run:
         report = memory.estimate(config, num_runs, chunk_size=output.chunk_size)
-        print(f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written")
-        print(report.format())
+        if distributed.is_primary():
+            print(
+                f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written"
+            )
+            print(report.format())
         return None
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
@@ -311,9 +317,18 @@ def execute(
             print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
     entries = run_entries(grid, output.tensorboard, output.wandb)
-    out = output_dir.prepare(
-        output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
-    )
+    primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
+    if primary:
+        try:
+            out = output_dir.prepare(
+                output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
+            )
+        except ConfigError:
+            distributed.agree(False)  # the other processes stop too, rather than wait for this one
+            raise
+    else:
+        out = Path(output.out_dir)
+    distributed.agree(True)
     offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
         out / checkpoint.SUBDIR,
@@ -326,9 +341,11 @@ def execute(
     )
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
-    tensorboard = _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard else None
+    tensorboard = (
+        _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
+    )
     logger = None
-    if output.wandb:
+    if output.wandb and primary:
         options = WandbOptions(output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode)
         seeds = list(range(seed, seed + num_seeds))
         logger = WandbWriter(options, config, grid, seeds, run_id, out, offset=offset)  # W&B writes out/wandb/
@@ -336,7 +353,8 @@ def execute(
         f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {num_points} grid point(s) x "
         f"{num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
-        f"({config.total_env_steps * num_runs:,} env steps in all)",
+        f"({config.total_env_steps * num_runs:,} env steps in all)"
+        + (f"; {distributed.describe()}" if distributed.multiprocess() else ""),
         flush=True,
     )
     try:
@@ -347,7 +365,7 @@ def execute(
             seed=seed,
             chunk_size=output.chunk_size,
             callbacks=[
-                _progress(config, num_runs, output.quiet, offset),
+                _progress(config, num_runs, output.quiet or not primary, offset),
                 *([tensorboard.on_chunk] if tensorboard else []),
                 *([logger.on_chunk] if logger else []),
             ],
@@ -365,6 +383,16 @@ def execute(
     finally:
         if tensorboard:
             tensorboard.close()
+    if not primary:  # process 0 writes the results; this one says where and ends as it does
+        done = saver.last_saved  # a run saves where it ends
+        print(
+            f"vaco-jax: {distributed.describe()}: {done} of {config.num_iterations} iterations done; process 0 "
+            f"writes the results in {out}",
+            flush=True,
+        )
+        if done < config.num_iterations:
+            raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)
+        return result
     done = result.num_iterations
     partial = done < config.num_iterations
     result.extra["presets"] = list(presets)
@@ -390,12 +418,16 @@ def execute(
         + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
     )
     if partial:
+        by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
         print(
-            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations; the results in {out} are "
-            f"partial (summary.json says so). To finish, run the same command with --resume {resume_with or out}",
+            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations"
+            + (" (another process of the run was interrupted)" if by_another else "")
+            + f"; the results in {out} are partial (summary.json says so). To finish, run the same command"
+            + (" on every process" if distributed.multiprocess() else "")
+            + f" with --resume {resume_with or out}",
             flush=True,
         )
-        raise Interrupted(stop.exit_code if stop is not None else 1)
+        raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)  # else: another process's
     return result
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from vaco_jax import stats
+from vaco_jax import distributed, stats
 from vaco_jax.config import Config, ConfigError, get_field, is_traced, with_overrides
 from vaco_jax.driver import ChunkCallback, Driver, StateCallback, stack_hparams
 from vaco_jax.grid import grid_points, indexed_points
@@ -241,7 +241,8 @@ def run_sweep(
       should_stop: asked after each chunk; if true the sweep ends there and the result holds the iterations done.
       metrics_dir: stream each chunk's metrics to this directory (a :class:`~vaco_jax.metrics_store.MetricsStore`)
         instead of holding them in host memory; the result then reads them from there, one metric at a time.
-        For long runs: host memory no longer grows with the number of iterations.
+        For long runs: host memory no longer grows with the number of iterations. In a multi-process run
+        (:mod:`vaco_jax.distributed`) process 0 writes them and the other processes' results hold no metrics.
       progress: show a progress bar (tqdm) advanced at every chunk, with the latest mean training return, when the
         run has more than one chunk; False for none (the CLI prints its own lines).
 
@@ -257,7 +258,8 @@ def run_sweep(
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
     done = resume.iterations_done if resume else 0
-    store = MetricsStore(metrics_dir) if metrics_dir is not None else None
+    # several processes: process 0 streams the metrics to disk, the others keep none (vaco_jax.distributed)
+    store = MetricsStore(metrics_dir) if metrics_dir is not None and distributed.is_primary() else None
     if store is not None:
         if resume:
             store.truncate(done)  # metrics written after the checkpoint are computed again
@@ -268,7 +270,8 @@ def run_sweep(
             )
         callbacks = [lambda end, metrics: store.append(done + end - metrics_length(metrics), metrics), *callbacks]
     remaining = config.num_iterations - done
-    bar = ProgressBar(config.num_iterations, done) if progress and chunk_size and chunk_size < remaining else None
+    shown = progress and distributed.is_primary() and chunk_size and chunk_size < remaining
+    bar = ProgressBar(config.num_iterations, done) if shown else None
     try:
         out = driver.run(
             keys,
@@ -279,7 +282,7 @@ def run_sweep(
             num_iterations=remaining,
             state_callbacks=state_callbacks,
             should_stop=should_stop,
-            keep_metrics=store is None,
+            keep_metrics=metrics_dir is None,
         )
     finally:
         if bar:
@@ -287,6 +290,8 @@ def run_sweep(
     shape = (*(len(v) for v in grid.values()), num_seeds)
     if store is not None:
         metrics: Mapping[str, np.ndarray] = StoredMetrics(store, shape)
+    elif metrics_dir is not None:  # not process 0 of a multi-process run: its metrics are process 0's to write
+        metrics = {}
     else:
         metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
     return SweepResult(

@@ -1,0 +1,146 @@
+"""Runs per second of one sweep as one process and as two cooperating processes (JAX's multi-controller runtime).
+
+The same sweep (PPO on CartPole-v1, 16 envs x 128 steps, 4 x 4 updates, ``--runs`` seeds, ``--iterations``
+iterations in chunks of 10) is trained three ways on this machine: one process on one device, one process on two
+(forced) CPU devices, and two processes with one device each, joined through a localhost coordinator with gloo
+collectives (``vaco_jax.distributed``). Each way is a fresh set of worker processes that compiles, runs the sweep
+once to warm up, then times it (compile excluded; metrics gathered to every process at each chunk, as the CLI
+does). The ways alternate round-robin for ``--repeats`` rounds, so that a drift of the machine's speed touches each
+alike; the best round of each is reported with its ratio to one process on one device.
+
+    .venv/bin/python benchmarks/distributed_scaling.py      # about 4 minutes on 2 cores
+
+Writes ``benchmarks/results/distributed_scaling.json`` and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import git_commit, write_result  # noqa: E402
+
+WAYS = {  # name: (processes, devices per process)
+    "one process, one device": (1, 1),
+    "one process, two devices": (1, 2),
+    "two processes, one device each": (2, 1),
+}
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One process of a way: join the others (if any), compile, warm up, time the sweep; process 0 prints JSON."""
+    from vaco_jax import distributed
+
+    if args.processes > 1:
+        distributed.initialize(
+            distributed.DistributedOptions(f"127.0.0.1:{args.port}", args.processes, args.process_id, timeout=120)
+        )
+    import jax
+
+    from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+
+    config = Config(
+        num_iterations=args.iterations,
+        env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4),
+    )
+    driver = Driver(TrainProgram(config))
+    keys, hparams = seed_keys(0, args.runs), stack_hparams([config] * args.runs)
+    warm = driver.run(keys, hparams, chunk_size=10)  # compiles
+    start = time.perf_counter()
+    out = driver.run(keys, hparams, chunk_size=10)
+    seconds = time.perf_counter() - start
+    if distributed.is_primary():
+        record = {
+            "seconds": seconds,
+            "compile_seconds": warm.compile_seconds,
+            "run_iterations_per_second": args.runs * args.iterations / seconds,
+            "devices": jax.device_count(),
+            "final_return_mean": float(out.metrics["episode/return"][:, -1].mean()),
+        }
+        print("RESULT " + json.dumps(record), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_way(name: str, args: argparse.Namespace) -> dict:
+    processes, devices = WAYS[name]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if devices > 1:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    port = free_port()
+    common = [sys.executable, __file__, "--worker", "--runs", str(args.runs), "--iterations", str(args.iterations)]
+    started = [
+        subprocess.Popen(
+            [*common, "--processes", str(processes), "--process-id", str(i), "--port", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    outputs = [p.communicate(timeout=1800)[0] for p in started]
+    if any(p.returncode for p in started):
+        raise SystemExit(f"{name}: a worker failed (exit codes {[p.returncode for p in started]})")
+    line = next(line for line in outputs[0].splitlines() if line.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=8, help="seeds in the sweep (a multiple of 2)")
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/distributed_scaling.json")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    rounds: dict[str, list[dict]] = {name: [] for name in WAYS}
+    for round_index in range(args.repeats):
+        for name in WAYS:
+            rounds[name].append(run_way(name, args))
+            print(f"round {round_index + 1}: {name}: {rounds[name][-1]['seconds']:.2f} s", flush=True)
+    best = {name: min(results, key=lambda r: r["seconds"]) for name, results in rounds.items()}
+    base = best["one process, one device"]["run_iterations_per_second"]
+    lines = [
+        "| way | devices | run-iterations/s (best of rounds) | vs one process, one device | compile (s) |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {name} | {r['devices']} | {r['run_iterations_per_second']:.1f} | "
+            f"{r['run_iterations_per_second'] / base:.2f}x | {r['compile_seconds']:.1f} |"
+            for name, r in best.items()
+        ),
+    ]
+    write_result(
+        args.out,
+        "python benchmarks/distributed_scaling.py",
+        lines,
+        commit=git_commit(ROOT),
+        runs=args.runs,
+        iterations=args.iterations,
+        repeats=args.repeats,
+        best=best,
+        rounds=rounds,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Several processes on JAX's multi-controller runtime (two local CPU processes joined with gloo collectives).
+
+What a user relies on: a two-process sweep gives the numbers of a one-process sweep on as many devices, bit for bit;
+Ctrl-C on one process stops both at the same chunk with a checkpoint, which two processes (or one) resume to the
+uninterrupted result; a process that dies or never joins makes the others stop at once with one message."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_cli import TINY
+from vaco_jax import distributed
+from vaco_jax.cli import main
+from vaco_jax.metrics_store import MetricsStore
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ["sweep", "--grid", "lag.k=0,4", *TINY]  # 2 grid points x 2 seeds: 4 runs, 2 per process
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}  # the tests' compilation cache is shared
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with open(log, "w") as handle:
+        return subprocess.Popen(
+            [sys.executable, "-m", "vaco_jax.cli", *argv], cwd=ROOT, env=env or ENV, stdout=handle, stderr=handle
+        )
+
+
+def _processes(argv: list[str], logs: Path, *, count: int = 2, timeout: int = 60) -> list[subprocess.Popen]:
+    """``count`` processes of one run, joined at a free localhost port; logs in logs/process_<i>.txt."""
+    port = _free_port()
+    flags = ["--distributed.coordinator", f"127.0.0.1:{port}", "--distributed.num-processes", str(count)]
+    flags += ["--distributed.timeout", str(timeout)]
+    return [
+        _start([*argv, *flags, "--distributed.process-id", str(i)], logs / f"process_{i}.txt") for i in range(count)
+    ]
+
+
+def _one_process_on_two_devices(argv: list[str], log: Path) -> subprocess.Popen:
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()
+    return _start(argv, log, {**ENV, "XLA_FLAGS": flags})
+
+
+def _wait_for(log: Path, text: str, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while text not in log.read_text():
+        assert process.poll() is None, f"the process ended before printing {text!r}: {log.read_text()[-2000:]}"
+        assert time.time() < deadline, f"{text!r} not printed within {timeout} s"
+        time.sleep(0.05)
+
+
+def _finish(processes: list[subprocess.Popen], timeout: float = 300) -> list[int]:
+    return [process.wait(timeout=timeout) for process in processes]
+
+
+def _assert_same_results(got: Path, want: Path) -> None:
+    stores = [MetricsStore(d / "metrics") for d in (got, want)]
+    assert stores[0].iterations == stores[1].iterations == 6
+    assert set(stores[0].names()) == set(stores[1].names())
+    for name in stores[1].names():
+        np.testing.assert_array_equal(stores[0].load(name), stores[1].load(name), err_msg=name)
+    rows = [json.loads((d / "summary.json").read_text()) for d in (got, want)]
+    for summary in rows:
+        for row in summary:
+            row.pop("run_id")
+    assert rows[0] == rows[1]
+
+
+def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_one_process_sweep(tmp_path):
+    reference, run = tmp_path / "reference", tmp_path / "two_processes"
+    one = _one_process_on_two_devices([*SWEEP, "--quiet", "--out-dir", str(reference)], tmp_path / "reference.txt")
+    pair = _processes([*SWEEP, "--out-dir", str(run)], tmp_path)
+    # the intro line comes just before the compile: Ctrl-C there stops the run after its first chunk (3 iterations)
+    _wait_for(tmp_path / "process_1.txt", "env steps in all", pair[1])
+    pair[1].send_signal(signal.SIGINT)
+    assert _finish(pair) == [1, 130], [p.read_text()[-2000:] for p in tmp_path.glob("process_*.txt")]
+    assert "another process of the run was interrupted" in (tmp_path / "process_0.txt").read_text()
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["3"]
+    assert all(row["partial"] for row in json.loads((run / "summary.json").read_text()))
+    assert not (tmp_path / "process_1.txt").read_text().count("summary.json")  # process 1 wrote nothing
+
+    alone = tmp_path / "resumed_alone"  # the checkpoint holds the whole state: one process resumes it as well
+    shutil.copytree(run, alone)
+    single = _one_process_on_two_devices(["sweep", "--resume", str(alone), "--quiet"], tmp_path / "alone.txt")
+    resumed = _processes(["sweep", "--resume", str(run)], tmp_path)
+    assert _finish([*resumed, single, one]) == [0, 0, 0, 0], (tmp_path / "process_0.txt").read_text()[-2000:]
+    _assert_same_results(run, reference)
+    _assert_same_results(alone, reference)
+
+
+def test_a_killed_process_stops_the_other_at_once_naming_it_and_how_to_resume(tmp_path):
+    out = tmp_path / "run"
+    pair = _processes([*SWEEP, "--out-dir", str(out)], tmp_path)
+    _wait_for(tmp_path / "process_1.txt", "env steps in all", pair[1])  # both have joined; now compiling
+    pair[1].kill()
+    started = time.time()
+    assert pair[0].wait(timeout=120) == distributed.JOIN_EXIT_CODE
+    assert time.time() - started < 60
+    said = (tmp_path / "process_0.txt").read_text()
+    assert "vaco-jax: process 0 of 2: lost contact with process 1 of the run" in said, said[-2000:]
+    assert f"--resume {out}" in said
+
+
+def test_a_process_that_never_joins_stops_the_others_after_the_timeout(tmp_path):
+    port = _free_port()
+    flags = ["--distributed.coordinator", f"127.0.0.1:{port}", "--distributed.num-processes", "2"]
+    started = time.time()
+    lonely = _start(
+        ["train", "--out-dir", str(tmp_path / "run"), *flags, "--distributed.process-id", "0",
+         "--distributed.timeout", "2"],
+        tmp_path / "process_0.txt",
+    )  # fmt: skip
+    assert lonely.wait(timeout=120) == distributed.JOIN_EXIT_CODE
+    assert time.time() - started < 60
+    said = (tmp_path / "process_0.txt").read_text()
+    assert "not all of 2 processes joined at 127.0.0.1" in said and "within --distributed.timeout 2 s" in said
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["train", "--distributed.num-processes", "2"], "--distributed.coordinator, --distributed.process-id missing"),
+        (
+            ["train", *("--distributed.coordinator", "localhost"), *("--distributed.num-processes", "2"),
+             *("--distributed.process-id", "0")],
+            "must be HOST:PORT",
+        ),
+        (
+            ["sweep", *("--distributed.coordinator", "localhost:1"), *("--distributed.num-processes", "2"),
+             *("--distributed.process-id", "2")],
+            "--distributed.process-id 2 must be in 0 .. 1",
+        ),
+        (["demo", "--distributed.num-processes", "2"], "belong to train and sweep"),
+    ],
+)  # fmt: skip
+def test_bad_distributed_flags_are_refused_before_anything_starts(argv, fragment, tmp_path, capsys):
+    assert main([*argv, "--out-dir", str(tmp_path / "run")]) == 2
+    assert fragment in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_count_that_does_not_split_over_the_processes_devices_is_refused(monkeypatch):
+    monkeypatch.setattr(distributed, "multiprocess", lambda: True)
+    monkeypatch.setattr(distributed.jax, "device_count", lambda: 4)
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    distributed.check_runs(8)
+    with pytest.raises(distributed.ConfigError, match="6 runs .* cannot be split evenly over the 4 devices of 2"):
+        distributed.check_runs(6)
