@@ -8,7 +8,7 @@ once to warm up, then times it (compile excluded; metrics gathered to every proc
 does). The ways alternate round-robin for ``--repeats`` rounds, so that a drift of the machine's speed touches each
 alike; the best round of each is reported with its ratio to one process on one device.
 
-    .venv/bin/python benchmarks/distributed_scaling.py      # about 4 minutes on 2 cores
+    .venv/bin/python benchmarks/distributed_scaling.py      # about 6 minutes on 2 idle cores
 
 Writes ``benchmarks/results/distributed_scaling.json`` and prints a markdown table.
 """
@@ -102,7 +102,7 @@ def run_way(name: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=8, help="seeds in the sweep (a multiple of 2)")
-    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--iterations", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/distributed_scaling.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

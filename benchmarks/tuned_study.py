@@ -31,6 +31,15 @@ Usage:
   python benchmarks/tuned_study.py --preset tuned --report         # statistics from the cells on disk
   python benchmarks/tuned_study.py --preset tuned --report --update-readme README.md   # and the README's table
   python benchmarks/tuned_study.py --preset tuned --check          # rerun one random committed cell and compare
+  python benchmarks/tuned_study.py --preset tuned --shard 2/8      # this host's eighth of the cells (0-based)
+  python benchmarks/tuned_study.py --preset tuned --devices 4      # four cells at once, one per local device
+
+Spreading the cells: the cells are independent programs, except that a test cell uses its search's winner. A
+search and every cell that uses it (held-out blocks' included) form a group; ``--shard I/N`` runs the groups
+I, I + N, I + 2N, ... in run order (a SLURM job array maps onto it: ``--shard $SLURM_ARRAY_TASK_ID/N``), and
+``--devices K`` splits this host's share the same way over K worker processes, each given one local device
+(``CUDA_VISIBLE_DEVICES``). Every cell is one file in ``cells/``: copying the shards' folders into one merges them,
+and the report lists whatever is still missing.
 """
 
 from __future__ import annotations
@@ -320,11 +329,96 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     return result if same_cell_spec(result.get("spec", {}), cell_spec(preset, cell, out_dir)) else None
 
 
-def run(preset_name: str, out_dir: Path, max_cells: int | None = None, keep_stale: bool = False) -> None:
+# ----------------------------------------------------------------------------- spreading cells over devices and hosts
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One of ``count`` parts of the cells (0-based ``index``): ``--shard I/N``."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, sep, count = text.partition("/")
+        try:
+            shard = cls(int(index), int(count))
+        except ValueError:
+            shard = None
+        if not sep or shard is None or shard.count < 1 or not 0 <= shard.index < shard.count:
+            raise argparse.ArgumentTypeError(
+                f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4 (a SLURM array: $SLURM_ARRAY_TASK_ID/N)"
+            )
+        return shard
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def cell_group(preset: TunedPreset, cell: Cell) -> str:
+    """The cells that run in one place: a search and every test cell that uses its winner (a held-out block's, and
+    another rule's, which may copy its twin), named by that search; an untuned block's cells by block and method."""
+    source = cell if cell.stage == "tune" else tuning_cell(preset, cell)
+    return source.id if source is not None else f"{cell.block.env}__{cell.block.regime}__untuned__{cell.method}"
+
+
+def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = ()) -> list[Cell]:
+    """The cells of a host's shard, then of a device's shard within it (``shards`` in that order): the groups
+    (:func:`cell_group`) in run order, dealt round-robin. Every cell lands in exactly one shard, with its search."""
+    cells = cells_of(preset)
+    for shard in shards:
+        groups = list(dict.fromkeys(cell_group(preset, cell) for cell in cells))
+        mine = {group for i, group in enumerate(groups) if i % shard.count == shard.index}
+        cells = [cell for cell in cells if cell_group(preset, cell) in mine]
+    return cells
+
+
+def device_workers(argv: Sequence[str], devices: int, environ: dict[str, str]) -> list[tuple[list[str], dict]]:
+    """``--devices K``: the K worker commands (this command with ``--device-shard j/K`` instead of ``--devices``,
+    and no report) and their environments, worker j seeing only the j-th local device (of ``CUDA_VISIBLE_DEVICES``
+    where it is set)."""
+    visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if visible and len(visible) < devices:
+        raise SystemExit(f"--devices {devices}, but CUDA_VISIBLE_DEVICES lists {len(visible)}: {visible}")
+    kept, skip = [], False
+    for arg in argv:  # drop --devices K and --update-readme FILE (the starting process reports)
+        if skip:
+            skip = False
+        elif arg in ("--devices", "--update-readme"):
+            skip = True
+        elif not arg.startswith(("--devices=", "--update-readme=")):
+            kept.append(arg)
+    workers = []
+    for j in range(devices):
+        device = visible[j] if visible else str(j)
+        command = [sys.executable, str(Path(__file__).resolve()), *kept, "--device-shard", f"{j}/{devices}"]
+        workers.append((command, {**environ, "CUDA_VISIBLE_DEVICES": device}))
+    return workers
+
+
+def run_on_devices(argv: Sequence[str], devices: int) -> None:
+    """Run this host's cells as ``devices`` worker processes at once, one per local device; fails if any fails."""
+    import os
+    import subprocess
+
+    started = [subprocess.Popen(command, env=env) for command, env in device_workers(argv, devices, dict(os.environ))]
+    codes = [process.wait() for process in started]
+    if any(codes):
+        raise SystemExit(f"--devices {devices}: worker exit codes {codes}; the cells they finished are on disk")
+
+
+def run(
+    preset_name: str,
+    out_dir: Path,
+    max_cells: int | None = None,
+    keep_stale: bool = False,
+    shards: Sequence[Shard] = (),
+) -> None:
     preset = PRESETS[preset_name]
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     ran = 0
-    for cell in cells_of(preset):
+    for cell in shard_cells(preset, shards):
         done = load_cell(out_dir, preset, cell)
         if done is not None and (keep_stale or is_current(preset, cell, out_dir, done)):
             continue  # a stale cell (made by other programs) is run again, unless --keep-stale
@@ -428,19 +522,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
     )
+    parser.add_argument(
+        "--shard", type=Shard.parse, default=None, help="run only part I of N of the cells (0-based), e.g. 0/4"
+    )
+    parser.add_argument("--devices", type=int, default=None, help="run this host's cells on K local devices at once")
+    parser.add_argument("--device-shard", type=Shard.parse, default=None, help=argparse.SUPPRESS)  # a worker's part
     args = parser.parse_args(argv)
+    if args.devices is not None and args.devices < 1:
+        parser.error(f"--devices {args.devices} must be >= 1")
+    shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if not (args.report or args.check):
         refuse_dirty_results(out_dir, ROOT, args.allow_dirty)
     if args.check:
         raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
+    if args.devices and not (args.report or args.check):
+        run_on_devices(sys.argv[1:] if argv is None else list(argv), args.devices)
+        args.report = True  # the workers ran the cells; this process reports
     with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once
         if not args.report:
-            run(args.preset, out_dir, args.max_cells, args.keep_stale)
+            run(args.preset, out_dir, args.max_cells, args.keep_stale, shards)
+        if args.device_shard is not None:
+            return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
             from tuned_report import report
 
-            report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
+            payload = report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
+            missing = payload["cells_missing"]
+            if missing:  # e.g. the other shards' cells, until their folders are copied in
+                shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+                print(f"{len(missing)} cells missing from {out_dir / 'cells'}: {shown}")
 
 
 if __name__ == "__main__":

@@ -401,3 +401,52 @@ def _incomplete_blocks(study, report_module, preset, out):
     mode_cell = next(c for c in study.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
     study.cell_path(out, mode_cell).unlink()
     assert not [r for r in report_module.collect(preset, out)["rows"] if r["env"] == "Acrobot-v1"]
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_shards_partition_the_cells_and_keep_each_search_with_its_tests(study, count):
+    """--shard I/N (a SLURM array) and --devices K (within a host): every cell in exactly one shard, and a test cell
+    always beside the search whose winner it tests (a held-out block's and another rule's included)."""
+    preset = study.PRESETS["tuned"]
+    every = study.cells_of(preset)
+    parts = [study.shard_cells(preset, [study.Shard(i, count)]) for i in range(count)]
+    assert sorted(c.id for part in parts for c in part) == sorted(c.id for c in every)  # disjoint and complete
+    for part in parts:
+        ids = {c.id for c in part}
+        for cell in part:
+            source = study.tuning_cell(preset, cell) if cell.stage != "tune" else None
+            assert source is None or source.id in ids, (cell.id, source.id)
+    if count > 1:  # a host's share split over two devices is a partition of that share
+        within = [study.shard_cells(preset, [study.Shard(0, count), study.Shard(j, 2)]) for j in range(2)]
+        assert sorted(c.id for part in within for c in part) == sorted(c.id for c in parts[0])
+    assert all(parts), "round-robin over the groups leaves no shard empty (the preset has more groups)"
+
+
+def test_shard_flags_are_checked_and_device_workers_see_one_device_each(study):
+    assert study.Shard.parse("2/8") == study.Shard(2, 8)
+    for bad in ("8/8", "-1/4", "1", "a/b", "0/0"):
+        with pytest.raises(Exception, match="must be I/N with 0 <= I < N"):
+            study.Shard.parse(bad)
+    argv = ["--preset", "tuned", "--shard", "1/4", "--devices", "2", "--update-readme", "README.md"]
+    workers = study.device_workers(argv, 2, {"CUDA_VISIBLE_DEVICES": "4,5,6"})
+    assert [env["CUDA_VISIBLE_DEVICES"] for _, env in workers] == ["4", "5"]
+    assert [command[2:] for command, _ in workers] == [
+        ["--preset", "tuned", "--shard", "1/4", "--device-shard", f"{j}/2"] for j in range(2)
+    ]
+
+
+def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study, report_module, smoke, tmp_path):
+    import shutil
+
+    preset = study.PRESETS["tuned-smoke"]
+    parts = [study.shard_cells(preset, [study.Shard(i, 2)]) for i in range(2)]
+    merged = tmp_path / "merged"
+    (merged / "cells").mkdir(parents=True)
+    with study.fingerprints_memoized():
+        for i, part in enumerate(parts):  # a host's shard arrives: its cells are copied into one folder
+            for cell in part:
+                shutil.copy(study.cell_path(smoke, cell), study.cell_path(merged, cell))
+            later = [c.id for p in parts[i + 1 :] for c in p]
+            collected = report_module.collect(preset, merged)
+            assert sorted(collected["missing"]) == sorted(later)
+        assert collected["rows"] == report_module.collect(preset, smoke)["rows"]  # merged: the one-host study
