@@ -165,3 +165,10 @@ def test_a_run_count_that_does_not_split_over_the_processes_devices_is_refused(m
     distributed.check_runs(8)
     with pytest.raises(distributed.ConfigError, match="6 runs .* cannot be split evenly over the 4 devices of 2"):
         distributed.check_runs(6)
+
+
+def test_the_docs_scaling_table_is_the_committed_measurement():
+    from tests.conftest import committed_table
+
+    block, table = committed_table("distributed_scaling.json", "distributed scaling")
+    assert block == table and "two processes, one device each" in table

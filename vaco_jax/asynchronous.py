@@ -201,9 +201,16 @@ class AsyncDriver:
         should_stop: Callable[[], bool] | None = None,
         keep_metrics: bool = True,
         overlap: bool = True,  # noqa: ARG002  (the actors already overlap the host's work)
+        runs_per_program: int | None = None,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` learner updates, with
-        actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run)."""
+        actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run). The runs are
+        one program (``runs_per_program`` below S is refused: the actors step every run's environments at once)."""
+        if runs_per_program is not None and runs_per_program < keys.shape[0]:
+            raise ConfigError(
+                f"--async trains its {keys.shape[0]} runs as one program: --runs-per-program {runs_per_program} "
+                "cannot split them; run fewer seeds per command instead"
+            )
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         hparams = jax.device_put(hparams, self.learner_device)
         start = time.perf_counter()

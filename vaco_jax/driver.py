@@ -29,7 +29,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from vaco_jax import distributed
-from vaco_jax.config import Config
+from vaco_jax.config import Config, ConfigError
 from vaco_jax.trainer import TrainProgram
 from vaco_jax.types import TrainState
 
@@ -94,6 +94,39 @@ def ends_here(done: int, total: int, should_stop: Callable[[], bool] | None) -> 
 def merge_chunks(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per-chunk metrics ``{name: [S, n]}`` joined along the iteration axis (empty without chunks)."""
     return {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
+
+
+def program_parts(num_runs: int, runs_per_program: int | None, devices: int = 1) -> list[slice]:
+    """The run axis split into programs of at most ``runs_per_program`` runs (None: one program), evened out like
+    :func:`chunk_plan` so that the parts share one length (one compiled program) where the run count allows; every
+    part a multiple of ``devices`` runs, so that each is sharded like the whole would be."""
+    if runs_per_program is None or runs_per_program >= num_runs:
+        return [slice(0, num_runs)]
+    if runs_per_program < devices or runs_per_program % devices or num_runs % devices:
+        raise ConfigError(
+            f"--runs-per-program {runs_per_program} must be a multiple of the {devices} devices the runs are "
+            f"sharded over (and {num_runs} runs too)"
+        )
+    units = num_runs // devices  # the parts are made of whole device groups
+    lengths = [devices * n for n in chunk_plan(units, runs_per_program // devices)]
+    starts = np.cumsum([0, *lengths])
+    return [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
+def _take(tree: Any, part: slice) -> Any:
+    """The runs ``part`` of a batched tree (arrays, keys or a TrainState)."""
+    return jax.tree.map(lambda x: x[part], tree)
+
+
+def _join(parts: list[Any]) -> Any:
+    """Batched trees joined along the run axis (the one tree itself when there is one)."""
+    if len(parts) == 1:
+        return parts[0]
+    return jax.tree.map(lambda *xs: jax.numpy.concatenate(xs, axis=0), *parts)
+
+
+def _join_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return parts[0] if len(parts) == 1 else {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
 def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
@@ -173,6 +206,7 @@ class Driver:
         should_stop: Callable[[], bool] | None = None,
         keep_metrics: bool = True,
         overlap: bool = True,
+        runs_per_program: int | None = None,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
@@ -186,33 +220,51 @@ class Driver:
         with the number of iterations, and the returned metrics are empty.
         ``overlap=False`` runs every chunk's callbacks before dispatching the next chunk (the device then idles
         through them; for measuring the gain of double buffering, ``benchmarks/driver_overlap.py``).
+        ``runs_per_program`` splits the runs into programs of at most that many (:func:`program_parts`), for sweeps
+        whose batch buffers do not fit the device at once: every chunk runs the parts back to back, each to the end
+        before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         lengths = iter(chunk_plan(total, chunk_size))
-        sharding = run_sharding(keys.shape[0])
+        parts = program_parts(keys.shape[0], runs_per_program, jax.device_count())
+        sharding = run_sharding(parts[0].stop - parts[0].start)
+        hparams_parts = [_take(hparams, part) for part in parts] if len(parts) > 1 else [hparams]
         if sharding is not None:
-            hparams = distributed.put(hparams, sharding)
+            hparams_parts = [distributed.put(h, sharding) for h in hparams_parts]
         should_stop = distributed.agreed_stop(should_stop)  # several processes stop at the same chunk
         start = time.perf_counter()
         if states is None:
-            states = self.init(keys, hparams)
-        elif sharding is not None:  # restored states (a resume) are laid out like fresh ones
-            states = distributed.put(states, sharding)
+            part_keys = [keys] if len(parts) == 1 else [keys[part] for part in parts]
+            states_parts = [self.init(k, h) for k, h in zip(part_keys, hparams_parts, strict=True)]
+        else:  # restored states (a resume) are laid out like fresh ones
+            states_parts = [_take(states, part) for part in parts] if len(parts) > 1 else [states]
+            if sharding is not None:
+                states_parts = [distributed.put(s, sharding) for s in states_parts]
         done, chunks, timings, gaps, compile_seconds = 0, [], [], [], 0.0
-        first = int(np.asarray(distributed.to_host(states.iteration)).reshape(-1)[0])  # runs advance in lockstep
+        first = int(np.asarray(distributed.to_host(states_parts[0].iteration)).reshape(-1)[0])  # in lockstep
 
-        def dispatch(states: TrainState, done: int):
-            """Compile (once per chunk length) and start the next chunk; returns at once (asynchronous dispatch)."""
+        def dispatch(states_parts: list[TrainState], done: int):
+            """Compile (once per chunk length and part size) and start the next chunk of every part; returns at once
+            (asynchronous dispatch) with one part, after all but the last part's chunk with several (so that one
+            part's temporaries are on the device at a time)."""
             nonlocal compile_seconds
             n = next(lengths)
-            compiled, seconds = self.compiled_chunk(states, hparams, n)
-            compile_seconds += seconds
-            return n, time.perf_counter(), *compiled(states, hparams, np.int32(first + done))
+            dispatched, new_states, new_metrics = time.perf_counter(), [], []
+            for i, (part_states, part_hparams) in enumerate(zip(states_parts, hparams_parts, strict=True)):
+                compiled, seconds = self.compiled_chunk(part_states, part_hparams, n)
+                compile_seconds += seconds
+                part_states, part_metrics = compiled(part_states, part_hparams, np.int32(first + done))
+                if i < len(states_parts) - 1:
+                    jax.block_until_ready(part_states)
+                new_states.append(part_states)
+                new_metrics.append(part_metrics)
+            return n, dispatched, new_states, new_metrics
 
         if total > 0:
-            n, dispatched, states, metrics = dispatch(states, done)
+            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
         while total > 0:
-            metrics = distributed.to_host(metrics)  # waits for this chunk (gathered from every process)
+            # waits for this chunk (gathered from every process)
+            metrics = _join_metrics([distributed.to_host(m) for m in metrics_parts])
             ready = time.perf_counter()
             timings.append(ready - dispatched)
             if keep_metrics:
@@ -225,20 +277,21 @@ class Driver:
             if serial:
                 for callback in callbacks:
                     callback(done, metrics)
-            for state_callback in state_callbacks:  # before the states are donated to the next chunk
-                state_callback(done, states, last)
+            if state_callbacks:
+                states = _join(states_parts)
+                for state_callback in state_callbacks:  # before the states are donated to the next chunk
+                    state_callback(done, states, last)
             if last:
                 break
-            n, dispatched, states, next_metrics = dispatch(states, done)
+            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
             gaps.append(dispatched - ready)
             if not serial:  # double buffered: the device runs the next chunk while the host handles these metrics
                 for callback in callbacks:
                     callback(done, metrics)
-            metrics = next_metrics
         merged = merge_chunks(chunks)
         run_seconds = time.perf_counter() - start
         return RunOutput(
-            states=states,
+            states=_join(states_parts),
             metrics=merged,
             compile_seconds=compile_seconds,
             run_seconds=run_seconds,

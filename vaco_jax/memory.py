@@ -159,8 +159,10 @@ def available_bytes() -> tuple[int | None, str]:
 
 
 def check_fits(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> None:
-    """Refuse (ConfigError, with the estimate) a batch whose rollout buffers alone exceed the device's memory."""
-    needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete)
+    """Refuse (ConfigError, with the estimate) a program of ``num_runs`` runs whose rollout buffers alone exceed
+    the memory of the devices it is sharded over."""
+    devices = jax.device_count() if num_runs % jax.device_count() == 0 else 1
+    needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete) // devices
     available, where = available_bytes()
     if available is not None and needed > available:
         raise ConfigError(
@@ -168,3 +170,46 @@ def check_fits(config: Config, num_runs: int, observation_size: int, action_size
             f"about {_human(needed)} for the rollout buffers alone, more than the {_human(available)} of {where}: "
             "lower env.num_envs, env.num_steps or the number of seeds and grid points"
         )
+
+
+def runs_per_program(
+    config: Config,
+    num_runs: int,
+    observation_size: int,
+    action_size: int,
+    discrete: bool,
+    requested: int | str = "auto",
+) -> tuple[int | None, str]:
+    """How many runs each program trains (None: all in one program), and a line saying why, for
+    ``--runs-per-program``: a number as given (checked), or ``"auto"``: one program where the runs' batch buffers
+    (:func:`rollout_bytes`) fit the device's memory, else as many runs per program as fit beside the whole state
+    (which stays on the device), a multiple of the devices the runs are sharded over."""
+    from vaco_jax.driver import program_parts
+
+    devices = jax.device_count() if num_runs % jax.device_count() == 0 else 1
+    if requested != "auto":
+        if not isinstance(requested, int) or requested < 1:
+            raise ConfigError(f"--runs-per-program {requested!r} must be auto or a positive number of runs, e.g. 16")
+        if requested >= num_runs:
+            return None, ""
+        parts = program_parts(num_runs, requested, devices)
+        return requested, f"split into {_programs(parts)} (--runs-per-program {requested})"
+    per_run = rollout_bytes(config, 1, observation_size, action_size, discrete)
+    available, where = available_bytes()
+    if available is None or per_run * num_runs <= available * devices:
+        return None, ""
+    states = abstract_batch(TrainProgram(config), num_runs)[0]
+    budget = available - _bytes(states) // devices  # per device: its share of the state, then buffers
+    fit = max(0, budget // per_run) * devices
+    if fit < devices:  # not even one run per device beside the state: check_fits says so
+        return None, ""
+    parts = program_parts(num_runs, int(fit), devices)
+    return int(fit), (
+        f"split into {_programs(parts)}: the {num_runs} runs' batch buffers (about {_human(per_run * num_runs)}) "
+        f"and state exceed the {_human(available)} of {where} (--runs-per-program auto; give a number to choose)"
+    )
+
+
+def _programs(parts: list[slice]) -> str:
+    sizes = sorted({part.stop - part.start for part in parts}, reverse=True)
+    return f"{len(parts)} programs of {' or '.join(map(str, sizes))} runs, run back to back"

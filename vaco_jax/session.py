@@ -79,6 +79,10 @@ class Output:
     """Tags for every W&B run of --wandb."""
     wandb_mode: WandbMode = "online"
     """online, or offline: the runs are written under out_dir/wandb, for `wandb sync` later."""
+    runs_per_program: Literal["auto"] | int = "auto"
+    """Split the runs into programs of at most this many, trained back to back and merged into one result set, for
+    sweeps whose batch buffers do not fit the device at once; auto: one program where they fit, else as many runs
+    per program as fit (the progress line says how it split and why)."""
     allow_program_change: bool = False
     """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
     (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
@@ -97,6 +101,7 @@ RESUMED_OUTPUT_OPTIONS = (
     "wandb_entity",
     "wandb_tags",
     "wandb_mode",
+    "runs_per_program",
 )
 """The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
 
@@ -269,15 +274,18 @@ def execute(
     num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
     num_runs = num_points * num_seeds
     spec = program.env.action_spec
-    memory.check_fits(config, num_runs, program.env.observation_size, spec.size, spec.discrete)
+    shape = (program.env.observation_size, spec.size, spec.discrete)
+    per_program, split = memory.runs_per_program(config, num_runs, *shape, requested=output.runs_per_program)
+    memory.check_fits(config, per_program or num_runs, *shape)
     distributed.check_runs(num_runs)
     if asynchronous is not None and distributed.multiprocess():
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     if output.dry_run:
-        report = memory.estimate(config, num_runs, chunk_size=output.chunk_size)
+        report = memory.estimate(config, per_program or num_runs, chunk_size=output.chunk_size)
         if distributed.is_primary():
             print(
                 f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written"
+                + (f"\nvaco-jax: {split}; each program:" if split else "")
             )
             print(report.format())
         return None
@@ -288,7 +296,8 @@ def execute(
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
     restored = None
-    programs = functools.cache(lambda: fingerprint.run_fingerprint(program, num_runs))  # lowered at most once
+    # the programs' fingerprint, lowered at most once (a split sweep's: one part's program)
+    programs = functools.cache(lambda: fingerprint.run_fingerprint(program, per_program or num_runs))
     if output.resume is not None:
         restored = _restore(output.resume, program, num_runs, meta)
         finished = restored.iterations_done >= config.num_iterations
@@ -310,7 +319,7 @@ def execute(
             extended = checkpoint.extension(restored.meta, meta)
             # the code's programs for the checkpoint's own runs (an extension changes only the iteration count)
             saved_program = TrainProgram(config.replace(num_iterations=extended[0])) if extended else program
-            current = fingerprint.run_fingerprint(saved_program, num_runs) if extended else programs()
+            current = fingerprint.run_fingerprint(saved_program, per_program or num_runs) if extended else programs()
             meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
             if extended:
                 print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
@@ -354,7 +363,8 @@ def execute(
         f"{num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * num_runs:,} env steps in all)"
-        + (f"; {distributed.describe()}" if distributed.multiprocess() else ""),
+        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
+        + (f"; {split}" if split else ""),
         flush=True,
     )
     try:
@@ -375,6 +385,7 @@ def execute(
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
             metrics_dir=out / METRICS_SUBDIR,
             progress=False,  # the CLI prints one line per chunk instead
+            runs_per_program=per_program,
         )
     except BaseException:
         if logger:

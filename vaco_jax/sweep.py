@@ -223,6 +223,7 @@ def run_sweep(
     should_stop: Callable[[], bool] | None = None,
     metrics_dir: str | Path | None = None,
     progress: bool = True,
+    runs_per_program: int | None = None,
 ) -> SweepResult:
     """Train every grid point x ``num_seeds`` seeds in one compiled program.
 
@@ -245,6 +246,9 @@ def run_sweep(
         (:mod:`vaco_jax.distributed`) process 0 writes them and the other processes' results hold no metrics.
       progress: show a progress bar (tqdm) advanced at every chunk, with the latest mean training return, when the
         run has more than one chunk; False for none (the CLI prints its own lines).
+      runs_per_program: split the runs into programs of at most this many, run back to back (for sweeps whose
+        batch buffers do not fit the device at once; :meth:`vaco_jax.driver.Driver.run`); None: one program.
+        :func:`vaco_jax.memory.runs_per_program` chooses it from the device's memory.
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
@@ -283,6 +287,7 @@ def run_sweep(
             state_callbacks=state_callbacks,
             should_stop=should_stop,
             keep_metrics=metrics_dir is None,
+            runs_per_program=runs_per_program,
         )
     finally:
         if bar:
