@@ -15,6 +15,9 @@ rewritten after each stage, so a run cut short still returns the stages it finis
   5. ``brax``: brax/inverted_pendulum (64 envs x 64 steps, 4 x 4): training on the spring and mjx backends at 1
      seed and on mjx at 64 seeds; rollout only on mjx.
   6. ``tests``: the end-to-end learning tests (``tests/test_learning.py``) on this device, in the time left.
+  7. ``multi_device`` (with more than one GPU): one sweep (``distributed_scaling.py``: 64 runs of PPO on
+     CartPole-v1) as one process on one device, one process on all devices, and one process per device joined
+     with ``jax.distributed``: run-iterations/s and their ratios.
 
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
 
@@ -148,6 +151,27 @@ def stage_tests(args) -> dict:
         return {"command": " ".join(command), "timed_out_after_s": timeout, "output_tail": output[-3000:]}
 
 
+def stage_multi_device(args) -> dict:
+    """The same sweep on one device, on all of one process's devices, and as one process per device."""
+    import os
+
+    import distributed_scaling
+
+    count = jax.local_device_count()
+    if count < 2:
+        return {"skipped": f"{count} device: the stage needs two or more"}
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    gpus = (visible or [str(i) for i in range(count)]) if jax.default_backend() == "gpu" else None
+    table = distributed_scaling.ways(count)
+    sweep = argparse.Namespace(runs=4 * count if args.quick else 64 * count, iterations=args.seed_iterations)
+    rows = {name: distributed_scaling.run_way(name, sweep, table, gpus) for name in table}
+    base = rows["one process, one device"]["run_iterations_per_second"]
+    for name, row in rows.items():
+        row["vs_one_device"] = row["run_iterations_per_second"] / base
+        print(f"  {name}: {row['run_iterations_per_second']:,.0f} run-iterations/s ({row['vs_one_device']:.2f}x)")
+    return {"runs": sweep.runs, "iterations": sweep.iterations, "ways": rows}
+
+
 STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purejaxrl": stage_purejaxrl,
     "seeds": stage_seeds,
@@ -155,6 +179,7 @@ STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
     "driver_gap": stage_driver_gap,
     "brax": stage_brax,
     "tests": stage_tests,
+    "multi_device": stage_multi_device,
 }
 
 

@@ -28,11 +28,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import git_commit, write_result  # noqa: E402
 
-WAYS = {  # name: (processes, devices per process)
-    "one process, one device": (1, 1),
-    "one process, two devices": (1, 2),
-    "two processes, one device each": (2, 1),
-}
+
+def ways(count: int) -> dict[str, tuple[int, int]]:
+    """The ways to train on ``count`` devices: name -> (processes, devices per process)."""
+    return {
+        "one process, one device": (1, 1),
+        f"one process, {count} devices": (1, count),
+        f"{count} processes, one device each": (count, 1),
+    }
+
+
+WAYS = ways(2)  # this machine's CPUs: two (forced) devices
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -75,17 +81,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_way(name: str, args: argparse.Namespace) -> dict:
-    processes, devices = WAYS[name]
+def worker_env(processes: int, devices: int, process_id: int, gpus: list[str] | None) -> dict[str, str]:
+    """A worker's environment: its own ``devices`` GPUs of ``gpus`` (none preallocated: the GPUs are shared with the
+    process that started it), or on CPU that many forced host devices."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if devices > 1:
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[process_id * devices : (process_id + 1) * devices])
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    else:  # exactly ``devices`` host devices, whatever the starting process was given
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+        env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+    return env
+
+
+def run_way(name: str, args: argparse.Namespace, table: dict[str, tuple[int, int]] = WAYS, gpus=None) -> dict:
+    """Train the sweep one way (``table[name]``) in fresh worker processes; process 0's measurement."""
+    processes, devices = table[name]
     port = free_port()
     common = [sys.executable, __file__, "--worker", "--runs", str(args.runs), "--iterations", str(args.iterations)]
     started = [
         subprocess.Popen(
             [*common, "--processes", str(processes), "--process-id", str(i), "--port", str(port)],
-            env=env,
+            env=worker_env(processes, devices, i, gpus),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
