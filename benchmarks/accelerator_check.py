@@ -47,8 +47,9 @@ from driver_overlap import one_run  # noqa: E402
 from provenance import git_commit  # noqa: E402
 from throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco  # noqa: E402
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine, seed_keys, stack_hparams  # noqa: E402
-from vaco_jax.output_dir import write_text_atomic  # noqa: E402
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams  # noqa: E402
+from vaco_jax.runs import machine  # noqa: E402
+from vaco_jax.runs.output_dir import write_text_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PUREJAXRL_UPDATES = 976  # PureJaxRL's CartPole: 5e5 env steps / (4 envs x 128 steps)

@@ -1,15 +1,14 @@
 """Does the simulator predict a real asynchronous system? Calibration of the lag simulator against actor threads.
 
 For each method and queue size: ``--seeds`` runs of the real asynchronous mode (two actor threads of 8 CartPole
-environments each, one learner; :mod:`vaco_jax.asynchronous`), whose batches record their measured lag; then the
-same config and seeds in the one-program simulator with ``lag.kind=empirical`` on the measured histogram
-(:func:`vaco_jax.calibration.calibrate`). Reported: the measured lag distribution; the learner's evaluation return
+environments each, one learner; :mod:`vaco_jax.training.asynchronous`), whose batches record their measured lag; then
+the same config and seeds in the one-program simulator with ``lag.kind=empirical`` on the measured histogram
+(:func:`vaco_jax.runs.calibration.calibrate`). Reported: the measured lag distribution; the learner's evaluation return
 (AUC over the evaluated iterations, deterministic and stochastic policies) and the TV diagnostics of both sides, with
-P(simulated > real), its 95% CI and an equivalence test's verdict per score (:func:`vaco_jax.calibration.verdict`:
-equivalent within P = 0.5 +- 0.1, different, or undecided); and env-steps/s of
-the asynchronous mode against the synchronous simulator on the same config, measured in the same run (compilation
-excluded). The config is the demo's aggressive CartPole regime, where one update moves the policy far, so lag
-matters.
+P(simulated > real), its 95% CI and an equivalence test's verdict per score (:func:`vaco_jax.runs.calibration.verdict`:
+equivalent within P = 0.5 +- 0.1, different, or undecided); and env-steps/s of the asynchronous mode against the
+synchronous simulator on the same config, measured in the same run (compilation excluded). The config is the demo's
+aggressive CartPole regime, where one update moves the policy far, so lag matters.
 
 Three regimes (``REGIMES``): *balanced* (rollouts of 128 steps, queue 2: the actors are about as fast as the learner,
 lags mostly 1), *fast actors* (rollouts of 32 steps, queue 8: the queue fills and lags spread from 0 to about 5) and
@@ -37,13 +36,13 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 import numpy as np  # noqa: E402
 from provenance import git_commit, replace_readme_block  # noqa: E402
 
-from vaco_jax import machine, plotting  # noqa: E402
-from vaco_jax.asynchronous import AsyncOptions  # noqa: E402
-from vaco_jax.calibration import calibrate, verdict  # noqa: E402
 from vaco_jax.cli import calibrate_config  # noqa: E402
-from vaco_jax.comparison import variant_config  # noqa: E402
-from vaco_jax.config import strict_json  # noqa: E402
-from vaco_jax.writers import write_text_atomic  # noqa: E402
+from vaco_jax.core.config import strict_json  # noqa: E402
+from vaco_jax.runs import machine, plotting  # noqa: E402
+from vaco_jax.runs.calibration import calibrate, verdict  # noqa: E402
+from vaco_jax.runs.comparison import variant_config  # noqa: E402
+from vaco_jax.runs.writers import write_text_atomic  # noqa: E402
+from vaco_jax.training.asynchronous import AsyncOptions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 README_MARKERS = ("<!-- async calibration: start -->", "<!-- async calibration: end -->")

@@ -3,8 +3,8 @@
 The same sweep (PPO on CartPole-v1, 16 envs x 128 steps, 4 x 4 updates, ``--runs`` seeds, ``--iterations``
 iterations in chunks of 10) is trained three ways on this machine: one process on one device, one process on two
 (forced) CPU devices, and two processes with one device each, joined through a localhost coordinator with gloo
-collectives (``vaco_jax.distributed``). Each way is a fresh set of worker processes that compiles, runs the sweep
-once to warm up, then times it (compile excluded; metrics gathered to every process at each chunk, as the CLI
+collectives (``vaco_jax.training.distributed``). Each way is a fresh set of worker processes that compiles, runs the
+sweep once to warm up, then times it (compile excluded; metrics gathered to every process at each chunk, as the CLI
 does). The ways alternate round-robin for ``--repeats`` rounds, so that a drift of the machine's speed touches each
 alike; the best round of each is reported with its ratio to one process on one device.
 
@@ -43,7 +43,7 @@ WAYS = ways(2)  # this machine's CPUs: two (forced) devices
 
 def worker(args: argparse.Namespace) -> None:
     """One process of a way: join the others (if any), compile, warm up, time the sweep; process 0 prints JSON."""
-    from vaco_jax import distributed
+    from vaco_jax.training import distributed
 
     if args.processes > 1:
         distributed.initialize(

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, machine
-from vaco_jax.driver import stack_hparams
-from vaco_jax.metrics_store import MetricsStore
-from vaco_jax.output_dir import write_text_atomic
-from vaco_jax.sweep import seed_keys
-from vaco_jax.writers import TensorBoardWriter
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram
+from vaco_jax.runs import machine
+from vaco_jax.runs.output_dir import write_text_atomic
+from vaco_jax.runs.writers import TensorBoardWriter
+from vaco_jax.training.driver import stack_hparams
+from vaco_jax.training.metrics_store import MetricsStore
+from vaco_jax.training.sweep import seed_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 

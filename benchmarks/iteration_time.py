@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
-from vaco_jax.writers import write_text_atomic
+from vaco_jax.runs.writers import write_text_atomic
 
 ROWS = {
     "1 group": LagConfig(),

@@ -1,6 +1,6 @@
 """Device memory at brax scale: seeds x max_lag x network size, from compiled memory analysis (nothing runs).
 
-Every row is :func:`vaco_jax.memory.estimate` of brax/ant (spring), 64 envs x 64 steps per run, 4 epochs x 4
+Every row is :func:`vaco_jax.training.memory.estimate` of brax/ant (spring), 64 envs x 64 steps per run, 4 epochs x 4
 minibatches, one actor group, chunks of 10 iterations: the training state per component (exact, from shapes)
 and the temporaries XLA allocates for one chunk (from the compile for the backend at hand; a GPU compile fuses
 differently, so run ``vaco-jax sweep ... --dry-run`` on the accelerator to size a real sweep).
@@ -15,9 +15,10 @@ import itertools
 import json
 from pathlib import Path
 
-from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, machine
-from vaco_jax.memory import estimate
-from vaco_jax.writers import write_text_atomic
+from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig
+from vaco_jax.runs import machine
+from vaco_jax.runs.writers import write_text_atomic
+from vaco_jax.training.memory import estimate
 
 SEEDS = (1, 64, 256)
 MAX_LAGS = (0, 16)

@@ -20,20 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from vaco_jax import (
-    Config,
-    Driver,
-    EnvConfig,
-    NetworkConfig,
-    PPOConfig,
-    TrainProgram,
-    machine,
-    seed_keys,
-    stack_hparams,
-    stats,
-)
-from vaco_jax.plotting import save_figure
-from vaco_jax.writers import write_text_atomic
+from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.numerics import stats
+from vaco_jax.runs import machine
+from vaco_jax.runs.plotting import save_figure
+from vaco_jax.runs.writers import write_text_atomic
 
 TASKS: dict[str, dict[str, Any]] = {
     # backend -> task -> (EnvConfig fields, PPOConfig fields, iterations, network)

@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 from normalization import TASKS, _p_with_ci, task_config
 
-from vaco_jax import Driver, TrainProgram, machine, seed_keys, stack_hparams, stats
-from vaco_jax.writers import write_text_atomic
+from vaco_jax import Driver, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.numerics import stats
+from vaco_jax.runs import machine
+from vaco_jax.runs.writers import write_text_atomic
 
 ORDERS = ("after", "before")
 SPECS = {name: spec for tasks in TASKS.values() for name, spec in tasks.items()}

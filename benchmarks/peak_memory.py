@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vaco_jax import machine
-from vaco_jax.writers import write_text_atomic
+from vaco_jax.runs import machine
+from vaco_jax.runs.writers import write_text_atomic
 
 SEEDS = 256
 FLAGS = [

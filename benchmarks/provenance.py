@@ -37,16 +37,18 @@ from typing import Any
 
 import jax
 
-from vaco_jax import Config, TrainProgram, algorithms, machine
-from vaco_jax.config import LEGACY_VALUES
-from vaco_jax.driver import chunk_plan
-from vaco_jax.fingerprint import program_texts, versions_prefix
-from vaco_jax.output_dir import write_text_atomic
+from vaco_jax import Config, TrainProgram
+from vaco_jax.algorithms import registry as algorithms
+from vaco_jax.core.config import LEGACY_VALUES
+from vaco_jax.runs import machine
+from vaco_jax.runs.output_dir import write_text_atomic
+from vaco_jax.training.driver import chunk_plan
+from vaco_jax.training.fingerprint import program_texts, versions_prefix
 
 
 def experiment_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """A cell's spec as an experiment: without the config groups its algorithm never reads (another algorithm
-    family's own options, :func:`vaco_jax.algorithms.unread_config_groups`), so that a changed default of, say,
+    family's own options, :func:`vaco_jax.algorithms.registry.unread_config_groups`), so that a changed default of, say,
     ``vaco.tv_estimator`` leaves a PPO cell the same experiment while a VACO cell becomes a new one. The full spec
     stays on record in the cell."""
     config = spec.get("config")
@@ -191,7 +193,7 @@ def host_differences(stored: dict[str, str] | None, current: dict[str, str]) -> 
 def write_result(out: Path, command: str, lines: list[str], **fields: Any) -> dict[str, Any]:
     """A benchmark's ending: print its markdown table (``lines``), write ``out`` (JSON, atomically) with the command
     that made it, ``fields``, the machine and the table, and say so. Returns what was written."""
-    from vaco_jax import machine
+    from vaco_jax.runs import machine
 
     table = "\n".join(lines)
     print(table)
@@ -204,7 +206,7 @@ def write_result(out: Path, command: str, lines: list[str], **fields: Any) -> di
 
 def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
     """The distinct chunk lengths (one program each) a driver run of ``total`` iterations in chunks of
-    ``chunk_size`` uses (:func:`vaco_jax.driver.chunk_plan`)."""
+    ``chunk_size`` uses (:func:`vaco_jax.training.driver.chunk_plan`)."""
     return sorted(set(chunk_plan(total, chunk_size)))
 
 

@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 from provenance import write_result  # run as a script: benchmarks/ is on the path
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep, stats
-from vaco_jax.config import EvalConfig, ReuseConfig
-from vaco_jax.memory import estimate
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep
+from vaco_jax.core.config import EvalConfig, ReuseConfig
+from vaco_jax.numerics import stats
+from vaco_jax.training.memory import estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("geppo", "ppo_decoupled", "ppo")

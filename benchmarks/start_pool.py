@@ -21,8 +21,8 @@ import jax
 import numpy as np
 
 from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
-from vaco_jax.machine import describe
-from vaco_jax.output_dir import write_text_atomic
+from vaco_jax.runs.machine import describe
+from vaco_jax.runs.output_dir import write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import git_commit  # noqa: E402

@@ -44,11 +44,11 @@ from vaco_jax import (  # noqa: E402
     LagConfig,
     PPOConfig,
     TrainProgram,
-    machine,
     seed_keys,
     stack_hparams,
 )
-from vaco_jax.writers import write_text_atomic
+from vaco_jax.runs import machine  # noqa: E402
+from vaco_jax.runs.writers import write_text_atomic
 
 
 def reference_config(num_iterations: int, num_envs: int = 64, algorithm: str = "ppo", **lag) -> Config:
@@ -212,8 +212,8 @@ def brax_config(backend: str, iterations: int) -> Config:
 
 def time_rollout_only(config: Config, repeats: int) -> dict:
     """Env-steps/s of acting alone: the trainer's rollout (policy + env) for ``num_iterations`` rollouts, no update."""
-    from vaco_jax.rollout import collect_rollout
-    from vaco_jax.types import ActorSnapshot
+    from vaco_jax.core.types import ActorSnapshot
+    from vaco_jax.training.rollout import collect_rollout
 
     program = TrainProgram(config)
     state = program.init(jax.random.key(0))

@@ -29,9 +29,11 @@ from lag_robustness import lag_order  # the earlier study's lag order, shared
 from provenance import replace_readme_block
 from scipy import stats as scipy_stats
 
-from vaco_jax import envs, machine, stats
-from vaco_jax.output_dir import write_text_atomic
-from vaco_jax.plotting import save_figure
+from vaco_jax import envs
+from vaco_jax.numerics import stats
+from vaco_jax.runs import machine
+from vaco_jax.runs.output_dir import write_text_atomic
+from vaco_jax.runs.plotting import save_figure
 
 README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"
 # the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy

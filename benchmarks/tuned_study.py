@@ -56,12 +56,13 @@ from typing import Any
 
 import numpy as np
 
-from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, stats
-from vaco_jax.config import EvalConfig, with_overrides
-from vaco_jax.driver import stack_hparams
-from vaco_jax.output_dir import write_text_atomic
-from vaco_jax.sweep import seed_keys
-from vaco_jax.validation import validate
+from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
+from vaco_jax.core.config import EvalConfig, with_overrides
+from vaco_jax.core.validation import validate
+from vaco_jax.numerics import stats
+from vaco_jax.runs.output_dir import write_text_atomic
+from vaco_jax.training.driver import stack_hparams
+from vaco_jax.training.sweep import seed_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -25,8 +25,8 @@ import numpy as np
 from provenance import write_result  # run as a script: benchmarks/ is on the path
 
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
-from vaco_jax.config import EvalConfig
-from vaco_jax.presets import apply_presets
+from vaco_jax.core.config import EvalConfig
+from vaco_jax.core.presets import apply_presets
 
 ROOT = Path(__file__).resolve().parents[1]
 LAGS = (0, 16)

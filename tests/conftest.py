@@ -111,9 +111,9 @@ def rollout_with_lags(program: TrainProgram, state, lags, *, num_steps: int | No
     """The rollout of ``state``'s iteration, actor group g acting with the snapshot ``lags[g]`` iterations old."""
     import jax.numpy as jnp
 
-    from vaco_jax import lag
-    from vaco_jax.rollout import collect_rollout
-    from vaco_jax.types import ActorSnapshot
+    from vaco_jax.core.types import ActorSnapshot
+    from vaco_jax.numerics import lag
+    from vaco_jax.training.rollout import collect_rollout
 
     lags = jnp.asarray(lags, jnp.int32)
     *_, rollout = collect_rollout(

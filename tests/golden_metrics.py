@@ -15,8 +15,8 @@ import numpy as np
 
 from tests.conftest import FULL_OPTIMISATION  # the tests' own default compiles with less optimisation
 from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram
-from vaco_jax.config import set_field
-from vaco_jax.machine import cpu_model
+from vaco_jax.core.config import set_field
+from vaco_jax.runs.machine import cpu_model
 
 GOLDEN_PATH = Path(__file__).resolve().parent / "data" / "golden_metrics.npz"
 GOLDEN_METRICS = ("loss/policy", "loss/value", "episode/return", "tv/backward", "tv/forward", "kl/update")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import reference
-from vaco_jax import advantages
+from vaco_jax.numerics import advantages
 
 
 def random_trajectory(seed: int, shape=(37, 5), dtype=np.float32):
@@ -142,7 +142,7 @@ def test_vtrace_rejects_unknown_advantage_form():
 def test_vtrace_untruncated_stays_finite_at_extreme_ratios(advantage):
     """rho_bar = c_bar = inf with log-ratios of +-200 (e^200 overflows float32): the log-ratio is bounded before
     exp, as in the losses, so V-trace equals its float64 reference at the bounded ratios and is finite."""
-    from vaco_jax.tv import LOG_RATIO_BOUND
+    from vaco_jax.numerics.tv import LOG_RATIO_BOUND
 
     data = random_off_policy(3)
     steps = np.arange(data["rewards"].shape[0])[:, None]  # isolated huge ratios in time: traces do not compound

@@ -11,9 +11,11 @@ import optax
 import pytest
 
 from tests.conftest import rollout_with_lags, tiny_config
-from vaco_jax import TrainProgram, algorithms, lag, run_sweep
-from vaco_jax.types import ActorSnapshot
-from vaco_jax.update import Learner, make_optimizer, minibatch_loss, step_advantages
+from vaco_jax import TrainProgram, run_sweep
+from vaco_jax.algorithms import registry as algorithms
+from vaco_jax.core.types import ActorSnapshot
+from vaco_jax.numerics import lag
+from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, step_advantages
 
 
 def collect_batch(program: TrainProgram, state, source_iterations) -> object:

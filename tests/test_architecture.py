@@ -1,4 +1,5 @@
-"""The package's layering: its modules' import-time dependencies form no cycle."""
+"""The package's layering: subpackages import one way only (core, envs, numerics, algorithms, training, runs,
+the command line), and the modules' import-time dependencies form no cycle."""
 
 from __future__ import annotations
 
@@ -26,20 +27,50 @@ def _import_time_imports(tree: ast.Module) -> list[ast.stmt]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at import time (``from vaco_jax import x`` counts as x)."""
+def _every_import(tree: ast.Module) -> list[ast.stmt]:
+    """Every import a module can run, at import time or later inside a function (not the ``if TYPE_CHECKING:``
+    ones)."""
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test)
+        for n in ast.walk(node)
+    }
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
+
+
+def import_graph(every: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports at import time (``every``: anywhere in it); ``from vaco_jax.p
+    import x`` counts as the module ``vaco_jax.p.x`` where there is one, else as ``vaco_jax.p``."""
     modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in _import_time_imports(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "vaco_jax":
-                targets = [f"vaco_jax.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                targets = [node.module]
+        tree = ast.parse(path.read_text())
+        for node in _every_import(tree) if every else _import_time_imports(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                    for alias in node.names
+                ]
             else:
                 targets = [alias.name for alias in getattr(node, "names", [])]
             graph[name] |= {t for t in targets if t in modules and t != "vaco_jax" and t != name}
     return graph
+
+
+LAYERS = ("core", "envs", "numerics", "algorithms", "training", "runs", "cli")
+"""The package's parts, lowest first: each may import its own and the ones before it, never a later one."""
+
+
+def layer(module: str) -> int:
+    """The rank in :data:`LAYERS` of a module's part (the package's ``__init__``: above them all)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 else len(LAYERS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that points from a lower part to a higher one, as ``importer -> imported``."""
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer(b) > layer(a))
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -67,7 +98,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_modules_import_time_dependencies_form_no_cycle():
     graph = import_graph()
-    assert len(graph) > 40 and "vaco_jax.config" in graph["vaco_jax.trainer"]  # the graph was read
+    assert len(graph) > 40 and "vaco_jax.core.config" in graph["vaco_jax.training.trainer"]  # the graph was read
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle)
 
@@ -75,3 +106,15 @@ def test_the_modules_import_time_dependencies_form_no_cycle():
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_parts_import_one_way_only():
+    graph = import_graph(every=True)  # a lazy import inside a function counts too
+    assert {m.split(".")[1] for m in graph if m != "vaco_jax"} == set(LAYERS)  # every part is a layer, and was read
+    assert "vaco_jax.core.config" in graph["vaco_jax.numerics.losses"]
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {"vaco_jax.numerics.losses": {"vaco_jax.runs.session"}, "vaco_jax.runs.session": {"vaco_jax.core.config"}}
+    assert upward_imports(graph) == ["vaco_jax.numerics.losses -> vaco_jax.runs.session"]

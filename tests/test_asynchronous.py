@@ -14,12 +14,12 @@ import pytest
 
 from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, cli
-from vaco_jax.actors import Actor, ParameterStore
-from vaco_jax.asynchronous import AsyncDriver, AsyncOptions, AsyncRunError, check_async_config, lag_histogram
-from vaco_jax.calibration import calibrate, per_run, simulator_config
-from vaco_jax.config import ConfigError, EvalConfig, LagConfig
-from vaco_jax.sweep import seed_keys
-from vaco_jax.types import ActorSnapshot
+from vaco_jax.core.config import ConfigError, EvalConfig, LagConfig
+from vaco_jax.core.types import ActorSnapshot
+from vaco_jax.runs.calibration import calibrate, per_run, simulator_config
+from vaco_jax.training.actors import Actor, ParameterStore
+from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, AsyncRunError, check_async_config, lag_histogram
+from vaco_jax.training.sweep import seed_keys
 
 
 def async_config(**overrides):
@@ -154,7 +154,7 @@ def test_every_batch_is_made_by_the_parameters_of_the_version_it_carries(driver,
     log-probs are those of the snapshot of the version it carries, so lag = T - version counts learner updates. A
     publish off by one, or a learner that never publishes, fails here, and so does a synchronous learner: some
     batch is at least one update old (the actors fill the queue while the learner updates)."""
-    from vaco_jax import asynchronous
+    from vaco_jax.training import asynchronous
 
     published = {}
 
@@ -287,7 +287,7 @@ def test_the_calibration_verdict_is_an_equivalence_test():
     """Equivalent only when P(sim > real) is shown to lie within 0.5 +- 0.1 (the 90% interval inside the margin: two
     one-sided tests at 5%); different when its 95% interval excludes 0.5; otherwise undecided. Few runs from the
     same distribution are undecided, not 'agreeing'; many are equivalent; shifted ones are different."""
-    from vaco_jax.calibration import seeds_for_equivalence, verdict
+    from vaco_jax.runs.calibration import seeds_for_equivalence, verdict
 
     rng = np.random.default_rng(0)
     few = verdict(np.arange(8.0) + 0.5, np.arange(8.0))  # interleaved: P = 36 / 64
@@ -328,7 +328,7 @@ def test_cli_train_async_records_its_options_and_refuses_a_simulated_lag(tmp_pat
 
 
 def test_a_checkpoint_of_an_asynchronous_run_resumes_only_asynchronously():
-    from vaco_jax import checkpoint
+    from vaco_jax.runs import checkpoint
 
     meta = checkpoint.run_meta(async_config(), {}, 0, 1)
     asynchronous = {**meta, "async": {"queue_size": 2, "timeout": 120.0}}

@@ -22,7 +22,7 @@ else:
 from brax.envs.base import Wrapper  # noqa: E402
 
 from vaco_jax import envs  # noqa: E402
-from vaco_jax.config import ConfigError  # noqa: E402
+from vaco_jax.core.config import ConfigError  # noqa: E402
 from vaco_jax.envs.brax import DEFAULT_BACKENDS, BraxEnv  # noqa: E402
 
 
@@ -93,8 +93,8 @@ def test_a_checkpoint_saved_before_the_start_pool_is_refused_with_how_to_resume_
     """A brax run saved before env.start_pool existed has no pool in its state: resuming it under the default is
     refused with the option that resumes it, and the program with that option takes its state tree."""
     from vaco_jax import Config, EnvConfig, PPOConfig, TrainProgram
-    from vaco_jax.checkpoint import _check_layout, state_layout
-    from vaco_jax.memory import abstract_batch
+    from vaco_jax.runs.checkpoint import _check_layout, state_layout
+    from vaco_jax.training.memory import abstract_batch
 
     config = Config(env=EnvConfig(name="brax/inverted_pendulum", num_envs=4, num_steps=8), ppo=PPOConfig())
     legacy = config.replace(env=config.env.replace(start_pool=0))  # a reset at every step, as before the pool
@@ -201,7 +201,7 @@ def test_a_hopper_fall_is_a_termination_and_is_never_bootstrapped():
     an advantage, while that after a truncation does."""
     from tests.conftest import rollout_with_lags, tiny_config
     from vaco_jax import EnvConfig, TrainProgram
-    from vaco_jax.driver import stack_hparams
+    from vaco_jax.training.driver import stack_hparams
 
     config = tiny_config(env=EnvConfig(name="brax/hopper", num_envs=8, num_steps=64, episode_length=40))
     program = TrainProgram(config)
@@ -271,7 +271,7 @@ def test_inverted_pendulum_learns_well_above_a_random_policy(algorithm, lag_k):
     """
     from tests.conftest import optimised_driver
     from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, seed_keys, stack_hparams
-    from vaco_jax.presets import PRESETS, apply_preset
+    from vaco_jax.core.presets import PRESETS, apply_preset
 
     config = Config(
         num_iterations=40,

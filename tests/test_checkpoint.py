@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
-from vaco_jax.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
 from vaco_jax.cli import METRICS_SUBDIR, main
-from vaco_jax.config import ConfigError, config_dict, config_from_dict
-from vaco_jax.memory import abstract_batch
-from vaco_jax.metrics_store import MetricsStore
-from vaco_jax.saved import recorded_run
+from vaco_jax.core.config import ConfigError, config_dict, config_from_dict
+from vaco_jax.runs.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
+from vaco_jax.runs.saved import recorded_run
+from vaco_jax.training.memory import abstract_batch
+from vaco_jax.training.metrics_store import MetricsStore
 
 pytestmark = pytest.mark.slow
 
@@ -263,8 +263,8 @@ def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
 
 def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
     from tests.conftest import tiny_config
-    from vaco_jax.driver import stack_hparams
-    from vaco_jax.sweep import seed_keys
+    from vaco_jax.training.driver import stack_hparams
+    from vaco_jax.training.sweep import seed_keys
 
     program = tiny_driver.program
     states = tiny_driver.init(seed_keys(0, 2), stack_hparams([program.config] * 2))
@@ -316,7 +316,7 @@ def test_resume_is_exact_with_normalisation_a_fleet_vaco_and_a_remainder_chunk(t
     shorter than the others (7 iterations in chunks of 3)."""
     from tests.conftest import tiny_config
     from vaco_jax.cli import Interrupted, Output, execute
-    from vaco_jax.config import LagConfig, ReuseConfig
+    from vaco_jax.core.config import LagConfig, ReuseConfig
 
     config = tiny_config(
         num_iterations=7,
@@ -346,13 +346,13 @@ def _host(x):
 
 
 def test_a_resume_under_other_programs_is_refused_unless_allowed_and_then_recorded(tmp_path, monkeypatch, capsys):
-    """A checkpoint records the fingerprint of the programs that wrote it (vaco_jax.fingerprint); when the code has
-    changed since (here: the checkout's fingerprint replaced by another), a resume is refused naming both, and with
+    """A checkpoint records the fingerprint of the programs that wrote it (vaco_jax.training.fingerprint); when the code
+    has changed since (here: the checkout's fingerprint replaced by another), a resume is refused naming both, and with
     --allow-program-change continues and says so in config.json and summary.json."""
     from tests.conftest import tiny_config
-    from vaco_jax import fingerprint
-    from vaco_jax.checkpoint import read_meta
     from vaco_jax.cli import Interrupted, Output, execute
+    from vaco_jax.runs.checkpoint import read_meta
+    from vaco_jax.training import fingerprint
 
     config = tiny_config(num_iterations=4)
     out = tmp_path / "run"
@@ -374,7 +374,7 @@ def test_a_resume_under_other_programs_is_refused_unless_allowed_and_then_record
 
 def test_the_program_fingerprint_changes_with_the_programs_only():
     from tests.conftest import tiny_config
-    from vaco_jax.fingerprint import run_fingerprint
+    from vaco_jax.training.fingerprint import run_fingerprint
 
     same = [run_fingerprint(TrainProgram(tiny_config()), 2) for _ in range(2)]
     assert same[0] == same[1]
@@ -400,7 +400,7 @@ def test_a_finished_run_extends_to_more_iterations_as_if_it_had_been_longer(tmp_
     assert json.loads((short / "summary.json").read_text())[0]["iterations_done"] == 6
     assert main(["train", "--resume", str(short), "--num-iterations", "5"]) == 2
     assert "fewer than the 6 the runs were started with" in capsys.readouterr().err
-    from vaco_jax.checkpoint import extension
+    from vaco_jax.runs.checkpoint import extension
 
     annealed = run_meta(_config().replace(num_iterations=2), {}, 0, 2)  # the default: an annealed learning rate
     with pytest.raises(ConfigError, match="learning rate anneals to 0 over the first 2"):

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaco_jax import output_dir as output_dir_module
 from vaco_jax.cli import main
-from vaco_jax.config import ConfigError
-from vaco_jax.output_dir import MARKER
+from vaco_jax.core.config import ConfigError
+from vaco_jax.runs import output_dir as output_dir_module
+from vaco_jax.runs.output_dir import MARKER
 
 TINY = [
     "--num-iterations",
@@ -104,7 +104,7 @@ def test_a_run_killed_after_its_last_checkpoint_gets_its_results_on_resume(sweep
 
 def test_a_recorded_grid_reads_back_as_the_same_grid_flags():
     from vaco_jax.cli import _grid_flags, parse_grid
-    from vaco_jax.config import Config
+    from vaco_jax.core.config import Config
 
     grid = {"ppo.learning_rate": [1e-3, 2.5e-4, 1 / 3], "lag.k": [0, 4], "vaco.tv_threshold": [0.1]}
     assert parse_grid(Config(), _grid_flags(grid)) == grid
@@ -250,7 +250,7 @@ def test_bad_input_exits_with_a_clear_message(tmp_path, capsys, argv, fragment):
 
 
 def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path, capsys):
-    from vaco_jax.presets import PRESETS, apply_preset
+    from vaco_jax.core.presets import PRESETS, apply_preset
 
     out = tmp_path / "preset"
     argv = ["train", "--preset", "vaco-decoupled", "--vaco.w-max", "7", "--out-dir", str(out), *TINY]
@@ -294,9 +294,9 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
 
 
 def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
+    from vaco_jax.core.presets import PRESETS, apply_presets
     from vaco_jax.envs.brax import DEFAULT_BACKENDS
-    from vaco_jax.presets import PRESETS, apply_presets
-    from vaco_jax.trainer import validate_config
+    from vaco_jax.training.trainer import validate_config
 
     for env in DEFAULT_BACKENDS:
         gpu, cpu = (validate_config(apply_presets([f"brax-{env}{suffix}"])) for suffix in ("", "-cpu"))
@@ -320,7 +320,7 @@ def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():
     """State bytes from shapes, written from the architecture: a 4 -> 16 -> 16 -> 2 actor has 4*16+16 + 16*16+16 +
     16*2+2 = 386 float32 parameters; the buffer holds max_lag + 1 = 5 snapshots of them plus the normaliser."""
     from tests.conftest import tiny_config
-    from vaco_jax.memory import estimate
+    from vaco_jax.training.memory import estimate
 
     config = tiny_config()  # CartPole (4 observations, 2 actions), 16x16 nets, max_lag 4
     one, eight = estimate(config, 1, compile=False), estimate(config, 8, chunk_size=2)
@@ -411,8 +411,8 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
 
 @pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval"])
 def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
-    from vaco_jax.algorithms import ALGORITHMS
-    from vaco_jax.config import LAG_KINDS
+    from vaco_jax.algorithms.registry import ALGORITHMS
+    from vaco_jax.core.config import LAG_KINDS
 
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as info:

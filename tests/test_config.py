@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import tiny_config
 from vaco_jax import ConfigError, make_train, run_sweep
-from vaco_jax.config import get_field, set_field, traced_fields
+from vaco_jax.core.config import get_field, set_field, traced_fields
 
 
 @pytest.mark.parametrize(

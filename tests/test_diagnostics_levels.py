@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import tiny_config
 from vaco_jax import Driver, TrainProgram, seed_keys, stack_hparams
-from vaco_jax.config import ConfigError, set_field
-from vaco_jax.diagnostics import ALWAYS_KEPT
+from vaco_jax.core.config import ConfigError, set_field
+from vaco_jax.numerics.diagnostics import ALWAYS_KEPT
 
 LEVELS = ("full", "lean", "off")
 

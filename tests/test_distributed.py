@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from tests.test_cli import TINY
-from vaco_jax import distributed
 from vaco_jax.cli import main
-from vaco_jax.metrics_store import MetricsStore
+from vaco_jax.training import distributed
+from vaco_jax.training.metrics_store import MetricsStore
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from tests.conftest import rollout_with_lags, tiny_config
 from tests.golden_metrics import GOLDEN_PATH, cpu_model, golden_configs, run_golden
 from tests.stub_envs import CountingEnv, TargetEnv
 from vaco_jax import EnvConfig, TrainProgram, envs
-from vaco_jax.config import ConfigError, set_field
+from vaco_jax.core.config import ConfigError, set_field
+from vaco_jax.core.types import ActorSnapshot
 from vaco_jax.envs.base import init_episode_stats, update_episode_stats
-from vaco_jax.types import ActorSnapshot
 
 
 def test_unknown_env_name_is_a_clear_error():
@@ -181,7 +181,7 @@ def test_many_dimensional_actions_are_sampled_unclipped_scored_jointly_and_clipp
 
 def test_observation_normalisation_defaults_per_backend_and_an_explicit_choice_wins():
     """None resolves to the measured backend default (benchmarks/results/normalization): gymnax off, brax on."""
-    from vaco_jax.trainer import resolve_defaults
+    from vaco_jax.training.trainer import resolve_defaults
 
     gymnax = resolve_defaults(tiny_config(env=EnvConfig(name="CartPole-v1")))
     brax = resolve_defaults(tiny_config(env=EnvConfig(name="brax/hopper")))

@@ -9,11 +9,13 @@ import pytest
 
 from tests.conftest import optimised_driver, tiny_config
 from tests.stub_envs import LeverEnv, TargetEnv
-from vaco_jax import evaluation, normalization, run_sweep
-from vaco_jax.config import EvalConfig
-from vaco_jax.distributions import CATEGORICAL, DIAG_GAUSSIAN
-from vaco_jax.networks import Networks
-from vaco_jax.types import ActorSnapshot
+from vaco_jax import run_sweep
+from vaco_jax.core.config import EvalConfig
+from vaco_jax.core.types import ActorSnapshot
+from vaco_jax.numerics import normalization
+from vaco_jax.numerics.distributions import CATEGORICAL, DIAG_GAUSSIAN
+from vaco_jax.numerics.networks import Networks
+from vaco_jax.training import evaluation
 
 
 def _lever_policy(networks: Networks, logit_of_1: float) -> ActorSnapshot:
@@ -115,7 +117,8 @@ def test_under_lag_the_evaluated_policy_is_the_learner_not_the_actors_stale_snap
     """With actors 3 updates behind, the evaluation after the last update scores the learner's parameters: it equals
     :meth:`TrainProgram.evaluate` of the final state, on the same key, and differs from the same evaluation of the
     snapshot the actors were acting with (so a trainer evaluating its stale actor would fail here)."""
-    from vaco_jax import TrainProgram, lag
+    from vaco_jax import TrainProgram
+    from vaco_jax.numerics import lag
 
     config = tiny_config(eval=EvalConfig(every=6, episodes=4))
     config = config.replace(lag=config.lag.replace(k=3, max_lag=3))

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaco_jax import lag
-from vaco_jax.types import ActorSnapshot, NormalizerState
+from vaco_jax.core.types import ActorSnapshot, NormalizerState
+from vaco_jax.numerics import lag
 
 
 def snapshot_of(iteration: int) -> ActorSnapshot:
@@ -126,8 +126,8 @@ def test_empirical_weights_are_traced_one_program_for_two_histograms():
 def test_empirical_weights_are_checked(lag_config, message):
     from tests.conftest import tiny_config
     from vaco_jax import LagConfig
-    from vaco_jax.config import ConfigError
-    from vaco_jax.validation import validate
+    from vaco_jax.core.config import ConfigError
+    from vaco_jax.core.validation import validate
 
     with pytest.raises(ConfigError, match=message):
         validate(tiny_config(lag=LagConfig(**lag_config)))

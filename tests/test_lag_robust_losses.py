@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tests import reference
-from vaco_jax import lag_robust_losses as lrl
-from vaco_jax import losses
+from vaco_jax.algorithms import lag_robust_losses as lrl
+from vaco_jax.numerics import losses
 
 
 def stale_batch(seed: int, shape=(16, 6), lag_spread=0.6, step_spread=0.4):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import optimised_driver
-from vaco_jax import Config, EnvConfig, PPOConfig, envs, run_sweep, stats
-from vaco_jax.config import EvalConfig
+from vaco_jax import Config, EnvConfig, PPOConfig, envs, run_sweep
+from vaco_jax.core.config import EvalConfig
+from vaco_jax.numerics import stats
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests import reference
-from vaco_jax import losses
-from vaco_jax.algorithms import adapt_kl_coef
-from vaco_jax.config import Config, PPOConfig
+from vaco_jax.algorithms.registry import adapt_kl_coef
+from vaco_jax.core.config import Config, PPOConfig
+from vaco_jax.numerics import losses
 
 
 def random_batch(seed: int, shape=(16, 6), spread=0.5):

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import tiny_config
-from vaco_jax import stats, writers
-from vaco_jax.checkpoint import Restored
-from vaco_jax.config import ConfigError
-from vaco_jax.metrics_store import MetricsStore, StoredMetrics
-from vaco_jax.plotting import curve_iterations
-from vaco_jax.sweep import run_sweep
+from vaco_jax.core.config import ConfigError
+from vaco_jax.numerics import stats
+from vaco_jax.runs import writers
+from vaco_jax.runs.checkpoint import Restored
+from vaco_jax.runs.plotting import curve_iterations
+from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.training.sweep import run_sweep
 
 
 def _curves(num_runs: int, num_iterations: int, seed: int = 0) -> np.ndarray:
@@ -112,7 +113,7 @@ def test_writers_give_the_same_rows_from_disk_as_from_memory(both, tmp_path, mon
 def test_driver_keeps_no_metrics_when_they_stream(tiny_driver):
     import jax
 
-    from vaco_jax.driver import stack_hparams
+    from vaco_jax.training.driver import stack_hparams
 
     seen = []
     out = tiny_driver.run(
@@ -153,7 +154,7 @@ def test_appends_list_the_directory_once_and_paths_follow_the_directory(tmp_path
     """Listing the directory at every append made a long run's appends quadratic: the store keeps an index."""
     from pathlib import Path
 
-    from vaco_jax.metrics_store import MetricsStore
+    from vaco_jax.training.metrics_store import MetricsStore
 
     listed = []
     real_iterdir = Path.iterdir

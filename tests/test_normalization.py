@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaco_jax import normalization
+from vaco_jax.numerics import normalization
 
 
 def _pooled_moments(batches, prior_count=1e-4):
@@ -70,8 +70,8 @@ def test_the_normaliser_can_absorb_the_batch_before_the_update_as_brax_does():
 
 def test_an_unknown_normaliser_order_is_a_clear_error():
     from tests.conftest import tiny_config
-    from vaco_jax.config import ConfigError
-    from vaco_jax.validation import validate
+    from vaco_jax.core.config import ConfigError
+    from vaco_jax.core.validation import validate
 
     config = tiny_config()
     with pytest.raises(ConfigError, match="env.normalizer_update='during' is unknown; choose one of after, before"):

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from vaco_jax import output_dir
-from vaco_jax.config import ConfigError
-from vaco_jax.output_dir import MARKER
+from vaco_jax.core.config import ConfigError
+from vaco_jax.runs import output_dir
+from vaco_jax.runs.output_dir import MARKER
 
 
 def _run_dir(path, entries=("config.json", "metrics.json", "metrics", "checkpoints")):
@@ -190,7 +190,7 @@ def test_a_killed_holder_releases_its_directory(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from vaco_jax import output_dir\n"
+            "import sys, time; from pathlib import Path; from vaco_jax.runs import output_dir\n"
             f"with output_dir.exclusive(Path({str(out)!r})):\n    print('held', flush=True); time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
@@ -233,7 +233,7 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vaco_jax.plotting import save_figure
+    from vaco_jax.runs.plotting import save_figure
 
     path = tmp_path / "learning_curves.png"
     path.write_bytes(b"the old image")

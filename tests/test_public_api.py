@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 import vaco_jax
-from vaco_jax import advantages, losses
+from vaco_jax.numerics import advantages, losses
 
 
 def test_every_public_name_has_a_docstring():

@@ -1,4 +1,5 @@
-"""Sample reuse (vaco_jax.reuse): the ring buffer of earlier batches, their weights, and every loss under weights.
+"""Sample reuse (vaco_jax.numerics.reuse): the ring buffer of earlier batches, their weights, and every loss under
+weights.
 
 The claims tested, each against a definition rather than the code:
 
@@ -17,11 +18,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import rollout_with_lags, tiny_config
-from vaco_jax import TrainProgram, algorithms, reuse
-from vaco_jax import lag_robust_losses as lrl
-from vaco_jax.config import ConfigError, set_field
-from vaco_jax.types import Transitions
-from vaco_jax.update import Learner, make_optimizer, minibatch_loss
+from vaco_jax import TrainProgram
+from vaco_jax.algorithms import lag_robust_losses as lrl
+from vaco_jax.algorithms import registry as algorithms
+from vaco_jax.core.config import ConfigError, set_field
+from vaco_jax.core.types import Transitions
+from vaco_jax.numerics import reuse
+from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss
 
 # ----------------------------------------------------------------------------- every loss under sample weights
 
@@ -219,7 +222,7 @@ def test_dry_run_memory_counts_the_stored_batches():
     CartPole (4 observations, 2 actions), M - 1 = 2 stored batches each hold observations and next observations
     (2 x 4 floats), the action (int32), reward, behaviour log-prob (floats), two logits (floats) and two flags
     (bool) per sample, and the versions hold M - 1 x G = 2 x 2 int32."""
-    from vaco_jax.memory import estimate
+    from vaco_jax.training.memory import estimate
 
     config = set_field(tiny_config(), "reuse.num_batches", 3)
     per_sample = (2 * 4 + 1 + 1 + 1 + 2) * 4 + 2 * 1
@@ -231,9 +234,9 @@ def test_dry_run_memory_counts_the_stored_batches():
 def test_the_asynchronous_learner_reuses_batches_with_their_measured_lags():
     """With real actor threads the stored batch of update t - 1 is one update staler at update t than when it was
     learned: the data lag is the mean of this batch's measured lag and the previous one's plus 1."""
-    from vaco_jax.asynchronous import AsyncDriver, AsyncOptions
-    from vaco_jax.config import LagConfig
-    from vaco_jax.sweep import seed_keys
+    from vaco_jax.core.config import LagConfig
+    from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions
+    from vaco_jax.training.sweep import seed_keys
 
     config = set_field(tiny_config(lag=LagConfig(num_actors=2), num_iterations=6), "reuse.num_batches", 2)
     driver = AsyncDriver(TrainProgram(config), AsyncOptions(queue_size=2, timeout=30.0))

@@ -8,9 +8,9 @@ import numpy as np
 
 from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram
-from vaco_jax.distributions import categorical_log_prob
-from vaco_jax.rollout import score_learner
-from vaco_jax.types import ActorSnapshot
+from vaco_jax.core.types import ActorSnapshot
+from vaco_jax.numerics.distributions import categorical_log_prob
+from vaco_jax.training.rollout import score_learner
 
 
 def _program_and_stale_state():

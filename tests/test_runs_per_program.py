@@ -10,11 +10,12 @@ import pytest
 
 from tests.conftest import tiny_config
 from tests.test_cli import TINY
-from vaco_jax import TrainProgram, memory
+from vaco_jax import TrainProgram
 from vaco_jax.cli import main
-from vaco_jax.config import ConfigError, set_field
-from vaco_jax.driver import program_parts, stack_hparams
-from vaco_jax.sweep import seed_keys
+from vaco_jax.core.config import ConfigError, set_field
+from vaco_jax.training import memory
+from vaco_jax.training.driver import program_parts, stack_hparams
+from vaco_jax.training.sweep import seed_keys
 
 KS, SEEDS = [0, 4, 0, 2], [0, 0, 1, 1]  # every run differs from its neighbours: a shuffled merge shows
 

@@ -17,13 +17,13 @@ import json, jax
 from tests.conftest import tiny_config  # also the tests' compilation cache and XLA flags
 from tests.test_trainer import _run
 from vaco_jax import Driver, TrainProgram
-from vaco_jax.driver import run_sharding
+from vaco_jax.training.driver import run_sharding
 assert jax.device_count() == 2, jax.devices()
 assert run_sharding(4) is not None
 import numpy as np
-from vaco_jax import checkpoint
-from vaco_jax.driver import stack_hparams
-from vaco_jax.sweep import seed_keys
+from vaco_jax.runs import checkpoint
+from vaco_jax.training.driver import stack_hparams
+from vaco_jax.training.sweep import seed_keys
 driver = Driver(TrainProgram(tiny_config()))
 out = _run(driver, ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1])
 assert len(out.states.iteration.sharding.device_set) == 2

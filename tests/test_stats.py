@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from vaco_jax import stats
+from vaco_jax.numerics import stats
 
 
 def test_iqm_matches_scipy_trimmed_mean():

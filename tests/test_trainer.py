@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import tiny_config
 from vaco_jax import run_sweep, seed_keys, stack_hparams
-from vaco_jax.config import set_field
+from vaco_jax.core.config import set_field
 
 
 def _run(driver, ks, seeds, chunk_size=None):
@@ -231,7 +231,7 @@ def test_the_next_chunk_is_dispatched_before_the_metric_callbacks_run(tiny_drive
 
 
 def test_chunk_plan_evens_chunks_out_so_a_run_compiles_one_program():
-    from vaco_jax.driver import chunk_plan
+    from vaco_jax.training.driver import chunk_plan
 
     assert chunk_plan(100, 30) == [25] * 4  # not 30, 30, 30, 10: one chunk length, one compiled program
     assert chunk_plan(250, 100) == [50] * 5 and chunk_plan(60, 20) == [20] * 3 and chunk_plan(6, 4) == [3, 3]
@@ -247,7 +247,7 @@ def test_the_drivers_compiler_options_reach_xla():
     """``Driver(compiler_options=...)`` is handed to XLA for both programs: an option XLA does not know is refused
     when the init program and when the chunk program compile, and a known one is accepted."""
     from vaco_jax import Driver, TrainProgram
-    from vaco_jax.memory import abstract_batch
+    from vaco_jax.training.memory import abstract_batch
 
     program = TrainProgram(tiny_config(num_iterations=1))
     keys, hparams = seed_keys(0, 1), stack_hparams([program.config])

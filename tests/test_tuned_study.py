@@ -141,7 +141,8 @@ def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study,
     """Equal for the same program (and across calls), unchanged by a traced value (an input, in the spec), changed by
     a static option or by a change to the code the program is built from."""
     from tests.conftest import tiny_config
-    from vaco_jax import algorithms, losses
+    from vaco_jax.algorithms import registry as algorithms
+    from vaco_jax.numerics import losses
 
     provenance = _load("provenance")
     config = tiny_config(algorithm="ppo")
@@ -168,7 +169,7 @@ def test_paired_probability_of_improvement(report_module):
     assert pi(x, y) == pytest.approx((1 + 0.5 + 0 + 1) / 4)  # seed by seed: win, tie, loss, win
     assert pi(y, x) == pytest.approx(1 - pi(x, y))
     # unpaired, the same scores give another number: pairing is what the test seeds allow
-    from vaco_jax import stats
+    from vaco_jax.numerics import stats
 
     assert stats.probability_of_improvement(x, y) != pytest.approx(pi(x, y))
     assert pi(np.array([np.nan, 1.0]), np.array([0.0, np.nan])) == 0.5  # a diverged run loses its pair

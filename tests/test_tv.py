@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaco_jax import diagnostics, tv
-from vaco_jax.types import Transitions
+from vaco_jax.core.types import Transitions
+from vaco_jax.numerics import diagnostics, tv
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -12,9 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vaco_jax import Config, algorithms, diagnostics, tv
-from vaco_jax.config import EnvConfig, VACOConfig
-from vaco_jax.types import Transitions
+from vaco_jax import Config
+from vaco_jax.algorithms import registry as algorithms
+from vaco_jax.core.config import EnvConfig, VACOConfig
+from vaco_jax.core.types import Transitions
+from vaco_jax.numerics import diagnostics, tv
 
 STATES, ACTIONS, MINIBATCH, MINIBATCHES = 512, 2, 64, 400
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import tiny_config
 from vaco_jax import TrainProgram
-from vaco_jax.config import set_field
-from vaco_jax.update import Learner, make_optimizer, minibatch_loss, run_epochs
+from vaco_jax.core.config import set_field
+from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, run_epochs
 
 
 @pytest.mark.parametrize("anneal", [True, False])
@@ -55,7 +55,7 @@ def test_value_clipping_reaches_the_loss_only_when_switched_on():
 
 
 def test_explained_variance_matches_its_definition():
-    from vaco_jax.diagnostics import explained_variance
+    from vaco_jax.numerics.diagnostics import explained_variance
 
     rng = np.random.default_rng(1)
     targets = rng.normal(size=(16, 8))
@@ -74,7 +74,7 @@ def test_the_gradient_steps_get_the_ratio_reference_and_only_the_fields_they_rea
     learner's as asked, the episode records and the other logits are dropped (no minibatch gathers them), and the
     leaves keep the record's field order (the compiled minibatch programs, and so the study fingerprints, follow
     it)."""
-    from vaco_jax.types import Transitions
+    from vaco_jax.core.types import Transitions
 
     t, e, a = 3, 2, 4
     field = lambda value: jnp.full((t, e), value, jnp.float32)  # noqa: E731

@@ -15,8 +15,8 @@ import types
 import pytest
 
 from tests.test_cli import TINY
-from vaco_jax import output_dir
 from vaco_jax.cli import main
+from vaco_jax.runs import output_dir
 
 
 class _Run:

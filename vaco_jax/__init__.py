@@ -2,11 +2,12 @@
 
 The public API: configuration (:class:`Config` and its groups), the training
 program (:func:`make_train`), batched runs and sweeps (:class:`Driver`,
-:func:`run_sweep`) and the pure estimators in :mod:`vaco_jax.advantages`.
+:func:`run_sweep`) and the pure estimators in :mod:`vaco_jax.numerics.advantages`.
 """
 
-from vaco_jax import advantages, algorithms, lag, losses, presets, reuse, stats, tv
-from vaco_jax.config import (
+from vaco_jax import algorithms  # the package: its registry's public API
+from vaco_jax.core import presets
+from vaco_jax.core.config import (
     Config,
     ConfigError,
     EnvConfig,
@@ -16,10 +17,11 @@ from vaco_jax.config import (
     ReuseConfig,
     traced_fields,
 )
-from vaco_jax.driver import Driver, RunOutput, stack_hparams
-from vaco_jax.sweep import SweepResult, run_sweep, seed_keys
-from vaco_jax.trainer import TrainProgram, make_train
-from vaco_jax.validation import validate
+from vaco_jax.core.validation import validate
+from vaco_jax.numerics import advantages, lag, losses, reuse, stats, tv
+from vaco_jax.training.driver import Driver, RunOutput, stack_hparams
+from vaco_jax.training.sweep import SweepResult, run_sweep, seed_keys
+from vaco_jax.training.trainer import TrainProgram, make_train
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """Command line: ``vaco-jax train | sweep | demo | eval | calibrate`` (built with tyro from the config dataclasses).
 
 This module is the argument schema and its checks; the run itself (output directory, resume, checkpoints,
-metric files, TensorBoard, the chunked driver, results) is :mod:`vaco_jax.session`. Every command prints progress
+metric files, TensorBoard, the chunked driver, results) is :mod:`vaco_jax.runs.session`. Every command prints progress
 per compiled chunk, writes per-iteration metrics (JSON and CSV, optionally TensorBoard), a learning-curve plot and
 a summary table (final return and AUC per grid point: IQM and 95% bootstrap CI over seeds).
 """
@@ -18,18 +18,16 @@ from typing import Annotated, Any, Literal, Union
 
 import tyro
 
-from vaco_jax import distributed, evaluation, output_dir, writers
-from vaco_jax.asynchronous import AsyncOptions
-from vaco_jax.checkpoint import NoCheckpoint
-from vaco_jax.comparison import compare, recorded_demo
-from vaco_jax.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
-from vaco_jax.config_fields import check_choice
-from vaco_jax.distributed import DistributedOptions, LostProcess
-from vaco_jax.interrupt import GracefulStop
-from vaco_jax.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
-from vaco_jax.presets import PRESETS, apply_presets
-from vaco_jax.saved import recorded_run
-from vaco_jax.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
+from vaco_jax.core.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
+from vaco_jax.core.config_fields import check_choice
+from vaco_jax.core.presets import PRESETS, apply_presets
+from vaco_jax.runs import output_dir, writers
+from vaco_jax.runs.checkpoint import NoCheckpoint
+from vaco_jax.runs.comparison import compare, recorded_demo
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
+from vaco_jax.runs.saved import recorded_run
+from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     RESUMED_OUTPUT_OPTIONS,
     Interrupted,
     Output,
@@ -37,6 +35,9 @@ from vaco_jax.session import (  # noqa: F401  (re-exported: the API the tests an
     format_summary,
     format_table,
 )
+from vaco_jax.training import distributed, evaluation
+from vaco_jax.training.asynchronous import AsyncOptions
+from vaco_jax.training.distributed import DistributedOptions, LostProcess
 
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 
@@ -47,14 +48,14 @@ class TrainArgs:
 
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
-    Every other flag overrides them (see vaco_jax.presets and the README's preset table)."""
+    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
     """Seeds per grid point, all in the same compiled program."""
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
-    """Run as one of several cooperating processes (JAX's multi-controller runtime): see vaco_jax.distributed."""
+    """Run as one of several cooperating processes on JAX's multi-controller runtime (vaco_jax.training.distributed)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
     asynchronous: Annotated[bool, tyro.conf.arg(name="async")] = False
     """Real asynchronous actor-learner mode: --lag.num-actors actor threads feed the learner through a bounded queue
@@ -70,7 +71,7 @@ class SweepArgs:
 
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
-    Every other flag overrides them (see vaco_jax.presets and the README's preset table)."""
+    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
@@ -81,13 +82,13 @@ class SweepArgs:
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
-    """Run as one of several cooperating processes (JAX's multi-controller runtime): see vaco_jax.distributed."""
+    """Run as one of several cooperating processes on JAX's multi-controller runtime (vaco_jax.training.distributed)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
 
 
 def demo_config() -> Config:
     """The README's main job: CartPole-v1 in an aggressive update regime, where one iteration moves the policy far."""
-    from vaco_jax.config import EnvConfig, PPOConfig
+    from vaco_jax.core.config import EnvConfig, PPOConfig
 
     return Config(
         num_iterations=80,
@@ -103,12 +104,12 @@ class DemoArgs:
     """The main job: PPO-clip, decoupled PPO and two readings of VACO across backward lag on CartPole-v1.
 
     Lag 0, 4, 8 x 4 seeds each; ``vaco-paper`` is VACO as first specified, ``vaco-decoupled`` VACO's
-    filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.presets).
+    filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.core.presets).
     """
 
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
     algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
-    """Algorithms or presets (vaco_jax.presets) to compare; each runs the whole grid as one compiled program."""
+    """Algorithms or presets (vaco_jax.core.presets) to compare; each runs the whole grid as one compiled program."""
     grid: tuple[str, ...] = ("lag.k=0,4,8",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), run for every algorithm."""
     num_seeds: int = 4
@@ -123,7 +124,7 @@ class DemoArgs:
 def calibrate_config() -> Config:
     """The calibration's default: the demo's aggressive CartPole-v1 regime (where lag matters) with two actor
     threads of 8 environments, evaluated every 5 updates."""
-    from vaco_jax.config import EvalConfig
+    from vaco_jax.core.config import EvalConfig
 
     return demo_config().replace(num_iterations=60, lag=LagConfig(num_actors=2), eval=EvalConfig(every=5))
 
@@ -175,7 +176,7 @@ class EvalArgs:
 
 def run_eval(args: EvalArgs) -> Path:
     """``vaco-jax eval``: evaluate, print a table per grid point, write JSON."""
-    from vaco_jax.saved import evaluate_saved_run
+    from vaco_jax.runs.saved import evaluate_saved_run
 
     out = args.out or args.run_dir / ("eval.json" if args.step is None else f"eval_{args.step}.json")
     if out.exists() and not args.overwrite:
@@ -284,7 +285,7 @@ def _grid_flags(grid: dict[str, list]) -> tuple[str, ...]:
 def _resumed_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
     """``defaults`` (per subcommand) where ``--resume DIR`` names a run that recorded its command: that command.
 
-    ``train`` and ``sweep`` read the newest checkpoint's record (:func:`vaco_jax.saved.recorded_run`), ``demo`` its
+    ``train`` and ``sweep`` read the newest checkpoint's record (:func:`vaco_jax.runs.saved.recorded_run`), ``demo`` its
     result set's marker. Where there is none (no such directory, no checkpoint yet, a record from before commands
     were recorded), the defaults stay and the run says what is missing."""
     directory = _resume_dir(argv)
@@ -372,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _join_processes(argv: list[str]) -> None:
     """``train | sweep`` with --distributed flags, or under a detected cluster environment (srun): join the other
-    processes (:mod:`vaco_jax.distributed`). The flags are read before tyro, which needs a checkpoint's record (and
-    so JAX) for --resume's defaults."""
+    processes (:mod:`vaco_jax.training.distributed`). The flags are read before tyro, which needs a checkpoint's record
+    (and so JAX) for --resume's defaults."""
     if not argv or argv[0] not in ("train", "sweep"):
         if any(arg.startswith("--distributed.") for arg in argv):
             raise ConfigError("--distributed.* flags belong to train and sweep: other commands run in one process")
@@ -391,7 +392,7 @@ def _join_processes(argv: list[str]) -> None:
 
 @contextlib.contextmanager
 def _exclusive(directory: Path):
-    """The output directory's lock (:func:`vaco_jax.output_dir.exclusive`), held by the process that writes: in a
+    """The output directory's lock (:func:`vaco_jax.runs.output_dir.exclusive`), held by the process that writes: in a
     multi-process run process 0, which tells the others if it cannot take it."""
     if not distributed.is_primary():
         yield
@@ -423,7 +424,7 @@ def _run_command(args, argv: list[str]) -> int:
         run_eval(args)
         return 0
     if isinstance(args, CalibrateArgs):
-        from vaco_jax.calibration import run_and_write
+        from vaco_jax.runs.calibration import run_and_write
 
         run_and_write(
             args.config,

@@ -22,9 +22,10 @@ from provenance import (
 )
 
 from lag_study.specs import CURVE_METRICS, ENVS, REGIMES, SUMMARY_METRICS, VARIANTS, Block, Preset
-from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep, stats
-from vaco_jax.config import VACOConfig, with_overrides
-from vaco_jax.writers import write_text_atomic
+from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
+from vaco_jax.core.config import VACOConfig, with_overrides
+from vaco_jax.numerics import stats
+from vaco_jax.runs.writers import write_text_atomic
 
 
 @dataclasses.dataclass(frozen=True)

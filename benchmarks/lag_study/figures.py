@@ -9,7 +9,7 @@ import numpy as np
 
 from lag_study.cells import Cell
 from lag_study.specs import lag_order
-from vaco_jax.plotting import save_figure
+from vaco_jax.runs.plotting import save_figure
 
 
 def plot_all(payload: dict[str, Any], done: dict[Cell, dict[str, Any]], out_dir: Path) -> list[str]:

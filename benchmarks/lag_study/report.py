@@ -15,8 +15,10 @@ from provenance import (
 from lag_study.cells import cells_of, is_current, load_cell, write_json
 from lag_study.figures import plot_all
 from lag_study.specs import ENVS, REGIMES, VARIANTS, Preset, lag_order
-from vaco_jax import envs, machine, stats
-from vaco_jax.writers import write_text_atomic
+from vaco_jax import envs
+from vaco_jax.numerics import stats
+from vaco_jax.runs import machine
+from vaco_jax.runs.writers import write_text_atomic
 
 
 def environment_facts() -> dict[str, Any]:

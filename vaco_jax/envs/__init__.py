@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vaco_jax.config import ConfigError, EnvConfig
+from vaco_jax.core.config import ConfigError, EnvConfig
 from vaco_jax.envs.base import (
     ActionSpec,
     Env,
@@ -173,9 +173,9 @@ def unknown_env_message(name: str) -> str:
 def make(
     name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "", start_pool: int | None = 0
 ) -> Env:
-    """The batched environment called ``name`` with the given options (see :class:`vaco_jax.config.EnvConfig`).
+    """The batched environment called ``name`` with the given options (see :class:`vaco_jax.core.config.EnvConfig`).
 
-    Raises :class:`~vaco_jax.config.ConfigError` naming the known ids of every backend if ``name`` is
+    Raises :class:`~vaco_jax.core.config.ConfigError` naming the known ids of every backend if ``name`` is
     unknown, and naming the field if an option does not apply to the backend.
     """
     key, env_id = backend_of(name)
@@ -192,7 +192,7 @@ def default_normalization(name: str) -> bool:
 
 
 def from_config(env: EnvConfig) -> Env:
-    """The environment an :class:`~vaco_jax.config.EnvConfig` describes (name and options)."""
+    """The environment an :class:`~vaco_jax.core.config.EnvConfig` describes (name and options)."""
     return make(
         env.name,
         episode_length=env.episode_length,

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from vaco_jax.types import EpisodeStats
+from vaco_jax.core.types import EpisodeStats
 
 
 @dataclass(frozen=True)

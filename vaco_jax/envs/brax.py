@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from vaco_jax.config import ConfigError
+from vaco_jax.core.config import ConfigError
 from vaco_jax.envs.base import ActionSpec, TimeStep
 
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")

@@ -1,0 +1,372 @@
+"""Policy losses of the lag-robust baselines, 2019-2026: IMPACT/APPO, M2PO, GePPO, CISPO and TOPR.
+
+Small pure functions like :mod:`vaco_jax.numerics.losses`, each on three log-probs of the sampled actions:
+
+* ``log_probs``: log pi_theta(a|s), the policy being optimised (differentiated);
+* ``proximal_log_probs``: log pi_T(a|s), the learner's snapshot at the start of the iteration (the "target network"
+  of IMPACT, the proximal policy of decoupled PPO and M2PO, the current policy pi_k of GePPO);
+* ``behaviour_log_probs``: log beta(a|s) of the stale actor that drew a.
+
+Each loss takes optional per-sample ``weights`` (sample reuse), as :mod:`vaco_jax.numerics.losses` does. Every ratio is
+formed from a log-ratio bounded before ``exp`` (:func:`vaco_jax.numerics.tv.ratios`), so a stale sample
+whose weight would overflow contributes a finite value and a finite gradient. At zero lag (pi_T = beta) IMPACT and
+GePPO are PPO-clip exactly (their weights are 1), and so is M2PO's decoupled-mask variant (it masks nothing); M2PO
+as published bounds its ratio by a second-moment budget instead of PPO's eps; CISPO and TOPR have no trust region
+by design.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from vaco_jax.core.algorithm_options import CISPO_TRUNCATIONS, IMPACT_RATIO_FORMS
+from vaco_jax.numerics.losses import (
+    Metrics,
+    _clip_fraction,
+    _clipped_surrogate,
+    off_policy_weights,
+    sample_average,
+    sample_mean,
+    truncated_is_weights,
+)
+from vaco_jax.numerics.tv import ratios
+
+
+def impact_loss(
+    log_probs: jax.Array,
+    proximal_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    rho_max: float | jax.Array,
+    ratio_form: str = "target",
+    weights: jax.Array | None = None,
+) -> tuple[jax.Array, Metrics]:
+    """IMPACT's surrogate (APPO in RLlib): PPO's clip on a target-network ratio with truncated worker weighting.
+
+    ``ratio_form="target"`` (the default; RLlib's APPO, whose code states this form as the paper's):
+
+        rho  = stopgrad( clip(beta(a|s) / pi_T(a|s), 0, rho_max) )     (pi_T: the target network)
+        q    = rho * pi_theta(a|s) / beta(a|s)  =  pi_theta(a|s) / max(pi_T(a|s), beta(a|s) / rho_max)
+        L_pi = -mean( min(q * A, clip(q, 1 - eps, 1 + eps) * A) )
+
+    so q = pi_theta / pi_T, a trust region around the target network, until a sample far likelier under its
+    worker than under the target (beta / pi_T > rho_max) truncates the weight.
+
+    ``ratio_form="behaviour"`` (a variant; this project's reading before 2026-12): rho = clip(pi_T/beta, 0,
+    rho_max), q = rho * pi_theta / pi_T = pi_theta / max(beta, pi_T / rho_max). Until truncation binds that is
+    pi_theta / beta: PPO-clip around the behaviour policy, where the target network only caps the weight.
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      proximal_log_probs: [...] log pi_T(a_i|s_i) of the target network.
+      behaviour_log_probs: [...] log beta(a_i|s_i) of the actor that drew a_i.
+      advantages: [...] A_i (constants).
+      clip_eps: eps of the clip of the product q.
+      rho_max: truncation of the target-worker weight rho (2 in IMPACT and RLlib).
+      ratio_form: ``target`` or ``behaviour`` (static), see above.
+      weights: optional per-sample weights (sample reuse).
+
+    Returns:
+      ``(loss, {"ppo/clip_frac": fraction with |q - 1| > eps, "is/weight_mean": mean(rho)})``.
+
+    Reference:
+      Luo, Yao, Liaw, Liang, Stoica. IMPACT: Importance Weighted Asynchronous Architectures with Clipped Target
+      Networks. ICLR 2020, arXiv:1912.00167. RLlib's APPO loss (``target_worker_clipping``).
+    """
+    chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
+    proximal = jax.lax.stop_gradient(proximal_log_probs)
+    behaviour = jax.lax.stop_gradient(behaviour_log_probs)
+    if ratio_form == "target":
+        rho = truncated_is_weights(behaviour, proximal, w_max=rho_max)
+        q = rho * ratios(log_probs, behaviour)
+    elif ratio_form == "behaviour":
+        rho = truncated_is_weights(proximal, behaviour, w_max=rho_max)
+        q = rho * ratios(log_probs, proximal)
+    else:
+        raise ValueError(f"impact.ratio_form={ratio_form!r} is unknown; choose one of {', '.join(IMPACT_RATIO_FORMS)}")
+    surrogate = _clipped_surrogate(q, jax.lax.stop_gradient(advantages), clip_eps)
+    loss = -sample_mean(surrogate, weights)  # before the metrics: the programs' op order (committed fingerprints)
+    return loss, {"ppo/clip_frac": _clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
+
+
+def m2po_bound(
+    log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array, valid: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """M2PO's trust region as its authors' released code sets it, on one minibatch: among the *harmful* samples (those
+    whose ratio has moved the way their advantage pushes it: A > 0 with log r > 0, or A < 0 with log r < 0), find
+    the cap t on the squared log-ratio v = (log r)^2 that brings their second moment within ``tau``.
+
+        H  = { i : A_i log r_i > 0 },   v_i = (log r_i)^2,   M2 = mean_{i in H} v_i
+        v_(1) <= v_(2) <= ...  the harmful samples' v in ascending order
+        k  = the first k with sum_{i in H} min(v_i, v_(k)) >= tau * |H|      (capping every v at v_(k))
+        t  = inf if H is empty or M2 <= tau;  else v_(k-1) (0 when k = 1)
+        b_i = 1 if i in H and v_i >= t: the sample is held at its bound (no gradient), else 0
+
+    ``valid`` (same shape, bool; sample reuse: False on an empty slot) leaves the samples it marks False out of H.
+
+    Returns:
+      The triple ``(bounded, t, M2)`` of ``bounded`` [...] float (1 where the bound holds the sample), the cap t
+      (inf for none) and the harmful samples' second moment (0 when there are none).
+    """
+    chex.assert_equal_shape([log_ratios, advantages])
+    log_ratio = jax.lax.stop_gradient(log_ratios).reshape(-1)
+    harmful = jax.lax.stop_gradient(advantages).reshape(-1) * log_ratio > 0
+    if valid is not None:
+        harmful = harmful & valid.reshape(-1)
+    squared = jnp.where(harmful, jnp.square(log_ratio), 0.0)
+    count = jnp.sum(harmful)
+    second_moment = jnp.sum(squared) / jnp.maximum(count, 1)
+    ordered = jnp.sort(jnp.where(harmful, squared, jnp.inf))  # the harmful samples' v ascending, then inf
+    ordered = jnp.where(jnp.isfinite(ordered), ordered, 0.0)
+    k = jnp.arange(ordered.size)
+    capped_sum = jnp.cumsum(ordered) + ordered * (count - k - 1)  # sum_{i in H} min(v_i, v_k)
+    first = jnp.argmax((k < count) & (capped_sum >= tau * count))
+    cap = jnp.where(first > 0, ordered[jnp.maximum(first - 1, 0)], 0.0)
+    cap = jnp.where((count > 0) & (second_moment > tau), cap, jnp.inf)
+    bounded = (harmful & (jnp.square(log_ratio) >= cap)).astype(log_ratio.dtype).reshape(log_ratios.shape)
+    return bounded, cap, second_moment
+
+
+def m2po_loss(
+    log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    tau: float | jax.Array,
+    weights: jax.Array | None = None,
+) -> tuple[jax.Array, Metrics]:
+    """M2PO as its authors' released code computes it (``m2po.form=published``): the ratio to the policy that drew
+    the data, its harmful samples held at a bound set on each minibatch by their second moment
+    (:func:`m2po_bound`), no epsilon clip, averaged over all samples.
+
+        r    = pi_theta(a|s) / beta(a|s),      (b, t, _) = m2po_bound(log r, A; tau)
+        L_pi = -mean_i( b_i ? stopgrad(r_i) * A_i : r_i * A_i )
+
+    A held sample is the PPO clip of ``clip(r, exp(-sqrt t), exp(sqrt t))`` acting (its value is the ratio it has,
+    at or past the bound, with no gradient); every other sample keeps its full gradient. The bound is recomputed at
+    every gradient step from pi_theta, as the released code does per micro-batch.
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      behaviour_log_probs: [...] log beta(a_i|s_i), the policy that drew a_i (the stale data's ``old_log_prob``).
+      advantages: [...] A_i (constants).
+      tau: the second-moment budget of the harmful samples' log-ratio (0.04 in the paper).
+      weights: optional per-sample weights (sample reuse); samples of weight 0 are not harmful samples.
+
+    Returns:
+      ``(loss, {"m2po/kept": fraction not held, "m2po/second_moment": the harmful samples' mean squared log-ratio,
+      "ppo/clip_frac": fraction held, "is/weight_mean": mean(r)})``.
+
+    Reference:
+      Zheng et al. Prosperity before Collapse: How Far Can Off-Policy RL Reach with Stale Data on LLMs?
+      arXiv:2510.01161; the authors' code, github.com/Infini-AI-Lab/M2PO (``compute_m2po_policy_loss``).
+    """
+    chex.assert_equal_shape([log_probs, behaviour_log_probs, advantages])
+    behaviour = jax.lax.stop_gradient(behaviour_log_probs)
+    r = ratios(log_probs, behaviour)
+    a = jax.lax.stop_gradient(advantages)
+    valid = None if weights is None else weights > 0
+    bounded, _, second_moment = m2po_bound(log_probs - behaviour, a, tau=tau, valid=valid)
+    surrogate = jnp.where(bounded > 0, jax.lax.stop_gradient(r), r) * a
+    metrics = {
+        "m2po/kept": 1.0 - sample_average(bounded, weights),
+        "m2po/second_moment": second_moment,
+        "ppo/clip_frac": sample_average(bounded, weights),
+        "is/weight_mean": sample_average(jax.lax.stop_gradient(r), weights),
+    }
+    return -sample_mean(surrogate, weights), metrics
+
+
+def m2po_keep_mask(
+    proximal_log_probs: jax.Array, behaviour_log_probs: jax.Array, *, tau: float | jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """M2PO's second-moment mask: drop the samples with the largest squared log-ratio until the mean squared
+    log-ratio of the samples kept is at most ``tau``.
+
+        s_i = (log pi_T(a_i|s_i) - log beta(a_i|s_i))^2
+        k   = the fewest samples whose removal (largest s first) leaves mean_{kept} s <= tau
+        m_i = 1 unless s_i is among those k largest (ties broken by position)
+
+    The second moment is computed on pi_T against beta, as AReaL does: the staleness of the data, fixed for the
+    whole iteration (not on the moving pi_theta).
+
+    Returns:
+      ``m`` [...] float, 1 for a kept sample, and the batch's second moment before masking.
+    """
+    chex.assert_equal_shape([proximal_log_probs, behaviour_log_probs])
+    log_ratio = jax.lax.stop_gradient(proximal_log_probs - behaviour_log_probs)
+    squared = jnp.square(log_ratio).reshape(-1)
+    n = squared.size
+    order = jnp.argsort(-squared, stable=True)  # largest first
+    # kept_sum[k]: the sum of all but the k largest, summed from the smallest up (no cancellation), k = 0..n
+    kept_sum = jnp.concatenate([jnp.cumsum(squared[order][::-1])[::-1], jnp.zeros(1, squared.dtype)])
+    remaining = jnp.arange(n, -1, -1).astype(squared.dtype)  # n - k
+    mean_kept = jnp.where(remaining > 0, kept_sum / jnp.maximum(remaining, 1.0), 0.0)
+    num_removed = jnp.argmax(mean_kept <= tau)  # the first k that satisfies it (k = n always does)
+    rank = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+    keep = (rank >= num_removed).astype(log_ratio.dtype).reshape(log_ratio.shape)
+    return keep, jnp.mean(squared)
+
+
+def m2po_decoupled_mask_loss(
+    log_probs: jax.Array,
+    proximal_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    w_max: float | jax.Array,
+    tau: float | jax.Array,
+    w_mode: str = "truncate",
+) -> tuple[jax.Array, Metrics]:
+    """A variant of M2PO (``m2po.form=decoupled_mask``; this project's M2PO before 2026-12): mask stale samples by
+    the second moment of log(pi_T/beta) once per iteration (:func:`m2po_keep_mask`, any sample may be dropped),
+    then the decoupled PPO loss on the samples kept, averaged over them (heavier masking: a larger step per sample).
+
+        m    = m2po_keep_mask(log pi_T, log beta; tau)
+        r    = pi_theta(a|s) / pi_T(a|s),      w = stopgrad( min(pi_T(a|s) / beta(a|s), w_max) )
+        L_pi = -sum_i m_i * w_i * min(r_i * A_i, clip(r_i, 1 - eps, 1 + eps) * A_i) / max(sum_i m_i, 1)
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      proximal_log_probs: [...] log pi_T(a_i|s_i).
+      behaviour_log_probs: [...] log beta(a_i|s_i).
+      advantages: [...] A_i (constants).
+      clip_eps: eps of the clip around pi_T.
+      w_max: truncation of the decoupled weight w (or its mask's bound, see ``w_mode``).
+      tau: the largest second moment of log(pi_T / beta) kept (0.04 in the paper).
+      w_mode: ``truncate`` or ``mask`` the weight, as for decoupled PPO
+        (:func:`vaco_jax.numerics.losses.off_policy_weights`).
+
+    Returns:
+      ``(loss, {"m2po/kept": fraction kept, "m2po/second_moment": mean squared log-ratio before masking,
+      "ppo/clip_frac": ..., "is/weight_mean": ...})``.
+
+    Reference:
+      Zheng et al. Prosperity before Collapse: How Far Can Off-Policy RL Reach with Stale Data on LLMs?
+      (M2PO, Second-Moment Trust Policy Optimization). arXiv:2510.01161.
+    """
+    chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
+    proximal = jax.lax.stop_gradient(proximal_log_probs)
+    keep, second_moment = m2po_keep_mask(proximal, behaviour_log_probs, tau=tau)
+    r = ratios(log_probs, proximal)
+    w, _ = off_policy_weights(proximal, behaviour_log_probs, w_max=w_max, mode=w_mode)
+    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    loss = -jnp.sum(keep * w * surrogate) / jnp.maximum(jnp.sum(keep), 1.0)
+    metrics = {
+        "m2po/kept": jnp.mean(keep),
+        "m2po/second_moment": second_moment,
+        "ppo/clip_frac": _clip_fraction(r, clip_eps),
+        "is/weight_mean": jnp.mean(w),
+    }
+    return loss, metrics
+
+
+def geppo_loss(
+    log_probs: jax.Array,
+    proximal_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    weights: jax.Array | None = None,
+) -> tuple[jax.Array, Metrics]:
+    """GePPO's generalized clipped surrogate: the ratio to the behaviour policy, clipped additively around the
+    off-policy weight of the current policy.
+
+        r    = pi_theta(a|s) / beta(a|s),      w = stopgrad( pi_T(a|s) / beta(a|s) )
+        L_pi = -mean( min(r * A, clip(r, w - eps, w + eps) * A) )
+
+    The trust region is TV(pi_theta, pi_T) <= eps / 2 estimated on beta's samples: 0.5 * E_beta |r - w| (the
+    quantity the optional adaptive learning rate watches, see :func:`vaco_jax.algorithms.state.adapt_geppo_lr`).
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      proximal_log_probs: [...] log pi_T(a_i|s_i) (GePPO's current policy pi_k).
+      behaviour_log_probs: [...] log beta(a_i|s_i) (the policy that collected the sample).
+      advantages: [...] A_i (constants).
+      clip_eps: eps, the half-width of the clip around w.
+      weights: optional per-sample weights: GePPO's policy weights over the reused batches
+        (:mod:`vaco_jax.numerics.reuse`).
+
+    Returns:
+      ``(loss, {"ppo/clip_frac": fraction with |r - w| > eps, "is/weight_mean": mean(w)})``.
+
+    Reference:
+      Queeney, Paschalidis, Cassandras. Generalized Proximal Policy Optimization with Sample Reuse. NeurIPS 2021,
+      arXiv:2111.00072.
+    """
+    chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
+    behaviour = jax.lax.stop_gradient(behaviour_log_probs)
+    r = ratios(log_probs, behaviour)
+    w = jax.lax.stop_gradient(ratios(proximal_log_probs, behaviour))
+    a = jax.lax.stop_gradient(advantages)
+    surrogate = jnp.minimum(r * a, jnp.clip(r, w - clip_eps, w + clip_eps) * a)
+    clipped = sample_average((jnp.abs(r - w) > clip_eps).astype(r.dtype), weights)
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": clipped, "is/weight_mean": sample_average(w, weights)}
+
+
+def cispo_loss(
+    log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    eps_high: float | jax.Array,
+    truncation: str = "cispo",
+    weights: jax.Array | None = None,
+) -> tuple[jax.Array, Metrics]:
+    """CISPO: a policy gradient weighted by the stop-gradient truncated importance ratio (no trust region: every
+    sample keeps its gradient); TOPR's asymmetric truncation as an option.
+
+        r    = pi_theta(a|s) / beta(a|s)
+        cispo: c = stopgrad( min(r, 1 + eps_high) )                    (no lower bound, as in MiniMax-M1)
+        topr:  c = 1 if A >= 0 else stopgrad( clip(r, 0, 1) )
+        L_pi = -mean( c * A * log pi_theta(a|s) )
+
+    Args:
+      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
+      behaviour_log_probs: [...] log beta(a_i|s_i) (the sampling policy).
+      advantages: [...] A_i (constants).
+      eps_high: the weight's upper truncation is 1 + eps_high (cispo only).
+      truncation: ``cispo`` or ``topr``.
+      weights: optional per-sample weights (sample reuse).
+
+    TOPR here is per sample (each step's advantage sign and ratio); the paper takes both per trajectory.
+
+    Returns:
+      ``(loss, {"is/weight_mean": mean(c), "is/truncated_frac": fraction whose weight is cut below its ratio})``:
+      CISPO's r > 1 + eps_high; TOPR's negative samples with r > 1 (its positive ones carry weight 1, no ratio).
+
+    Reference:
+      MiniMax. MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention (CISPO).
+      arXiv:2506.13585. Le Roux et al. Tapered Off-Policy REINFORCE (TOPR). arXiv:2503.14286.
+    """
+    chex.assert_equal_shape([log_probs, behaviour_log_probs, advantages])
+    r = jax.lax.stop_gradient(ratios(log_probs, behaviour_log_probs))
+    a = jax.lax.stop_gradient(advantages)
+    if truncation == "cispo":
+        c = jnp.minimum(r, 1.0 + eps_high)
+    elif truncation == "topr":
+        c = jnp.where(a >= 0, 1.0, jnp.clip(r, 0.0, 1.0))
+    else:
+        raise ValueError(f"cispo.truncation={truncation!r} is unknown; choose one of {', '.join(CISPO_TRUNCATIONS)}")
+    # truncated: the weight is below the importance ratio it stands for (CISPO: r > 1 + eps_high; TOPR: a negative
+    # sample with r > 1, tapered to 1; a non-negative sample's weight 1 is not an importance weight)
+    truncated = sample_average(((c != r) if truncation == "cispo" else (a < 0) & (r > 1.0)).astype(r.dtype), weights)
+    loss = -sample_mean(c * a * log_probs, weights)  # before the metrics: the programs' op order
+    return loss, {"is/weight_mean": sample_average(c, weights), "is/truncated_frac": truncated}
+
+
+__all__ = [
+    "cispo_loss",
+    "geppo_loss",
+    "impact_loss",
+    "m2po_bound",
+    "m2po_decoupled_mask_loss",
+    "m2po_keep_mask",
+    "m2po_loss",
+]

@@ -1,0 +1,198 @@
+"""The option groups of the algorithm families, each with its own checks.
+
+Each family's options are one config group (``Config.vaco``, ``Config.impact``, ...): static fields change a code
+path, the others are traced leaves that a sweep vmaps over. ``vaco`` is read by VACO and its ablations only,
+``impact``, ``m2po``, ``geppo`` and ``cispo`` by their baseline only
+(:data:`vaco_jax.algorithms.registry.OWN_CONFIG_GROUP`), ``vtrace`` by every V-trace estimator. Each group's ``check()``
+refuses a wrong value with an error that names the field (:func:`vaco_jax.core.validation.validate` calls every group's,
+:data:`GROUPS`).
+
+A new family is its group here (with ``check``), a field of that name on :class:`vaco_jax.core.config.Config`, its
+policy loss over the :class:`vaco_jax.core.types.Transitions` record, and its factory in
+:mod:`vaco_jax.algorithms.registry`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from flax import struct
+
+from vaco_jax.core.config_fields import check_choice, check_number, static
+
+TV_SCOPES = ("minibatch", "trajectory", "sample")
+FILTER_REFS = ("learner", "behaviour")
+VTRACE_ADVANTAGES = ("lambda", "q")
+IS_WEIGHTS = ("none", "truncated")
+TV_ESTIMATORS = ("auto", "sample", "exact")
+SURROGATES = ("ratio", "logprob")
+BASELINE_ADVANTAGES = ("vtrace", "gae")
+GEPPO_EPS_SCALES = ("reuse", "none")
+CISPO_TRUNCATIONS = ("cispo", "topr")
+IMPACT_RATIO_FORMS = ("target", "behaviour")
+M2PO_FORMS = ("published", "decoupled_mask")
+
+
+@struct.dataclass
+class VACOConfig:
+    """VACO's align and filter (spec section 4)."""
+
+    tv_threshold: float = 0.2
+    """delta: the filter's trust-region radius in total variation (inf disables the filter)."""
+    tv_scope: Literal["minibatch", "trajectory", "sample"] = static("minibatch")
+    """Scope of the TV estimate: minibatch, trajectory (per env rollout segment) or sample."""
+    filter_ref: Literal["learner", "behaviour"] = static("learner")
+    """The filter's reference policy: learner (pi_T, bounds forward lag) or behaviour (beta, total lag)."""
+    align: bool = static(True)
+    """Re-estimate advantages with V-trace for pi_T once per iteration (false: GAE, no correction)."""
+    is_weight: Literal["none", "truncated"] = static("none")
+    """Off-policy weight of the surrogate: none (w = 1) or truncated (w = min(ref/beta, w_max))."""
+    w_max: float = 100.0
+    """Truncation of the off-policy weight when is_weight=truncated."""
+    tv_estimator: Literal["auto", "sample", "exact"] = static("auto")
+    """Filter's TV estimate: auto (exact for discrete actions, sample for continuous ones), sample
+    (importance-weighted over beta's actions: unbiased, but its typical value falls to about half the TV when
+    beta rarely samples the actions where the policies differ) or exact (per-state, discrete actions only)."""
+    surrogate: Literal["ratio", "logprob"] = static("ratio")
+    """ratio (r * A) or logprob (stopgrad(min(r, surrogate_cap)) * A * log pi_theta; same gradient at cap=inf)."""
+    surrogate_cap: float = math.inf
+    """C: upper truncation of the stop-gradient ratio of the logprob surrogate (inf: none)."""
+
+    def check(self) -> None:
+        off = " (inf disables the filter)"
+        check_number("vaco.tv_threshold", self.tv_threshold, low=0, low_open=True, allow_inf=True, hint=off)
+        check_choice("vaco.tv_scope", self.tv_scope, TV_SCOPES)
+        check_choice("vaco.filter_ref", self.filter_ref, FILTER_REFS)
+        check_choice("vaco.is_weight", self.is_weight, IS_WEIGHTS)
+        check_choice("vaco.tv_estimator", self.tv_estimator, TV_ESTIMATORS)
+        check_choice("vaco.surrogate", self.surrogate, SURROGATES)
+        check_number("vaco.w_max", self.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+        check_number(
+            "vaco.surrogate_cap", self.surrogate_cap, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)"
+        )
+
+
+@struct.dataclass
+class VtraceConfig:
+    """V-trace(lambda) truncation levels and advantage form (lambda = ppo.gae_lambda)."""
+
+    rho_bar: float = 1.0
+    """rho-bar: truncation of the importance weights in the TD errors (inf: none)."""
+    c_bar: float = 1.0
+    """c-bar: truncation of the traces (inf: none)."""
+    advantage: Literal["lambda", "q"] = static("lambda")
+    """lambda (A = v_t - V(s_t); equals GAE at zero lag) or q (IMPALA's form)."""
+
+    def check(self) -> None:
+        check_choice("vtrace.advantage", self.advantage, VTRACE_ADVANTAGES)
+        check_number("vtrace.rho_bar", self.rho_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+        check_number("vtrace.c_bar", self.c_bar, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+
+
+@struct.dataclass
+class ImpactConfig:
+    """IMPACT / APPO (Luo et al. 2020): PPO's clip on the target-network ratio, with truncated worker weighting."""
+
+    rho_max: float = 2.0
+    """Truncation of the target-worker weight (2 in IMPACT and RLlib's APPO): clip(beta/pi_T, 0, rho_max)."""
+    ratio_form: Literal["target", "behaviour"] = static("target")
+    """target (RLlib's APPO: q = clip(beta/pi_T, 0, rho_max) * pi_theta/beta, i.e. pi_theta/pi_T until truncation)
+    or behaviour (a variant: q = clip(pi_T/beta, 0, rho_max) * pi_theta/pi_T, i.e. pi_theta/beta until truncation:
+    PPO-clip around the behaviour policy; this project's IMPACT before 2026-12)."""
+    advantages: Literal["vtrace", "gae"] = static("vtrace")
+    """V-trace(lambda) for the target network pi_T, as in the paper (vtrace.rho_bar, vtrace.c_bar), or GAE."""
+
+    def check(self) -> None:
+        check_choice("impact.advantages", self.advantages, BASELINE_ADVANTAGES)
+        check_choice("impact.ratio_form", self.ratio_form, IMPACT_RATIO_FORMS)
+        check_number("impact.rho_max", self.rho_max, low=0, low_open=True, allow_inf=True)
+
+
+@struct.dataclass
+class M2POConfig:
+    """M2PO (arXiv 2510.01161): a trust region on the second moment of the log importance ratio."""
+
+    tau: float = 0.04
+    """The second-moment budget (0.04 in the paper): published, of the harmful samples' log(pi_theta/beta) on each
+    minibatch; decoupled_mask, of every sample's log(pi_T/beta) once per iteration."""
+    form: Literal["published", "decoupled_mask"] = static("published")
+    """published (the authors' released code: ratio pi_theta/beta, the harmful samples beyond the budget's cap held
+    without gradient on each minibatch, no eps clip, mean over all samples) or decoupled_mask (a variant, this
+    project's M2PO before 2026-12: mask any sample by log(pi_T/beta) once per iteration, then decoupled PPO with
+    ppo.clip_eps and ppo.w_max averaged over the kept samples)."""
+
+    def check(self) -> None:
+        check_number("m2po.tau", self.tau, low=0, allow_inf=True, hint=" (inf: no bound)")
+        check_choice("m2po.form", self.form, M2PO_FORMS)
+
+
+@struct.dataclass
+class GePPOConfig:
+    """GePPO (Queeney et al. 2021): PPO's clip centred on the off-policy weight pi_T/beta, TV-adaptive step size."""
+
+    advantages: Literal["vtrace", "gae"] = static("vtrace")
+    """V-trace(lambda) for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.rho_bar, c_bar) or GAE."""
+    adaptive_lr: bool = static(True)
+    """Adapt the actor's step size (not the critic's, as in the paper's code) once per iteration from the update's
+    TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
+    weighted_advantages: bool = static(True)
+    """Standardise each minibatch's advantages with the off-policy weight w = pi_T/beta, as the paper's code does:
+    centre mean(w A) / mean(w), scale std(w A) (with ppo.normalize_advantages; false: the unweighted standardisation
+    of every other algorithm)."""
+    adapt_factor: float = 0.03
+    """Step-size factor: divided by (1 + adapt_factor) when TV > adapt_max * eps/2, multiplied when TV < adapt_min *
+    eps/2."""
+    adapt_min: float = 0.5
+    """Lower TV threshold, as a multiple of the trust region's eps/2."""
+    adapt_max: float = 1.0
+    """Upper TV threshold, as a multiple of the trust region's eps/2."""
+    clip_eps_scale: Literal["reuse", "none"] = static("reuse")
+    """reuse: GePPO's eps is ppo.clip_eps x 2 / (M + 1) with M = reuse.num_batches (the paper's code, uniform policy
+    weights: the trust region of one update shrinks so that M updates' worth of reused data stays within PPO's);
+    none: ppo.clip_eps as it is. Without reuse (M = 1) both are ppo.clip_eps."""
+
+    def check(self) -> None:
+        check_choice("geppo.advantages", self.advantages, BASELINE_ADVANTAGES)
+        check_choice("geppo.clip_eps_scale", self.clip_eps_scale, GEPPO_EPS_SCALES)
+        check_number("geppo.adapt_factor", self.adapt_factor, low=0)
+        check_number("geppo.adapt_min", self.adapt_min, low=0)
+        check_number("geppo.adapt_max", self.adapt_max, low=0, low_open=True)
+
+
+@struct.dataclass
+class CISPOConfig:
+    """CISPO (MiniMax-M1) and TOPR: a policy gradient weighted by a stop-gradient truncated importance ratio."""
+
+    eps_high: float = 0.28
+    """The weight is min(pi_theta/beta, 1 + eps_high) (no lower bound, as in MiniMax-M1)."""
+    truncation: Literal["cispo", "topr"] = static("cispo")
+    """cispo (min(r, 1 + eps_high)) or topr (1 for A >= 0, clip(r, 0, 1) for A < 0: Tapered Off-Policy REINFORCE)."""
+
+    def check(self) -> None:
+        check_choice("cispo.truncation", self.truncation, CISPO_TRUNCATIONS)
+        check_number("cispo.eps_high", self.eps_high, low=0, allow_inf=True, hint=" (inf: no truncation)")
+
+
+GROUPS = ("vaco", "vtrace", "impact", "m2po", "geppo", "cispo")
+"""The names of the algorithm families' groups on :class:`vaco_jax.core.config.Config`."""
+
+__all__ = [
+    "BASELINE_ADVANTAGES",
+    "CISPO_TRUNCATIONS",
+    "FILTER_REFS",
+    "GROUPS",
+    "IMPACT_RATIO_FORMS",
+    "IS_WEIGHTS",
+    "M2PO_FORMS",
+    "SURROGATES",
+    "TV_ESTIMATORS",
+    "TV_SCOPES",
+    "VTRACE_ADVANTAGES",
+    "CISPOConfig",
+    "GePPOConfig",
+    "ImpactConfig",
+    "M2POConfig",
+    "VACOConfig",
+    "VtraceConfig",
+]

@@ -1,0 +1,155 @@
+"""Named configurations, as dotted-field overrides: readings of VACO, and brax tasks at GPU and CPU budgets.
+
+A preset is a short description and a dict of dotted-field overrides applied to a base config
+(``Config()`` unless given), so that it composes with every other setting: an env, a regime, a
+lag. Several compose in order: an env preset, then an algorithm preset. On the command line,
+``vaco-jax train --preset brax-ant vaco-decoupled`` applies them first and every other flag on top.
+See the README's lag-robustness section for the measurements behind the algorithm presets.
+
+Brax presets (``brax-<env>``) carry published-style PPO settings for an accelerator: brax's own
+training-notebook hyperparameters (envs, unroll length x batches -> samples per update, epochs,
+minibatches, discount, learning rate, entropy cost, reward scaling, networks) mapped onto this
+trainer's contiguous rollouts of ``num_envs x num_steps`` samples per update. They are a starting
+point, not tuned here. ``brax-<env>-cpu`` is a smoke-sized run of the same task for a CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from vaco_jax.core.config import Config, ConfigError, with_overrides
+from vaco_jax.core.config_fields import unknown_choice
+
+
+class Preset(NamedTuple):
+    description: str
+    overrides: dict[str, Any]
+
+
+PRESETS: dict[str, Preset] = {
+    "vaco-paper": Preset(
+        "VACO as first specified: V-trace align (rho_bar = c_bar = 1), filter around pi_T on the minibatch, "
+        "delta 0.2, no off-policy weight",
+        {
+            "algorithm": "vaco",
+            "vaco.align": True,
+            "vaco.filter_ref": "learner",
+            "vaco.tv_scope": "minibatch",
+            "vaco.tv_threshold": 0.2,
+            "vaco.is_weight": "none",
+            "vtrace.rho_bar": 1.0,
+            "vtrace.c_bar": 1.0,
+        },
+    ),
+    "vaco-decoupled": Preset(
+        "VACO's filter on decoupled data: GAE advantages (no align), filter around pi_T on the minibatch, "
+        "delta 0.05, truncated off-policy weight min(pi_T/beta, 100)",
+        {
+            "algorithm": "vaco",
+            "vaco.align": False,
+            "vaco.filter_ref": "learner",
+            "vaco.tv_scope": "minibatch",
+            "vaco.tv_threshold": 0.05,
+            "vaco.is_weight": "truncated",
+            "vaco.w_max": 100.0,
+        },
+    ),
+    "ppo-decoupled": Preset(
+        "decoupled PPO (Hilton et al. 2021): PPO-clip around pi_T with the truncated weight min(pi_T/beta, 100)",
+        {"algorithm": "ppo_decoupled", "ppo.w_max": 100.0},
+    ),
+}
+
+
+# brax's training-notebook PPO settings per env: (num_envs, unroll_length, batch_size, num_minibatches, epochs,
+# discount, learning rate, entropy cost, reward scaling, env steps). Samples per update are
+# batch_size x num_minibatches x unroll_length; here one rollout of num_envs x num_steps supplies them.
+# hopper, walker2d and swimmer have no brax PPO setting (brax trains them with SAC): they take ant's.
+_BRAX_PPO: dict[str, tuple[int, int, int, int, int, float, float, float, float, float]] = {
+    "ant": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
+    "halfcheetah": (2048, 20, 512, 32, 8, 0.95, 3e-4, 1e-3, 1.0, 5e7),
+    "hopper": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
+    "walker2d": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
+    "humanoid": (2048, 10, 1024, 32, 8, 0.97, 3e-4, 1e-3, 0.1, 5e7),
+    "humanoidstandup": (2048, 15, 1024, 32, 8, 0.97, 6e-4, 1e-2, 0.1, 1e8),
+    "inverted_pendulum": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e6),
+    "inverted_double_pendulum": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e7),
+    "reacher": (2048, 50, 256, 32, 8, 0.95, 3e-4, 1e-3, 5.0, 5e7),
+    "pusher": (2048, 30, 512, 16, 8, 0.95, 3e-4, 1e-2, 5.0, 5e7),
+    "swimmer": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
+}
+BRAX_POLICY_HIDDEN = (32, 32, 32, 32)  # brax's PPO network defaults
+BRAX_VALUE_HIDDEN = (256, 256, 256, 256, 256)
+
+
+def _brax_presets() -> dict[str, Preset]:
+    presets = {}
+    for env, (envs, unroll, batch, minibatches, epochs, gamma, lr, ent, scale, steps) in _BRAX_PPO.items():
+        num_steps = batch * minibatches * unroll // envs
+        iterations = max(1, round(steps / (envs * num_steps)))
+        task = {
+            "env.name": f"brax/{env}",
+            "env.normalize_observations": True,
+            "env.reward_scale": scale,
+            "ppo.gamma": gamma,
+            "ppo.gae_lambda": 0.95,
+            "ppo.clip_eps": 0.3,
+            "ppo.ent_coef": ent,
+            "network.activation": "silu",
+        }
+        presets[f"brax-{env}"] = Preset(
+            f"brax/{env}, brax's published-style PPO for an accelerator: {envs} envs x {num_steps} steps per update, "
+            f"{epochs} epochs x {minibatches} minibatches, {iterations} iterations "
+            f"({iterations * envs * num_steps:.2g} env steps)",
+            {
+                **task,
+                "num_iterations": iterations,
+                "env.num_envs": envs,
+                "env.num_steps": num_steps,
+                "ppo.num_epochs": epochs,
+                "ppo.num_minibatches": minibatches,
+                "ppo.learning_rate": lr,
+                "network.actor_hidden": BRAX_POLICY_HIDDEN,
+                "network.critic_hidden": BRAX_VALUE_HIDDEN,
+            },
+        )
+        presets[f"brax-{env}-cpu"] = Preset(
+            f"brax/{env} smoke run for a CPU: 16 envs x 32 steps, 4 epochs x 4 minibatches, 20 iterations, 32x32 nets",
+            {
+                **task,
+                "num_iterations": 20,
+                "env.num_envs": 16,
+                "env.num_steps": 32,
+                "ppo.num_epochs": 4,
+                "ppo.num_minibatches": 4,
+                "ppo.learning_rate": 1e-3,
+                "network.actor_hidden": (32, 32),
+                "network.critic_hidden": (32, 32),
+            },
+        )
+    return presets
+
+
+PRESETS.update(_brax_presets())
+
+
+def apply_preset(name: str, config: Config | None = None) -> Config:
+    """``config`` (default ``Config()``) with the preset's overrides applied; ConfigError if unknown."""
+    if name not in PRESETS:
+        raise ConfigError(unknown_choice("preset", name, list(PRESETS)))
+    return with_overrides(config if config is not None else Config(), PRESETS[name].overrides)
+
+
+def apply_presets(names: Sequence[str], config: Config | None = None) -> Config:
+    """Presets applied in order (later ones win where they set the same field)."""
+    config = config if config is not None else Config()
+    for name in names:
+        config = apply_preset(name, config)
+    return config
+
+
+def run_label(algorithm: str, presets: tuple[str, ...] | list[str] = ()) -> str:
+    """What headers, plots and records call a run: its algorithm, with the presets that made it (both VACO presets
+    train ``vaco``: ``vaco (vaco-decoupled)`` tells them apart)."""
+    return f"{algorithm} ({' + '.join(presets)})" if presets else algorithm

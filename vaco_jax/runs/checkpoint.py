@@ -1,0 +1,344 @@
+"""Checkpoints of a batch of runs with orbax: the whole training state and what made it.
+
+A checkpoint at iteration i holds
+
+* ``state``: every leaf of the batched :class:`~vaco_jax.core.types.TrainState` [S] (parameters, optimiser state, lag
+  buffer, normaliser, environment states, RNG keys as raw key data, iteration counter, algorithm state), flattened
+  in the order of the program's own state tree, so that a restore rebuilds exactly that tree;
+* ``meta`` (JSON): the config, the grid, the seeds, the iterations done, and the package and jax versions.
+
+The metrics so far are not in the checkpoint: they stream to the run's
+:class:`~vaco_jax.training.metrics_store.MetricsStore` chunk by chunk, so a checkpoint's size does not grow with the run; a
+resume drops the stored metrics past its iteration.
+
+orbax writes each step into a temporary directory and renames it when complete, so a crash during a save leaves
+the previous checkpoint usable; the last ``keep`` checkpoints are kept. Host copies of the state are taken before
+the save returns, because the driver donates the state buffers to the next chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from vaco_jax.training import distributed
+from vaco_jax.core.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
+from vaco_jax.core.grid import grid_points
+from vaco_jax.runs.output_dir import CHECKPOINTS_SUBDIR
+from vaco_jax.core.types import TrainState
+
+SUBDIR = CHECKPOINTS_SUBDIR
+
+
+def _is_key(leaf: Any) -> bool:
+    return jax.dtypes.issubdtype(getattr(leaf, "dtype", np.float32), jax.dtypes.prng_key)
+
+
+class NoCheckpoint(ConfigError):
+    """A directory holds no complete checkpoint (the run stopped before its first one, or it is not a run)."""
+
+
+def state_layout(states: TrainState) -> list[list]:
+    """``[path, shape]`` of every leaf as saved (keys as raw key data), in the order of the state tree."""
+    paths = jax.tree_util.tree_flatten_with_path(states)[0]
+    return [[jax.tree_util.keystr(path), list(_saved_shape(x))] for path, x in paths]
+
+
+def _saved_shape(leaf: Any) -> tuple[int, ...]:
+    """The shape a leaf (array or ``jax.ShapeDtypeStruct``) is saved with: a key as its raw key data."""
+    return tuple(jax.eval_shape(jax.random.key_data, leaf).shape) if _is_key(leaf) else tuple(np.shape(leaf))
+
+
+def _to_host(states: TrainState) -> dict[str, np.ndarray]:
+    """Every state leaf as a host array (keys as raw key data); in a multi-process run gathered from every process,
+    so that the checkpoint is one whole state that any number of processes can resume."""
+    leaves = [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(states)]
+    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(distributed.to_host(leaves))}
+
+
+def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainState:
+    leaves, treedef = jax.tree.flatten(template)
+    if len(saved) != len(leaves):
+        raise ConfigError(
+            f"the checkpoint holds {len(saved)} state arrays and this program {len(leaves)}: "
+            "it was written by a different configuration or version"
+        )
+    restored = []
+    for i, like in enumerate(leaves):
+        value = np.asarray(saved[f"leaf_{i:05d}"])
+        shape = value.shape[: len(like.shape)] if _is_key(like) else value.shape
+        if tuple(shape) != tuple(like.shape):
+            path = jax.tree_util.keystr(jax.tree_util.tree_flatten_with_path(template)[0][i][0])
+            raise ConfigError(
+                f"the checkpoint's state {path} has shape {tuple(shape)} and this program's {tuple(like.shape)}: "
+                "it was written by a different configuration or version"
+            )
+        restored.append(jax.random.wrap_key_data(value) if _is_key(like) else jax.numpy.asarray(value, like.dtype))
+    return jax.tree.unflatten(treedef, restored)
+
+
+def _check_layout(saved_layout: list | None, template: TrainState) -> None:
+    """Refuse a checkpoint whose state tree (leaf paths and shapes) is not this program's."""
+    if saved_layout is None:  # written before layouts were recorded: the shape check in _from_host still runs
+        return
+    current = state_layout(template)
+    if [path for path, _ in saved_layout] != [path for path, _ in current]:
+        missing = sorted({p for p, _ in current} - {p for p, _ in saved_layout})
+        extra = sorted({p for p, _ in saved_layout} - {p for p, _ in current})
+        # brax checkpoints written before env.start_pool existed hold no pool: they ran with a fresh reset per step
+        no_pool = any(path.startswith(".env_state.pool") for path in missing)
+        raise ConfigError(
+            "the checkpoint's state tree is not this program's"
+            + (f" (this program has {', '.join(missing[:3])} that the checkpoint lacks)" if missing else "")
+            + (f" (the checkpoint has {', '.join(extra[:3])} that this program lacks)" if extra else "")
+            + ": it was written by a different configuration or version"
+            + (
+                "; a brax run saved before the start pool (env.start_pool) existed resets every environment at "
+                "every step: resume it with --env.start-pool 0"
+                if no_pool
+                else ""
+            )
+        )
+
+
+def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int) -> dict[str, Any]:
+    """What identifies a batch of runs: resuming requires all of it to match."""
+    grid = {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()}
+    return {
+        "config": config_dict(config),
+        "grid": grid,
+        "seed": seed,
+        "num_seeds": num_seeds,
+        # the run axis in order: a resume must pair every saved state with the same grid point and seed
+        "runs": [[*point.values(), s] for point in grid_points(grid) for s in range(seed, seed + num_seeds)],
+        "versions": versions(),
+    }
+
+
+def versions() -> dict[str, str]:
+    """The package versions a checkpoint records (a resume under others is allowed, with a warning)."""
+    return {"vaco_jax": _version("vaco_jax"), "jax": jax.__version__}
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two :func:`run_meta` records (versions excepted)."""
+    found = []
+    saved_config, current_config = saved["config"], current["config"]
+    config = Config()
+    traced = set(traced_fields(config))
+    for path in all_fields(config):
+        old, new = _lookup(saved_config, path), _lookup(current_config, path)
+        kind = "traced" if path in traced else "static"
+        if old is _MISSING:  # a field added since the checkpoint: its runs had the legacy value, else the default
+            old = legacy_value(path, saved_config)
+            if old != new:
+                found.append(f"{kind} field {path} (the checkpoint predates it: its runs had {old!r}; now {new!r})")
+        elif old != new:
+            found.append(f"{kind} field {path} (checkpoint {old!r}, now {new!r})")
+    if saved.get("async") != current.get("async"):  # the asynchronous mode's options (absent: synchronous)
+        found.append(f"--async (checkpoint {saved.get('async')!r}, now {current.get('async')!r})")
+    for key in ("grid", "seed", "num_seeds"):
+        if saved[key] != current[key]:
+            found.append(f"{key} (checkpoint {saved[key]!r}, now {current[key]!r})")
+    if list(saved["grid"]) != list(current["grid"]):  # equal dicts in another order lay the runs out differently
+        found.append(f"grid axis order (checkpoint {list(saved['grid'])}, now {list(current['grid'])})")
+    elif "runs" in saved and saved["runs"] != current["runs"] and not found:
+        found.append("the order of the runs (grid point, seed)")
+    return found
+
+
+_MISSING = object()  # a field a record does not hold (it was written before the field existed)
+
+
+def _lookup(tree: Mapping[str, Any], path: str) -> Any:
+    value: Any = tree
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+class Checkpointer:
+    """A driver state callback (``on_states``) that saves every ``every`` iterations and at the chunk where the run
+    ends (its last, or the one a stop request ends it at), keeping the last ``keep`` checkpoints. ``offset`` counts
+    iterations done before this call (a resumed run). ``programs``, when given, returns the fingerprint of the
+    programs writing the checkpoint (:func:`vaco_jax.training.fingerprint.run_fingerprint`), recorded in its meta as
+    ``programs`` so that a resume can tell whether the code changed.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        meta: dict[str, Any],
+        *,
+        every: int,
+        total: int,
+        keep: int = 2,
+        offset: int = 0,
+        programs: Callable[[], str] | None = None,
+    ):
+        import orbax.checkpoint as ocp
+
+        self.directory = Path(directory).absolute()
+        self.meta, self.every, self.total, self.offset = meta, every, total, offset
+        self._programs, self._fingerprint = programs, None
+        self.last_saved = offset
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+        )
+
+    def due(self, done: int, last: bool = False) -> bool:
+        """Whether :meth:`on_states` saves after ``done`` iterations of this session (the driver runs such a chunk
+        serially: the metric files are written before the checkpoint that follows them)."""
+        done += self.offset
+        return last or done == self.total or bool(self.every and done - self.last_saved >= self.every)
+
+    def on_states(self, done: int, states: TrainState, last: bool = False) -> None:
+        if self.due(done, last):
+            self.save(done + self.offset, states)
+
+    __call__ = on_states  # a driver state callback, with its due()
+
+    def save(self, done: int, states: TrainState) -> None:
+        import orbax.checkpoint as ocp
+
+        meta = {**self.meta, "iterations_done": done, "state_layout": state_layout(states)}
+        if self._programs is not None:  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
+            self._fingerprint = self._fingerprint or self._programs()
+            meta["programs"] = self._fingerprint
+        self._manager.save(
+            done,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(_to_host(states)),
+                meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
+            ),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+        self.last_saved = done
+
+
+@dataclasses.dataclass
+class Restored:
+    """The newest checkpoint of a directory: states [S] and its meta."""
+
+    states: TrainState
+    meta: dict[str, Any]
+
+    @property
+    def iterations_done(self) -> int:
+        return int(self.meta["iterations_done"])
+
+
+def _manager_and_step(directory: Path, step: int | None):
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory).absolute()
+    if not directory.is_dir():
+        raise NoCheckpoint(f"no checkpoints in {directory}; give the --out-dir of a vaco-jax train or sweep run")
+    manager = ocp.CheckpointManager(directory)
+    steps = sorted(manager.all_steps())
+    if not steps:
+        raise NoCheckpoint(f"no complete checkpoint in {directory}")
+    if step is None:
+        step = steps[-1]
+    elif step not in steps:
+        raise ConfigError(f"no checkpoint at iteration {step} in {directory}; there are {', '.join(map(str, steps))}")
+    return manager, step
+
+
+def read_meta(directory: Path, step: int | None = None) -> dict[str, Any]:
+    """The meta record (config, grid, seeds, iterations done, versions) of the newest checkpoint, or of ``step``."""
+    import orbax.checkpoint as ocp
+
+    manager, step = _manager_and_step(directory, step)
+    return dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
+
+
+def restore(directory: Path, template: TrainState, step: int | None = None) -> Restored:
+    """The newest complete checkpoint under ``directory`` (or the one at iteration ``step``), rebuilt on the
+    shapes of ``template``."""
+    import orbax.checkpoint as ocp
+
+    manager, step = _manager_and_step(directory, step)
+    saved = manager.restore(
+        step,
+        args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()),
+    )
+    meta = dict(saved["meta"])
+    _check_layout(meta.get("state_layout"), template)
+    return Restored(states=_from_host(saved["state"], template), meta=meta)
+
+
+def extension(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(saved, now)`` iterations where the command extends the checkpointed runs: the same runs with a larger
+    ``num_iterations`` and a constant learning rate (``ppo.anneal_lr`` off), so that the continued runs train exactly
+    as runs of the larger count from the start would. None where the counts are equal."""
+    saved, now = saved_meta["config"].get("num_iterations"), current_meta["config"].get("num_iterations")
+    if saved == now:
+        return None
+    if not isinstance(saved, int) or now < saved:
+        raise ConfigError(
+            f"cannot resume: --num-iterations {now} is fewer than the {saved} the runs were started with; give "
+            f"--num-iterations {saved} or more (a larger count extends them)"
+        )
+    if current_meta["config"]["ppo"].get("anneal_lr", True):
+        raise ConfigError(
+            f"cannot extend the runs from {saved} to {now} iterations: their learning rate anneals to 0 over the "
+            f"first {saved}, so the continued runs would not be the runs a {now}-iteration command makes. Extend runs "
+            "started with --ppo.no-anneal-lr, or start a new run with --num-iterations "
+            f"{now}"
+        )
+    return saved, now
+
+
+def check_resumable(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> None:
+    """Refuse to resume runs that differ from the checkpointed ones, naming every difference; a larger
+    ``num_iterations`` is allowed where :func:`extension` says so."""
+    extended = extension(saved_meta, current_meta)
+    if extended is not None:  # judged alone: the other fields must still agree
+        saved_meta = {**saved_meta, "config": {**saved_meta["config"], "num_iterations": extended[1]}}
+    found = differences(saved_meta, current_meta)
+    if saved_meta.get("versions") != current_meta["versions"] and not found:
+        print(
+            f"vaco-jax: warning: the checkpoint was written by {saved_meta.get('versions')} and this is "
+            f"{current_meta['versions']}: the resumed run may not be bit-identical to an uninterrupted one",
+            file=sys.stderr,
+        )
+    if found:
+        raise ConfigError(
+            "cannot resume: the command differs from the interrupted run in "
+            + "; ".join(found)
+            + ". Give the interrupted run's flags, or none (train and sweep: --resume alone takes the run's own)"
+        )
+
+
+__all__ = [
+    "Checkpointer",
+    "NoCheckpoint",
+    "Restored",
+    "state_layout",
+    "versions",
+    "read_meta",
+    "restore",
+    "run_meta",
+    "check_resumable",
+    "differences",
+    "extension",
+]

@@ -1,0 +1,201 @@
+"""Several algorithms or presets side by side (``vaco-jax demo``): the same sweep for each, one compiled program
+each, written as one result set that is staged in ``<out-dir>.incomplete`` and published whole when every variant
+is done (:func:`compare`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from vaco_jax.runs import checkpoint, output_dir, plotting
+from vaco_jax.algorithms.registry import ALGORITHMS
+from vaco_jax.core.config import Config, ConfigError, config_dict
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.training.metrics_store import StoredMetrics
+from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
+from vaco_jax.core.presets import PRESETS, apply_preset
+from vaco_jax.runs.session import Output, check_output, execute, format_summary, recorded_output_options
+from vaco_jax.training.sweep import SweepResult, check_seeds, grid_configs
+from vaco_jax.training.trainer import TrainProgram
+
+
+def variant_config(config: Config, name: str) -> Config:
+    """``config`` for one compared variant: a preset name applies the preset, anything else is an algorithm name."""
+    return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
+
+
+def compare(
+    config: Config,
+    variants: tuple[str, ...],
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
+    *,
+    replace_interrupted: bool | None = None,
+) -> dict[str, SweepResult]:
+    """Run the same sweep for several algorithms or presets (one program each); write each, then a joint figure.
+
+    Each name in ``variants`` is an algorithm (``ppo``) or a preset (``vaco-paper``). The whole result set is
+    built in ``<out-dir>.incomplete`` and moved into place when every variant is done, so ``--out-dir`` never
+    holds variants of different runs; an interrupted set stays there until ``--resume <out-dir>`` completes it.
+
+    An interrupted set is discarded only when ``replace_interrupted`` (the CLI: the user typed ``--overwrite``;
+    default: ``output.overwrite``). Otherwise the same command resumes it, and another command is refused with
+    the two commands to choose from: the demo's ``overwrite`` default replaces a finished set, never an unfinished
+    one.
+    """
+    replace_interrupted = output.overwrite if replace_interrupted is None else replace_interrupted
+    target = output.resume if output.resume is not None else output.out_dir
+    output = dataclasses.replace(output, out_dir=target)
+    staging = staging_dir(target)
+    # a first set interrupted before it was ever published has only its staged folder: resumable all the same
+    first_set = output.resume is not None and not Path(target).is_dir() and staging.is_dir()
+    check_output(dataclasses.replace(output, resume=None) if first_set else output)
+    check_seeds(seed, num_seeds)
+    if not variants:
+        raise ConfigError("--algorithms is empty: name at least one algorithm or preset, e.g. --algorithms ppo vaco")
+    repeated = sorted({name for name in variants if variants.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--algorithms lists {', '.join(repeated)} more than once: name each variant once")
+    for name in variants:  # validate every variant, and where it will write, before the first one trains
+        check_variant_name(name)
+        TrainProgram(variant_config(config, name))
+        grid_configs(variant_config(config, name), grid)
+    if output.dry_run:
+        for name in variants:
+            execute(variant_config(config, name), grid, num_seeds, seed, dataclasses.replace(output, out_dir=target))
+            print()
+        return {}
+    if output.resume is not None:
+        if not staging.is_dir():
+            if _is_complete_set(target, variants):
+                print(f"vaco-jax: {target} is complete: nothing to resume, nothing was changed", flush=True)
+                return {}
+            raise ConfigError(
+                f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
+                "a multi-variant command keeps its results there until every variant is done)"
+            )
+        output_dir.refuse_foreign(staging, "it cannot be resumed")
+        run_id = json.loads((staging / MARKER).read_text())["run_id"]
+    else:
+        if staging.exists():
+            if not replace_interrupted:
+                if recorded_demo(target) == _as_recorded(variants, config, grid, num_seeds, seed, output):
+                    print(f"vaco-jax: {staging} holds this command's interrupted result set: resuming it", flush=True)
+                    resumed = dataclasses.replace(output, resume=target)
+                    return compare(config, variants, grid, num_seeds, seed, resumed, stop)
+                raise ConfigError(
+                    f"{staging} holds the interrupted result set of another command: `vaco-jax demo --resume "
+                    f"{target}` finishes it (with its own flags), `--overwrite` discards it and starts this command"
+                )
+            output_dir.clear(staging)
+        if target.exists() and any(target.iterdir()):
+            if not output.overwrite:
+                raise ConfigError(
+                    f"{target} already holds results; pass --overwrite to replace them (when the new set is "
+                    "complete) or choose another --out-dir"
+                )
+            output_dir.refuse_foreign(target, "nothing will be replaced")
+        run_id = new_run_id()
+        staging.mkdir(parents=True, exist_ok=True)
+        entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
+        command = demo_record(config, grid, num_seeds, seed, output)
+        output_dir.write_marker(staging, run_id, entries, variants=list(variants), command=command)
+    results = {}
+    for name in variants:
+        folder = staging / name
+        resumable = output.resume is not None and (folder / checkpoint.SUBDIR).is_dir()
+        # a variant that had not checkpointed yet starts again in its (own, staged) folder
+        sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
+        cfg = variant_config(config, name)
+        results[name] = execute(
+            cfg,
+            grid,
+            num_seeds,
+            seed,
+            sub,
+            stop,
+            run_id=run_id,
+            resume_with=target,
+            reload_complete=True,
+            published_as=target / name,
+            presets=(name,) if name in PRESETS else (),
+            label=name,
+        )
+        print()
+    for axis in grid:
+        plotting.plot_final_vs_axis(results, staging / f"final_vs_{axis}.png", axis, output.metric)
+    print(
+        f"== comparison (final = mean {output.metric} over the last 10% of iterations; IQM and 95% bootstrap CI "
+        "over seeds)"
+    )
+    for name, result in results.items():
+        print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
+    publish(staging, target)
+    for name, result in results.items():  # the stored metrics moved with their folder
+        if isinstance(result.metrics, StoredMetrics):
+            result.metrics.store.directory = target / name / METRICS_SUBDIR
+    print(
+        f"\nwrote {target}/ (run {run_id}): "
+        + " ".join(f"final_vs_{axis}.png" for axis in grid)
+        + " and one folder per variant: "
+        + ", ".join(f"{target / name}/" for name in variants)
+    )
+    return results
+
+
+def demo_record(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> dict[str, Any]:
+    """The command of a result set, kept in its marker: what ``demo --resume DIR`` alone takes as its flags."""
+    return {
+        "config": config_dict(config),
+        "grid": {path: list(values) for path, values in grid.items()},
+        "num_seeds": num_seeds,
+        "seed": seed,
+        "output": recorded_output_options(output),
+    }
+
+
+def _as_recorded(
+    variants: tuple[str, ...], config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """This command as :func:`recorded_demo` reads one back from a marker (through JSON)."""
+    return tuple(variants), json.loads(json.dumps(demo_record(config, grid, num_seeds, seed, output)))
+
+
+def recorded_demo(target: Path) -> tuple[tuple[str, ...], dict[str, Any]] | None:
+    """The variants and command (:func:`demo_record`) of the result set at ``target``: the interrupted one staged
+    beside it, else the published one; None where neither records its command (sets written before it was)."""
+    for directory in (staging_dir(target), target):
+        marker = output_dir.read_marker(directory)
+        if marker is not None and isinstance(marker.get("command"), dict) and marker.get("variants"):
+            return tuple(marker["variants"]), marker["command"]
+    return None
+
+
+def check_variant_name(name: str) -> None:
+    """Refuse a demo variant that is neither an algorithm nor a preset, listing both (with the closest match)."""
+    if name in PRESETS or name in ALGORITHMS:
+        return
+    close = difflib.get_close_matches(name, [*ALGORITHMS, *PRESETS], n=1)
+    raise ConfigError(
+        f"--algorithms {name}: no algorithm or preset has that name"
+        + (f" (did you mean {close[0]}?)" if close else "")
+        + f". Algorithms: {', '.join(sorted(ALGORITHMS))}. Presets: {', '.join(PRESETS)}"
+    )
+
+
+def _is_complete_set(target: Path, variants: tuple[str, ...]) -> bool:
+    """Whether ``target`` holds a finished result set of ``variants`` (every variant's summary not partial)."""
+    for name in variants:
+        try:
+            rows = json.loads((target / name / "summary.json").read_text())
+        except (OSError, ValueError):
+            return False
+        if not rows or any(row.get("partial", True) for row in rows):
+            return False
+    return True

@@ -1,0 +1,162 @@
+"""Figures: learning curves per grid point, and final return against lag."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vaco_jax.numerics import stats
+from vaco_jax.core.grid import indexed_points
+from vaco_jax.runs.output_dir import open_atomic
+from vaco_jax.training.sweep import SweepResult
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | Path, **kwargs) -> Path:
+    """``fig.savefig`` written atomically (:func:`vaco_jax.runs.output_dir.open_atomic`): a reader, or a run killed while
+    it draws, sees the old image or the new one whole, never half a PNG. The format is the path's suffix."""
+    path = Path(path)
+    with open_atomic(path, "wb") as handle:
+        fig.savefig(handle, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path
+
+
+def _label(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items()) or "all runs"
+
+
+def run_label(result: SweepResult) -> str:
+    """What a figure calls a run: its demo variant or presets when it has them (``extra["label"]``), else the
+    algorithm."""
+    return result.extra.get("label") or result.config.algorithm
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # one per compared variant, so that overlapping points stay visible
+
+
+MAX_CURVE_POINTS = 500  # a learning curve is drawn at most at this many iterations, evenly spaced
+
+
+def curve_iterations(num_iterations: int, max_points: int = MAX_CURVE_POINTS) -> np.ndarray:
+    """The iterations a curve is drawn at: all of them up to ``max_points``, else ``max_points`` evenly spaced ones
+    (first and last included), so that a long run's plot reads one metric at a few iterations."""
+    if num_iterations <= max_points:
+        return np.arange(num_iterations)
+    return np.unique(np.linspace(0, num_iterations - 1, max_points).round().astype(np.int64))
+
+
+def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "episode/return") -> Path:
+    """IQM over seeds of ``metric`` against env steps, one line per grid point, 95% CI band (at most
+    :data:`MAX_CURVE_POINTS` iterations per line, evenly spaced)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    iterations = curve_iterations(result.num_iterations)
+    steps = result.env_steps[iterations]
+    values = result.at_iterations(metric, iterations)  # [*grid, seed, points]
+    for point, index in indexed_points(result.grid):
+        curves = values[index]  # [seed, points]
+        center = stats.iqm(curves, axis=0)
+        (line,) = ax.plot(steps, center, label=_label(point))
+        if curves.shape[0] > 1:
+            bands = np.array([stats.bootstrap_ci(curves[:, i], num_resamples=300) for i in range(len(steps))])
+            ax.fill_between(steps, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())
+    ax.set_xlabel("environment steps per run")
+    band = "; band: 95% bootstrap CI of the IQM" if len(result.seeds) > 1 else ""
+    ax.set_ylabel(f"{metric}\n(IQM over {len(result.seeds)} seeds{band})")
+    ax.set_title(f"{run_label(result)} on {result.config.env.name}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def errorbar_iqm(ax, x: list, summaries: list[dict], label: str | None, *, marker: str = "o", shift: float = 0.0):
+    """Draw IQMs with their bootstrap intervals (``stats.summarize`` dicts) as one line with error bars, its points
+    moved right by ``shift`` (x units), so that the lines of several variants at the same x stay apart."""
+    y = np.array([summary["iqm"] for summary in summaries])
+    err = np.array([[summary["iqm"] - summary["ci_low"], summary["ci_high"] - summary["iqm"]] for summary in summaries])
+    x = np.asarray(x, np.float64) + shift
+    ax.errorbar(x, y, yerr=np.nan_to_num(err.T), marker=marker, capsize=3, label=label)
+
+
+def plot_final_vs_axis(
+    results: SweepResult | Mapping[str, SweepResult], path: str | Path, axis: str, metric: str = "episode/return"
+) -> Path:
+    """Final ``metric`` (IQM with 95% CI over seeds) against the grid axis ``axis``.
+
+    ``results`` is one sweep or ``{label: sweep}`` (e.g. one per algorithm, drawn on
+    the same axes); other grid axes become separate lines.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    named = results if isinstance(results, Mapping) else {"": results}
+    first = next(iter(named.values()))
+    values = np.unique(np.asarray(first.grid[axis], np.float64))
+    spacing = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+    lines = []
+    for name, result in named.items():
+        others = [a for a in result.grid if a != axis]
+        groups: dict[tuple, list[dict]] = {}
+        for row in result.summary(metric):
+            groups.setdefault(tuple(row[a] for a in others), []).append(row)
+        for key, group in groups.items():
+            label = " ".join(
+                part for part in (name, _label(dict(zip(others, key, strict=True))) if others else "") if part
+            )
+            lines.append((label, group))
+    for i, (label, group) in enumerate(lines):  # side by side around each x, never hidden under one another
+        shift = 0.06 * spacing * (i - (len(lines) - 1) / 2)
+        x, finals = [row[axis] for row in group], [row["final"] for row in group]
+        errorbar_iqm(ax, x, finals, label or None, marker=MARKERS[i % len(MARKERS)], shift=shift)
+    ax.set_xticks(values)
+    ax.set_xlabel(axis + (" (variants drawn side by side around each value)" if len(lines) > 1 else ""))
+    ax.set_ylabel(f"final {metric}\n(IQM, 95% CI over {len(first.seeds)} seeds)")
+    title = run_label(first) if len(named) == 1 else f"{len(named)} variants"
+    ax.set_title(f"final {metric} against {axis}: {title} on {first.config.env.name}", fontsize=10)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_calibration(record: Mapping, path: str | Path) -> Path:
+    """A calibration (:meth:`vaco_jax.runs.calibration.Calibration.to_json`): the learner's evaluation return of the real
+    asynchronous runs and of the simulated ones (IQM over seeds, 95% CI band), and the measured lag histogram."""
+    plt = _pyplot()
+    fig, (curves_ax, lag_ax) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2.2, 1]})
+    for side, style in (("real", "-"), ("simulated", "--")):
+        curve = record["curves"][f"{side}/eval/return_deterministic"]
+        runs, iterations = np.asarray(curve["runs"], np.float64), np.asarray(curve["iterations"])
+        (line,) = curves_ax.plot(iterations, stats.iqm(runs, axis=0), style, label=side)
+        if runs.shape[0] > 1:
+            bands = np.array([stats.bootstrap_ci(runs[:, i], num_resamples=300) for i in range(runs.shape[1])])
+            curves_ax.fill_between(iterations, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())
+    curves_ax.set_xlabel("learner updates")
+    curves_ax.set_ylabel(f"eval/return_deterministic\n(IQM over {len(record['seeds'])} seeds, 95% CI)")
+    curves_ax.set_title(f"{record['algorithm']} on {record['env']}: asynchronous vs simulated")
+    curves_ax.grid(alpha=0.3)
+    curves_ax.legend(fontsize=8)
+    counts = np.asarray(record["lag_counts"], np.float64)
+    lag_ax.bar(np.arange(len(counts)), counts / counts.sum())
+    lag_ax.set_xlabel("measured lag (learner updates)")
+    lag_ax.set_ylabel("share of batches")
+    lag_ax.set_title(f"{record['actor_threads']} actor threads, queue {record['async']['queue_size']}")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+    return Path(path)

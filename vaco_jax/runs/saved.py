@@ -1,0 +1,161 @@
+"""A saved run read back: its configuration and checkpointed policies, and evaluation episodes played with them.
+
+``vaco-jax eval DIR`` is :func:`evaluate_saved_run` plus a table: it rebuilds the program from the checkpoint's own
+record (config, grid, seeds), restores the policies of every run at the newest checkpoint (or any kept one), and
+plays :func:`vaco_jax.training.evaluation.run_episodes` with each. By default every run uses the key its in-program
+evaluation would use at that iteration, so with the same number of episodes it reproduces the logged
+``eval/*`` values exactly; ``seed`` draws fresh episodes instead. :func:`recorded_run` is that record (with the
+command's presets and output options), which ``train``/``sweep --resume DIR`` alone takes as its flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from vaco_jax.runs import checkpoint
+from vaco_jax.training import evaluation, memory
+from vaco_jax.numerics import stats
+from vaco_jax.core.config import Config, ConfigError, config_from_dict
+from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.training.sweep import check_seeds
+from vaco_jax.training.trainer import TrainProgram
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What a checkpointed batch of runs was started with, as its checkpoint records it: enough to rebuild its
+    program, and to resume it without repeating the command's flags."""
+
+    config: Config  # a field the record lacks (written before it existed) is what the runs had (legacy_value)
+    grid: dict[str, list[Any]]
+    seed: int
+    num_seeds: int
+    presets: tuple[str, ...] = ()  # the presets that made the config (recorded since the CLI resumes from it)
+    asynchronous: dict[str, Any] | None = None  # the asynchronous mode's options; None: simulated lag
+    output: dict[str, Any] = field(default_factory=dict)  # the Output options recorded (none in older records)
+
+    @property
+    def num_runs(self) -> int:
+        return len(grid_points(self.grid)) * self.num_seeds
+
+
+def recorded_run(run_dir: str | Path, step: int | None = None) -> RecordedRun:
+    """The record of the run in ``run_dir`` (an ``--out-dir``), read from its newest checkpoint (or ``step``).
+
+    Raises :class:`~vaco_jax.core.config.ConfigError` where ``run_dir`` has no checkpoints folder, and
+    :class:`~vaco_jax.runs.checkpoint.NoCheckpoint` where that folder holds no complete checkpoint."""
+    folder = Path(run_dir) / checkpoint.SUBDIR
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
+            "(for a demo, one of its variant folders)"
+        )
+    meta = checkpoint.read_meta(folder, step)
+    return RecordedRun(
+        config=config_from_dict(meta["config"]),
+        grid=dict(meta["grid"]),
+        seed=int(meta["seed"]),
+        num_seeds=int(meta["num_seeds"]),
+        presets=tuple(meta.get("presets", ())),
+        asynchronous=meta.get("async"),
+        output=dict(meta.get("output", {})),
+    )
+
+
+@dataclass
+class SavedRunEvaluation:
+    """Evaluation episodes of every run of a saved batch: ``{metric: [*grid, seed]}`` per-run means."""
+
+    run_dir: Path
+    iterations_done: int
+    grid: dict[str, list[Any]]
+    seeds: list[int]
+    episodes: int
+    max_steps: int
+    seed: int | None
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per grid point: every metric's per-seed values and IQM with 95% bootstrap CI over seeds."""
+        rows = []
+        for point, index in indexed_points(self.grid):
+            row: dict[str, Any] = dict(point)
+            for name, values in self.values.items():
+                per_seed = values[index]
+                row[name] = {"per_seed": [None if not np.isfinite(v) else float(v) for v in per_seed]}
+                row[name].update(stats.summarize(per_seed))
+            rows.append(row)
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "iterations_done": self.iterations_done,
+            "episodes_per_policy": self.episodes,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "grid": self.grid,
+            "seeds": self.seeds,
+            "points": self.rows(),
+        }
+
+
+def evaluate_saved_run(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    episodes: int | None = None,
+    max_steps: int | None = None,
+    seed: int | None = None,
+) -> SavedRunEvaluation:
+    """Evaluate the policies of every run saved in ``run_dir`` (its ``checkpoints/``).
+
+    Args:
+      run_dir: the ``--out-dir`` of a ``vaco-jax train`` or ``sweep`` run (or a demo variant's folder).
+      step: the checkpoint (iterations done) to evaluate; None: the newest.
+      episodes: episodes per run and policy; None: the run's ``eval.episodes``.
+      max_steps: step budget per evaluation; None: the run's ``eval.max_steps`` (0: the env's time limit).
+      seed: None evaluates each run with the key its in-program evaluation uses at that iteration; a number draws
+        fresh episodes from ``jax.random.key(seed)``.
+    """
+    run_dir = Path(run_dir)
+    if seed is not None:
+        check_seeds(seed, 1)
+    record = recorded_run(run_dir, step)
+    config = record.config
+    episodes = config.eval.episodes if episodes is None else episodes
+    max_steps = config.eval.max_steps if max_steps is None else max_steps
+    if episodes < 1:
+        raise ConfigError(f"--episodes {episodes} must be >= 1 evaluation episodes per policy, e.g. 10")
+    if max_steps < 0:
+        raise ConfigError(f"--max-steps {max_steps} must be >= 0 steps per episode (0: the env's time limit)")
+    grid, num_seeds = record.grid, record.num_seeds
+    # the run's program with this evaluation budget (eval.* shapes no training state, so the checkpoint fits it)
+    program = TrainProgram(config.replace(eval=config.eval.replace(episodes=episodes, max_steps=max_steps)))
+    template = memory.abstract_batch(program, record.num_runs)[0]
+    restored = checkpoint.restore(Path(run_dir) / checkpoint.SUBDIR, template, step)
+    if seed is None:  # each run's own evaluation key at that iteration (TrainProgram.evaluate derives it)
+        scores = jax.jit(jax.vmap(program.evaluate))(restored.states)
+    else:
+        keys = jax.random.split(jax.random.key(seed), record.num_runs)
+        scores = jax.jit(jax.vmap(program.evaluate))(restored.states, keys)
+    scores = jax.device_get(scores)
+    shape = (*(len(v) for v in grid.values()), num_seeds)
+    return SavedRunEvaluation(
+        run_dir=run_dir,
+        iterations_done=restored.iterations_done,
+        grid=grid,
+        seeds=list(range(record.seed, record.seed + num_seeds)),
+        episodes=episodes,
+        max_steps=evaluation.max_steps_for(program.env, max_steps),
+        seed=seed,
+        values={name: np.asarray(scores[name]).reshape(shape) for name in evaluation.METRICS},
+    )
+
+
+__all__ = ["RecordedRun", "SavedRunEvaluation", "evaluate_saved_run", "recorded_run"]

@@ -1,0 +1,562 @@
+"""A run session: everything between a parsed command and its results on disk.
+
+``execute`` runs one configuration (a train is a sweep with an empty grid) through the sequence every command
+shares: check the output location, validate, (resume from a checkpoint,) prepare the run directory and its
+manifest, stream metrics to disk, write TensorBoard events and checkpoints, train in compiled chunks with progress
+lines, then write config.json, metrics.json/csv, summary.json and plots. ``compare`` runs several variants into one
+staged result set (the demo). The command line (:mod:`vaco_jax.cli`) parses arguments and calls these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from vaco_jax.runs import checkpoint, output_dir, plotting, writers
+from vaco_jax.training import distributed, fingerprint, memory
+from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, describe
+from vaco_jax.core.config import Config, ConfigError, config_dict
+from vaco_jax.training.driver import Driver
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.training.metrics_store import MetricsStore
+from vaco_jax.runs.output_dir import METRICS_SUBDIR, new_run_id
+from vaco_jax.core.presets import run_label
+from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
+from vaco_jax.training.trainer import TrainProgram
+from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
+
+ReportedMetric = Literal[
+    "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
+]
+
+
+@dataclasses.dataclass
+class Output:
+    """Where and how results are written."""
+
+    out_dir: Path = Path("runs/latest")
+    """Directory for metrics.json, metrics.csv, summary.json and plots."""
+    overwrite: bool = False
+    """Replace an earlier vaco-jax run's results in out_dir: only what that run wrote (its manifest) is removed, and
+    a directory holding anything else is refused whole. Without it, a directory with results is refused."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
+    chunk_size: int = 10
+    """Iterations per compiled chunk, at most: progress and metrics reach the host once per chunk. Evened out where
+    the iteration count allows, so that a run compiles one chunk program (100 in chunks of 30 run as 4 x 25)."""
+    quiet: bool = False
+    """No per-chunk progress lines."""
+    checkpoint_every: int = 100
+    """Save a checkpoint (the whole training state of every run, under out_dir/checkpoints) every N iterations at
+    chunk boundaries, and always at the end; 0: only at the end. Metrics stream to out_dir/metrics every chunk."""
+    keep_checkpoints: int = 2
+    """How many of the newest checkpoints to keep."""
+    resume: Path | None = None
+    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end. Its
+    checkpoint's record (a demo: its result set's) supplies every flag not given (config, grid, seeds, presets,
+    output options); a given flag that differs from the run's config, grid or seeds is refused, naming it."""
+    metric: ReportedMetric = "episode/return"
+    """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
+    episodes (eval/...: needs --eval.every N)."""
+    dry_run: bool = False
+    """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
+    nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+    wandb: bool = False
+    """Also log to Weights & Biases: one W&B run per grid point and seed, grouped by this run's id, metrics once per
+    chunk, the summary at the end (needs the wandb package; see --wandb-project, --wandb-mode)."""
+    wandb_project: str = "vaco_jax"
+    """The W&B project of --wandb."""
+    wandb_entity: str | None = None
+    """The W&B entity (user or team) of --wandb (None: your default)."""
+    wandb_tags: tuple[str, ...] = ()
+    """Tags for every W&B run of --wandb."""
+    wandb_mode: WandbMode = "online"
+    """online, or offline: the runs are written under out_dir/wandb, for `wandb sync` later."""
+    runs_per_program: Literal["auto"] | int = "auto"
+    """Split the runs into programs of at most this many, trained back to back and merged into one result set, for
+    sweeps whose batch buffers do not fit the device at once; auto: one program where they fit, else as many runs
+    per program as fit (the progress line says how it split and why)."""
+    allow_program_change: bool = False
+    """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
+    (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
+    config.json and summary.json (program_changes). Without it such a resume is refused, naming both."""
+
+
+RESUMED_OUTPUT_OPTIONS = (
+    "tensorboard",
+    "chunk_size",
+    "quiet",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "metric",
+    "wandb",
+    "wandb_project",
+    "wandb_entity",
+    "wandb_tags",
+    "wandb_mode",
+    "runs_per_program",
+)
+"""The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
+
+
+def recorded_output_options(output: Output) -> dict[str, Any]:
+    """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them."""
+    return {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
+
+
+def check_output(output: Output) -> None:
+    """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
+    if output.chunk_size < 1:
+        raise ConfigError(
+            f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
+        )
+    if output.checkpoint_every < 0:
+        raise ConfigError(
+            f"--checkpoint-every {output.checkpoint_every} must be >= 0 iterations (0: only at the end), e.g. 100"
+        )
+    if output.keep_checkpoints < 1:
+        raise ConfigError(f"--keep-checkpoints {output.keep_checkpoints} must be >= 1 (the newest kept), e.g. 2")
+    output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
+    if output.resume is not None and not Path(output.resume).is_dir():
+        raise ConfigError(
+            f"--resume {output.resume}: no such directory; give the --out-dir of an interrupted vaco-jax train or "
+            "sweep run"
+        )
+    output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
+
+
+def run_entries(grid: dict[str, list], tensorboard: bool, wandb: bool = False) -> list[str]:
+    """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may remove)."""
+    return [
+        "config.json",
+        *output_dir.RESULT_FILES,
+        *output_dir.RUN_STATE,
+        *(f"final_vs_{axis}.png" for axis in grid),
+        *(["tb"] if tensorboard else []),
+        *(["wandb"] if wandb else []),
+    ]
+
+
+def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
+    """A chunk callback printing one line per chunk: iterations, speed, the latest return (and evaluation) and TV."""
+    start = time.perf_counter()
+    total = config.num_iterations
+
+    def latest(values: np.ndarray) -> str:
+        """Mean over runs of the latest finite value in the chunk (NaN: no episode ended, or no evaluation)."""
+        finite = np.isfinite(values)
+        if not finite.any():
+            return "n/a"
+        last = values.shape[1] - 1 - np.argmax(finite[:, ::-1].any(axis=0))
+        column = values[:, last]
+        return f"{column[np.isfinite(column)].mean():.1f}"
+
+    def on_chunk(done: int, metrics: dict[str, np.ndarray]) -> None:
+        if quiet:
+            return
+        elapsed = time.perf_counter() - start
+        steps = done * config.steps_per_iteration
+        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
+        exact = "_exact" if "tv/forward_exact" in metrics else ""
+        trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
+        if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
+            skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
+            if mostly_skipped(skipped, config):
+                per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
+                trust += (
+                    f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
+                    "diverged): lower --ppo.learning-rate"
+                )
+        if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
+            lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
+            queue = metrics["async/queue_depth"][0].mean()
+            trust += f"  lag p50 {np.median(lags):g} max {lags.max():g}  queue {queue:.1f}"
+        tvs = "".join(  # what the run logs (--diagnostics lean and off leave some out)
+            f"  {name} {metrics[name][:, -1].mean():.4f}"
+            for name in (f"tv/backward{exact}", f"tv/forward{exact}")
+            if name in metrics
+        )
+        print(
+            f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
+            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}"
+            f"{tvs}{trust}",
+            flush=True,
+        )
+
+    return on_chunk
+
+
+def format_summary(result: SweepResult, rows: list[dict]) -> str:
+    """A plain-text table of final return and AUC per grid point."""
+    axes = list(result.grid)
+    header = [*axes, "final IQM", "95% CI", "AUC IQM", "95% CI", "seeds"]
+    lines = []
+    for row in rows:
+        f, a = row["final"], row["auc"]
+        lines.append(
+            [
+                *(str(row[x]) for x in axes),
+                f"{f['iqm']:.1f}",
+                f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
+                f"{a['iqm']:.1f}",
+                f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
+                str(f["runs"]) + (f" ({f['diverged']} diverged)" if f.get("diverged") else ""),
+            ]
+        )
+    return format_table(header, lines)
+
+
+def format_table(header: list[str], lines: list[list[str]]) -> str:
+    """Right-aligned plain-text columns under a header and a rule."""
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+
+
+class Interrupted(Exception):
+    """A run stopped early by SIGINT/SIGTERM, after its checkpoint and partial results were written."""
+
+    def __init__(self, exit_code: int):
+        super().__init__(f"interrupted (exit code {exit_code})")
+        self.exit_code = exit_code
+
+
+def execute(
+    config: Config,
+    grid: dict[str, list],
+    num_seeds: int,
+    seed: int,
+    output: Output,
+    stop: GracefulStop | None = None,
+    *,
+    run_id: str | None = None,
+    resume_with: Path | None = None,
+    reload_complete: bool = False,
+    published_as: Path | None = None,
+    presets: tuple[str, ...] = (),
+    label: str | None = None,
+    asynchronous: AsyncOptions | None = None,
+) -> SweepResult | None:
+    """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
+    the device memory instead, and return None).
+
+    With ``stop`` (a :class:`~vaco_jax.runs.interrupt.GracefulStop`), a stop request ends the run at the next chunk
+    boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
+    :class:`Interrupted` is raised. ``run_id`` names the run in every file (a new one if None); ``resume_with`` is
+    the directory the user passes to ``--resume`` to finish an interrupted run (default: the output directory).
+    ``--resume`` of a run that is already complete says so, changes nothing and returns None, unless
+    ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
+    is where a staged folder will be once its result set is complete (named in the final message). ``presets``
+    are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
+    algorithm, with its presets). ``asynchronous``: run real actor threads (:mod:`vaco_jax.training.asynchronous`) instead
+    of the simulated lag; its options are recorded in config.json and the checkpoints.
+    """
+    if output.resume is not None:
+        output = dataclasses.replace(output, out_dir=output.resume)
+    check_output(output)
+    program = TrainProgram(config)  # validates before anything compiles or is written
+    driver = AsyncDriver(program, asynchronous) if asynchronous is not None else Driver(program)
+    grid_configs(config, grid)
+    check_seeds(seed, num_seeds)
+    if output.metric.startswith("eval/") and config.eval.every == 0:
+        raise ConfigError(
+            f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
+            "(evaluate every N iterations and after the last one)"
+        )
+    num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
+    num_runs = num_points * num_seeds
+    spec = program.env.action_spec
+    shape = (program.env.observation_size, spec.size, spec.discrete)
+    per_program, split = memory.runs_per_program(config, num_runs, *shape, requested=output.runs_per_program)
+    memory.check_fits(config, per_program or num_runs, *shape)
+    distributed.check_runs(num_runs)
+    if asynchronous is not None and distributed.multiprocess():
+        raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
+    if output.dry_run:
+        report = memory.estimate(config, per_program or num_runs, chunk_size=output.chunk_size)
+        if distributed.is_primary():
+            print(
+                f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written"
+                + (f"\nvaco-jax: {split}; each program:" if split else "")
+            )
+            print(report.format())
+        return None
+    meta = checkpoint.run_meta(config, grid, seed, num_seeds)
+    # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
+    meta["presets"] = list(presets)
+    meta["output"] = recorded_output_options(output)
+    if asynchronous is not None:
+        meta["async"] = dataclasses.asdict(asynchronous)
+    restored = None
+    # the programs' fingerprint, lowered at most once (a split sweep's: one part's program)
+    programs = functools.cache(lambda: fingerprint.run_fingerprint(program, per_program or num_runs))
+    if output.resume is not None:
+        restored = _restore(output.resume, program, num_runs, meta)
+        finished = restored.iterations_done >= config.num_iterations
+        missing = missing_results(Path(output.resume), grid, config.num_iterations) if finished else []
+        if finished and not reload_complete and not missing:
+            print(
+                f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
+                "iterations): nothing to resume, nothing was changed",
+                flush=True,
+            )
+            return None
+        if finished and missing and not reload_complete:
+            print(
+                f"vaco-jax: {output.resume} finished training but its final results were not all written "
+                f"({', '.join(missing)}): writing them from its stored metrics",
+                flush=True,
+            )
+        else:
+            extended = checkpoint.extension(restored.meta, meta)
+            # the code's programs for the checkpoint's own runs (an extension changes only the iteration count)
+            saved_program = TrainProgram(config.replace(num_iterations=extended[0])) if extended else program
+            current = fingerprint.run_fingerprint(saved_program, per_program or num_runs) if extended else programs()
+            meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
+            if extended:
+                print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
+            print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
+    run_id = run_id or new_run_id()
+    entries = run_entries(grid, output.tensorboard, output.wandb)
+    primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
+    if primary:
+        try:
+            out = output_dir.prepare(
+                output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
+            )
+        except ConfigError:
+            distributed.agree(False)  # the other processes stop too, rather than wait for this one
+            raise
+    else:
+        out = Path(output.out_dir)
+    distributed.agree(True)
+    offset = restored.iterations_done if restored else 0
+    saver = checkpoint.Checkpointer(
+        out / checkpoint.SUBDIR,
+        meta,
+        every=output.checkpoint_every,
+        total=config.num_iterations,
+        keep=output.keep_checkpoints,
+        offset=offset,
+        programs=programs,
+    )
+    if stop is not None:
+        stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
+    tensorboard = (
+        _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
+    )
+    logger = None
+    if output.wandb and primary:
+        options = WandbOptions(output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode)
+        seeds = list(range(seed, seed + num_seeds))
+        logger = WandbWriter(options, config, grid, seeds, run_id, out, offset=offset)  # W&B writes out/wandb/
+    print(
+        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {num_points} grid point(s) x "
+        f"{num_seeds} seeds, "
+        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
+        f"({config.total_env_steps * num_runs:,} env steps in all)"
+        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
+        + (f"; {split}" if split else ""),
+        flush=True,
+    )
+    try:
+        result = run_sweep(
+            config,
+            grid,
+            num_seeds=num_seeds,
+            seed=seed,
+            chunk_size=output.chunk_size,
+            callbacks=[
+                _progress(config, num_runs, output.quiet or not primary, offset),
+                *([tensorboard.on_chunk] if tensorboard else []),
+                *([logger.on_chunk] if logger else []),
+            ],
+            driver=driver,
+            state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
+            resume=restored,
+            should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
+            metrics_dir=out / METRICS_SUBDIR,
+            progress=False,  # the CLI prints one line per chunk instead
+            runs_per_program=per_program,
+        )
+    except BaseException:
+        if logger:
+            logger.finish(None, failed=True)
+        raise
+    finally:
+        if tensorboard:
+            tensorboard.close()
+    if not primary:  # process 0 writes the results; this one says where and ends as it does
+        done = saver.last_saved  # a run saves where it ends
+        print(
+            f"vaco-jax: {distributed.describe()}: {done} of {config.num_iterations} iterations done; process 0 "
+            f"writes the results in {out}",
+            flush=True,
+        )
+        if done < config.num_iterations:
+            raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)
+        return result
+    done = result.num_iterations
+    partial = done < config.num_iterations
+    result.extra["presets"] = list(presets)
+    if meta.get("program_changes"):
+        result.extra["program_changes"] = meta["program_changes"]
+    if asynchronous is not None:
+        result.extra["async"] = dataclasses.asdict(asynchronous)
+        print(f"\n{describe(result.metrics)}")
+    result.extra["label"] = label or run_label(config.algorithm, presets)
+    rows = write_results(result, out, output.metric, run_id)
+    if logger:
+        logger.finish(rows)
+    print(
+        f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
+        f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
+    )
+    print(format_summary(result, rows))
+    print(
+        f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
+        + "".join(f" final_vs_{axis}.png" for axis in grid)
+        + (" tb/" if output.tensorboard else "")
+        + (" wandb/" if output.wandb else "")
+        + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
+    )
+    if partial:
+        by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
+        print(
+            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations"
+            + (" (another process of the run was interrupted)" if by_another else "")
+            + f"; the results in {out} are partial (summary.json says so). To finish, run the same command"
+            + (" on every process" if distributed.multiprocess() else "")
+            + f" with --resume {resume_with or out}",
+            flush=True,
+        )
+        raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)  # else: another process's
+    return result
+
+
+def _check_programs(restored: checkpoint.Restored, current: str, allow: bool) -> list[dict[str, Any]]:
+    """Compare the programs that wrote the checkpoint with this code's (:mod:`vaco_jax.training.fingerprint`): refuse a
+    resume under other programs unless ``allow`` (--allow-program-change), which is recorded. Returns the run's
+    record of program changes (the checkpoint's, plus this one)."""
+    changes = list(restored.meta.get("program_changes", []))
+    saved = restored.meta.get("programs")
+    if saved is None:
+        print(
+            "vaco-jax: note: the checkpoint predates program fingerprints, so whether the code changed since it was "
+            "written cannot be checked",
+            flush=True,
+        )
+        return changes
+    if saved == current:
+        return changes
+    done = restored.iterations_done
+    written_by = restored.meta.get("versions", {})
+    if not allow:
+        raise ConfigError(
+            f"cannot resume: the checkpoint (iteration {done}) was written by other compiled programs (fingerprint "
+            f"{saved}, {written_by}) than this code makes for the same runs ({current}, {checkpoint.versions()}): "
+            "the code changed since the run stopped, so its iterations would come from two programs. Resume with "
+            "the code that started it, or start again with --overwrite; --allow-program-change continues anyway "
+            "and records it in config.json and summary.json"
+        )
+    print(
+        f"vaco-jax: warning: --allow-program-change: iterations 0-{done} came from programs {saved}, the rest come "
+        f"from {current} (recorded as program_changes)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return [*changes, {"at_iteration": done, "from": saved, "to": current}]
+
+
+def missing_results(directory: Path, grid: dict[str, list], num_iterations: int) -> list[str]:
+    """What a finished run's directory lacks of its final results: result files or plots not there, or a
+    summary.json that is partial (written when the run was stopped earlier). A run killed after its last checkpoint
+    but before its results were written is finished, not complete: its resume writes them from the stored
+    metrics."""
+    names = [*output_dir.RESULT_FILES, "config.json", *(f"final_vs_{axis}.png" for axis in grid)]
+    missing = [name for name in names if not (directory / name).is_file()]
+    if "summary.json" not in missing:
+        try:
+            rows = json.loads((directory / "summary.json").read_text())
+            finished = all(not row["partial"] and row["iterations_done"] == num_iterations for row in rows)
+        except (OSError, ValueError, KeyError, TypeError):
+            rows, finished = None, False
+        if not rows or not finished:
+            missing.append("summary.json (partial)")
+    return missing
+
+
+def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
+    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``) first: a
+    command with other flags is refused naming each difference, before its program's state tree is compared."""
+    try:
+        checkpoint.check_resumable(checkpoint.read_meta(directory / checkpoint.SUBDIR), meta)
+        return checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+    except checkpoint.NoCheckpoint as error:
+        raise ConfigError(
+            f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
+            f"from. Start it again with the same command and --out-dir {directory} --overwrite instead of --resume"
+        ) from None
+
+
+def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
+    """What a second Ctrl-C says: where the last complete checkpoint is, and how to resume from it."""
+    if saver.last_saved == saver.offset and saver.offset == 0:
+        return f"no checkpoint was written yet; run the command again with --overwrite to start over in {resume_dir}"
+    return (
+        f"the last complete checkpoint is at iteration {saver.last_saved} in {saver.directory}; "
+        f"resume with the same command and --resume {resume_dir}"
+    )
+
+
+def _tensorboard_writer(
+    out: Path, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
+) -> writers.TensorBoardWriter:
+    """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
+    resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
+    ones."""
+    tensorboard = writers.TensorBoardWriter(
+        out / "tb", grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
+    )
+    if offset:
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        store = MetricsStore(out / METRICS_SUBDIR)
+        store.truncate(offset)
+        for first, metrics in store.iter_all():
+            tensorboard.write(first, metrics)
+    return tensorboard
+
+
+def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
+    """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
+    (``partial`` and ``iterations_done`` say whether the run ended early)."""
+    done = result.num_iterations
+    partial = done < result.config.num_iterations
+    rows = [
+        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
+        for row in result.summary(metric)
+    ]
+    record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
+    if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
+        record["program_changes"] = result.extra["program_changes"]
+        rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
+    if "async" in result.extra:
+        record["async"] = result.extra["async"]
+    writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
+    result.extra["run_id"] = run_id
+    writers.write_json(result, out / "metrics.json", rows)
+    writers.write_csv(result, out / "metrics.csv")
+    writers.write_summary(rows, out / "summary.json")
+    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
+    for axis in result.grid:
+        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
+    return rows

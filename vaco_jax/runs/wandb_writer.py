@@ -1,0 +1,122 @@
+"""Weights & Biases logging (``--wandb``): one W&B run per grid point and seed, grouped by the vaco-jax run.
+
+Each W&B run is named like its TensorBoard run (``lag.k=4_seed0``), carries the whole config, its grid point and
+seed as its W&B config, and the vaco-jax run id as its group (so a sweep's runs sit together, and a demo's variants
+are groups of their own). Metrics are logged once per chunk (a driver chunk callback, like TensorBoard's), indexed
+by env steps; the non-finite values (an iteration without a completed episode, or without an evaluation) are left
+out. At the end each run's summary gets its grid point's summary row (final return and AUC: IQM and interval over
+seeds) and the run is finished. A resumed run continues the same W&B runs (their ids are the vaco-jax run id and
+the run's index); iterations the interrupted process had logged past its checkpoint are not logged twice (W&B
+keeps the first value of a step).
+
+``wandb`` is an optional dependency (``pip install wandb``, or the ``dev`` extra). W&B keeps its files under
+``<out-dir>/wandb`` (``directory/wandb``); ``--wandb-mode offline`` writes the runs there only, to ``wandb sync``
+later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from vaco_jax.core.config import Config, ConfigError, config_dict
+from vaco_jax.core.grid import grid_points
+from vaco_jax.runs.writers import run_labels
+
+WandbMode = Literal["online", "offline"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbOptions:
+    """Where the W&B runs go."""
+
+    project: str = "vaco_jax"
+    entity: str | None = None
+    tags: tuple[str, ...] = ()
+    mode: WandbMode = "online"
+
+
+def _import_wandb():
+    try:
+        import wandb
+    except ImportError:
+        raise ConfigError(
+            "--wandb needs the wandb package: pip install wandb (or install vaco_jax with its dev extra), or drop "
+            "--wandb (TensorBoard: --tensorboard)"
+        ) from None
+    return wandb
+
+
+class WandbWriter:
+    """The W&B runs of a batch of runs (module docstring): :meth:`on_chunk` is a driver chunk callback (metrics
+    ``{name: [S, n]}``, S = grid points x seeds), :meth:`finish` closes every run with its summary."""
+
+    def __init__(
+        self,
+        options: WandbOptions,
+        config: Config,
+        grid: dict[str, list[Any]],
+        seeds: list[int],
+        run_id: str,
+        directory: Path,
+        offset: int = 0,
+    ):
+        wandb = _import_wandb()
+        self.steps_per_iteration, self.done = config.steps_per_iteration, offset
+        record = config_dict(config)
+        self.points = [point for point in grid_points(grid) for _ in seeds]
+        self.runs = []
+        for index, (label, point, seed) in enumerate(
+            zip(run_labels(grid, seeds), self.points, [s for _ in grid_points(grid) for s in seeds], strict=True)
+        ):
+            self.runs.append(
+                wandb.init(
+                    project=options.project,
+                    entity=options.entity,
+                    tags=list(options.tags),
+                    mode=options.mode,
+                    dir=str(directory),
+                    group=run_id,
+                    name=label,
+                    id=f"{run_id}-{index}",
+                    resume="allow",
+                    reinit="create_new",
+                    config={**record, "grid_point": point, "seed": seed, "vaco_jax_run_id": run_id},
+                )
+            )
+
+    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
+        table = {name: np.asarray(values, np.float64).reshape(len(self.runs), -1) for name, values in metrics.items()}
+        length = max((values.shape[1] for values in table.values()), default=0)
+        for s, run in enumerate(self.runs):
+            for i in range(length):
+                logged = {name: float(values[s, i]) for name, values in table.items() if math.isfinite(values[s, i])}
+                run.log(logged, step=(self.done + i + 1) * self.steps_per_iteration)
+        self.done += length
+
+    def finish(self, rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+        """Close every run: with its grid point's summary row (``rows``, from the run's summary.json), or marked
+        failed (an exception ended the run)."""
+        for point, run in zip(self.points, self.runs, strict=True):
+            row = next((r for r in rows or [] if all(r.get(k) == v for k, v in point.items())), None)
+            if row is not None:
+                run.summary.update(_summary_of(row))
+            run.finish(exit_code=1 if failed else 0)
+
+
+def _summary_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary.json row as flat W&B summary values (``final/iqm``, ``auc/ci_low``, ``partial``, ...)."""
+    flat = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}/{k}": v for k, v in value.items() if isinstance(v, int | float)})
+        elif isinstance(value, int | float | str | bool):
+            flat[key] = value
+    return flat
+
+
+__all__ = ["WandbMode", "WandbOptions", "WandbWriter"]

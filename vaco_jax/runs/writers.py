@@ -1,0 +1,149 @@
+"""Result writers: JSON, CSV (long format) and TensorBoard event files, from host metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vaco_jax.core.config import config_dict, json_default, strict_json
+from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.runs.output_dir import open_atomic, write_text_atomic
+from vaco_jax.training.sweep import SweepResult, metrics_length
+
+
+def _finite_or_none(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(x)
+
+
+JSON_METRICS_LIMIT = 5_000_000  # metric values above which metrics.json leaves the per-iteration metrics out
+
+
+def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, Any]] | None = None) -> Path:
+    """Everything in one JSON file: config, axes, coords, env steps, metrics and the summary.
+
+    NaN (no completed episode in that iteration, or in the summary's final window) is written as null. A run with
+    more than :data:`JSON_METRICS_LIMIT` metric values (a long run) leaves the per-iteration metrics out and says
+    where they are (metrics.csv and the run's metrics/ directory), because JSON has to be built in memory as a whole.
+    """
+    path = Path(path)
+    num_values = len(result.metrics) * len(result.seeds) * result.num_iterations * len(result.points())
+    payload: dict[str, Any] = {
+        "run_id": result.extra.get("run_id"),
+        "config": config_dict(result.config),
+        "axes": list(result.axes),
+        "grid": strict_json(result.grid),
+        "seeds": result.seeds,
+        "env_steps": result.env_steps.tolist(),
+        "compile_seconds": result.compile_seconds,
+        "run_seconds": result.run_seconds,
+    }
+    if num_values <= JSON_METRICS_LIMIT:
+        payload["metrics"] = {
+            name: np.vectorize(_finite_or_none, otypes=[object])(value).tolist()
+            for name, value in result.metrics.items()
+        }
+    else:
+        payload["metrics_omitted"] = (
+            f"{num_values:,} metric values are more than metrics.json holds ({JSON_METRICS_LIMIT:,}): read "
+            "metrics.csv, or the metrics/ directory with vaco_jax.training.metrics_store.MetricsStore"
+        )
+    payload["summary"] = strict_json(summary if summary is not None else result.summary(), null=True)
+    return write_text_atomic(path, json.dumps(payload, default=json_default, allow_nan=False))
+
+
+def write_summary(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """The summary rows as strict JSON (summary.json): NaN (a final window without a completed episode) as null."""
+    return write_text_atomic(Path(path), json.dumps(strict_json(rows, null=True), indent=2, allow_nan=False))
+
+
+def write_csv(result: SweepResult, path: str | Path) -> Path:
+    """One row per (grid point, seed, iteration) with every metric as a column.
+
+    Rows come in blocks of iterations (one block for metrics in memory, one per chunk for metrics on disk), each
+    ordered by grid point, seed, iteration. Vectorised: one ``np.savetxt`` per (block, grid point, seed), never a
+    Python loop per row, and memory for one block only. Metrics are written with 9 significant digits (float32
+    round-trips exactly); NaN as ``nan``.
+    """
+    path = Path(path)
+    names = sorted(result.metrics)
+    steps_per_iteration = result.config.steps_per_iteration
+    with open_atomic(path, "w", newline="") as f:  # whole or absent, like every result file
+        f.write(",".join([*result.grid, "seed", "iteration", "env_steps", *names]) + "\n")
+        for first, block in result.iteration_blocks():
+            iterations = np.arange(first + 1, first + 1 + metrics_length(block), dtype=np.int64)
+            for point, index in indexed_points(result.grid):
+                for s, seed in enumerate(result.seeds):
+                    prefix = ",".join(str(v) for v in [*point.values(), seed]).replace("%", "%%")
+                    columns = [np.asarray(block[name][(*index, s)], np.float64) for name in names]
+                    table = np.column_stack([iterations, iterations * steps_per_iteration, *columns])
+                    np.savetxt(f, table, fmt=prefix + ",%d,%d" + ",%.9g" * len(names))
+    return path
+
+
+def run_labels(grid: dict[str, list[Any]], seeds: list[int]) -> list[str]:
+    """One name per run, in the run axis order (grid points x seeds): ``lag.k=4_seed0``, or ``run_seed0``."""
+    return [
+        f"{'_'.join(f'{k}={v}' for k, v in point.items()) or 'run'}_seed{seed}"
+        for point in grid_points(grid)
+        for seed in seeds
+    ]
+
+
+class TensorBoardWriter:
+    """TensorBoard event files written as the run goes: one TensorBoard run per (grid point, seed) under
+    ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
+
+    Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
+    or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        grid: dict[str, list[Any]],
+        seeds: list[int],
+        steps_per_iteration: int,
+    ):
+        self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
+        self.done = 0  # iterations written so far: where the next chunk starts
+        self.labels = run_labels(grid, seeds)
+        self._writers: list[Any] | None = None
+
+    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
+        """A chunk's metrics ``{name: [S, n]}`` (S = points x seeds, in that order)."""
+        self.write(self.done, metrics)
+
+    def write(self, first: int, metrics: dict[str, np.ndarray]) -> None:
+        if self._writers is None:
+            from tensorboardX import SummaryWriter
+
+            self._writers = [SummaryWriter(str(self.directory / label)) for label in self.labels]
+        for name, values in metrics.items():
+            values = np.asarray(values, np.float64).reshape(len(self.labels), -1)
+            for writer, run in zip(self._writers, values, strict=True):
+                for i, value in enumerate(run):
+                    if math.isfinite(value):
+                        writer.add_scalar(name, value, (first + i + 1) * self.steps_per_iteration)
+        self.done = first + metrics_length(metrics)
+        for writer in self._writers:
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers or []:
+            writer.close()
+
+
+def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:
+    """One TensorBoard run per (grid point, seed), scalars indexed by env steps (tensorboardX), written block by
+    block of iterations (memory for one block only)."""
+    writer = TensorBoardWriter(directory, result.grid, result.seeds, result.config.steps_per_iteration)
+    try:
+        for first, block in result.iteration_blocks():
+            writer.write(first, {name: values.reshape(-1, values.shape[-1]) for name, values in block.items()})
+    finally:
+        writer.close()
+    return Path(directory)

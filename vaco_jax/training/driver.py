@@ -1,0 +1,300 @@
+"""The host driver: runs a batch of S training runs in compiled chunks of iterations.
+
+The compiled/host boundary is one function, ``run_chunk(states, hparams, n)``
+(jitted, states donated). Between chunks the driver hands per-iteration metrics
+to plain callbacks ``on_chunk(iterations_done, chunk_metrics)`` for progress,
+writers and checkpoints. Chunking does not change results: a chunk is the same
+``lax.scan`` of the same update step as the one-program run.
+
+Double buffering: when a chunk ends and no state callback is due (a state
+callback with a ``due(done, last)`` method, like the checkpointer, says whether
+it acts there), the driver dispatches the next chunk first and then runs the
+metric callbacks (progress, metric files, TensorBoard), so that host I/O
+overlaps the device's work instead of idling it. At a chunk where a state
+callback is due (a checkpoint), and at the last one, the order stays serial:
+metrics are handed on before the states that follow them, so a checkpoint never
+gets ahead of the metric files a resume continues. ``RunOutput.gaps`` records
+the host time between a chunk's end and the next one's dispatch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from vaco_jax.core.config import Config, ConfigError
+from vaco_jax.core.types import TrainState
+from vaco_jax.training import distributed
+from vaco_jax.training.trainer import TrainProgram
+
+ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
+# (iterations done, states [S], last: whether the run ends after this chunk) after each chunk, e.g. a checkpointer;
+# an optional ``due(done, last)`` method says whether it acts there (else the chunk runs serially, see above)
+StateCallback = Callable[[int, TrainState, bool], None]
+
+
+@dataclass
+class RunOutput:
+    """Final states [S] and per-iteration metrics ``{name: [S, I]}`` of a batch of runs."""
+
+    states: TrainState
+    metrics: dict[str, np.ndarray]
+    compile_seconds: float  # ahead-of-time compilation of the chunk program(s)
+    run_seconds: float  # wall time of the whole call, init and compilation included
+    timings: list[float] = field(default_factory=list)  # seconds from each chunk's dispatch to its metrics on host
+    gaps: list[float] = field(default_factory=list)  # host seconds between a chunk's end and the next one's dispatch
+
+
+def stack_hparams(hparams: Sequence[Config]) -> Config:
+    """Stack per-run configs (same static fields) into one with leaves [S]."""
+    return jax.tree.map(lambda *xs: np.stack([_leaf_array(x) for x in xs]), *hparams)
+
+
+def _leaf_array(value) -> np.ndarray:
+    """A traced leaf as a 32-bit array (JAX's default precision)."""
+    array = np.asarray(value)
+    if np.issubdtype(array.dtype, np.floating):
+        return array.astype(np.float32)
+    if np.issubdtype(array.dtype, np.integer) or array.dtype == bool:
+        return array.astype(np.int32)
+    return array
+
+
+def chunk_plan(total: int, chunk_size: int | None) -> list[int]:
+    """The chunk lengths of a run of ``total`` iterations: ``chunk_size`` evened out, where it can be, so that every
+    chunk has one length and the run compiles one chunk program (100 iterations in chunks of 30 run as 4 x 25).
+
+    The chunk count m is the smallest from ceil(total / chunk_size) up to twice that which divides ``total``; where
+    none does (a prime total), the chunks are ``chunk_size`` long and a shorter last one takes the rest (two
+    programs). ``None``: one chunk.
+    """
+    if total <= 0:
+        return []
+    size = total if chunk_size is None else max(1, min(chunk_size, total))
+    count = -(-total // size)
+    for chunks in range(count, 2 * count + 1):
+        if total % chunks == 0:
+            return [total // chunks] * chunks
+    return [size] * (total // size) + [total % size]
+
+
+def ends_here(done: int, total: int, should_stop: Callable[[], bool] | None) -> bool:
+    """Whether a run ends after the chunk that brought it to ``done`` iterations: all ``total`` are done, or
+    ``should_stop()`` (asked once per chunk boundary before the end, never after the last chunk) says so."""
+    stopping = done < total and should_stop is not None and bool(should_stop())
+    return stopping or done == total
+
+
+def merge_chunks(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-chunk metrics ``{name: [S, n]}`` joined along the iteration axis (empty without chunks)."""
+    return {name: np.concatenate([c[name] for c in chunks], axis=1) for name in chunks[0]} if chunks else {}
+
+
+def program_parts(num_runs: int, runs_per_program: int | None, devices: int = 1) -> list[slice]:
+    """The run axis split into programs of at most ``runs_per_program`` runs (None: one program), evened out like
+    :func:`chunk_plan` so that the parts share one length (one compiled program) where the run count allows; every
+    part a multiple of ``devices`` runs, so that each is sharded like the whole would be."""
+    if runs_per_program is None or runs_per_program >= num_runs:
+        return [slice(0, num_runs)]
+    if runs_per_program < devices or runs_per_program % devices or num_runs % devices:
+        raise ConfigError(
+            f"--runs-per-program {runs_per_program} must be a multiple of the {devices} devices the runs are "
+            f"sharded over (and {num_runs} runs too)"
+        )
+    units = num_runs // devices  # the parts are made of whole device groups
+    lengths = [devices * n for n in chunk_plan(units, runs_per_program // devices)]
+    starts = np.cumsum([0, *lengths])
+    return [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
+def _take(tree: Any, part: slice) -> Any:
+    """The runs ``part`` of a batched tree (arrays, keys or a TrainState)."""
+    return jax.tree.map(lambda x: x[part], tree)
+
+
+def _join(parts: list[Any]) -> Any:
+    """Batched trees joined along the run axis (the one tree itself when there is one)."""
+    if len(parts) == 1:
+        return parts[0]
+    return jax.tree.map(lambda *xs: jax.numpy.concatenate(xs, axis=0), *parts)
+
+
+def _join_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return parts[0] if len(parts) == 1 else {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
+    """Whether a state callback acts after this chunk (its ``due(done, last)``; one without it always may)."""
+    due = getattr(state_callback, "due", None)
+    return True if due is None else bool(due(done, last))
+
+
+def run_sharding(num_runs: int) -> NamedSharding | None:
+    """A sharding of the run axis over all devices (every process's, in a multi-process run), or None with one
+    device (or an uneven split, which a multi-process run refuses)."""
+    distributed.check_runs(num_runs)
+    devices = jax.devices()
+    if len(devices) < 2 or num_runs % len(devices):
+        return None
+    return NamedSharding(Mesh(np.asarray(devices), ("runs",)), PartitionSpec("runs"))
+
+
+class Driver:
+    """Compiled init and chunk functions for one program, shared across calls (compile once).
+
+    ``compiler_options`` are XLA options for both programs, e.g. ``{"xla_backend_optimization_level": 0}``: a
+    quarter to 40% less compile time on this project's programs, and slower steps (for a smoke run whose compile
+    dominates). None: XLA's defaults, or what the ``XLA_FLAGS`` environment variable sets.
+    """
+
+    def __init__(self, program: TrainProgram, *, compiler_options: Mapping[str, Any] | None = None):
+        self.program = program
+        options = dict(compiler_options) if compiler_options else None
+        self._init = jax.jit(program.init_batched, compiler_options=options)
+        # the first iteration of a chunk is one unbatched scalar for all runs (see TrainProgram.run)
+        self._chunk = jax.jit(
+            jax.vmap(program.run, in_axes=(0, 0, None, None)),
+            static_argnums=2,
+            donate_argnums=0,
+            compiler_options=options,
+        )
+        self._compiled: dict[tuple, object] = {}
+
+    def compiled_chunk(self, states: TrainState, hparams: Config, num_iterations: int):
+        """The ahead-of-time compiled chunk for these shapes; returns (it, compile seconds)."""
+        leaves = jax.tree.leaves((states, hparams))
+        signature = (
+            num_iterations,
+            jax.tree.structure((states, hparams)),
+            tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves),
+        )
+        if signature in self._compiled:
+            return self._compiled[signature], 0.0
+        start = time.perf_counter()
+        compiled = self.lower_chunk(states, hparams, num_iterations).compile()
+        self._compiled[signature] = compiled
+        return compiled, time.perf_counter() - start
+
+    def lower_chunk(self, states: TrainState, hparams: Config, num_iterations: int):
+        """The chunk program lowered for these shapes (arrays or ``jax.ShapeDtypeStruct``), not yet compiled; the
+        chunk's first iteration is a traced scalar, so one program serves every chunk of that length."""
+        return self._chunk.lower(states, hparams, num_iterations, np.int32(0))
+
+    def init(self, keys: jax.Array, hparams: Config) -> TrainState:
+        sharding = run_sharding(keys.shape[0])
+        if sharding is not None and distributed.multiprocess():  # a multi-process program takes global arrays
+            keys, hparams = distributed.put((keys, hparams), sharding)
+        states = self._init(keys, hparams)
+        return states if sharding is None else distributed.put(states, sharding)
+
+    def run(
+        self,
+        keys: jax.Array,
+        hparams: Config,
+        *,
+        chunk_size: int | None = None,
+        callbacks: Sequence[ChunkCallback] = (),
+        states: TrainState | None = None,
+        num_iterations: int | None = None,
+        state_callbacks: Sequence[StateCallback] = (),
+        should_stop: Callable[[], bool] | None = None,
+        keep_metrics: bool = True,
+        overlap: bool = True,
+        runs_per_program: int | None = None,
+    ) -> RunOutput:
+        """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
+
+        ``states`` resumes from earlier states (their ``iteration`` counts on);
+        ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
+        ``state_callbacks`` see the states after each chunk, before they are donated to the next one, and whether
+        the run ends there. ``should_stop()`` is asked once after each chunk, before any callback (the decision is
+        latched: a stop request that arrives later counts at the next chunk); if true, the run ends there.
+        ``keep_metrics=False`` hands each chunk's metrics to the callbacks only (e.g. a
+        :class:`~vaco_jax.training.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
+        with the number of iterations, and the returned metrics are empty.
+        ``overlap=False`` runs every chunk's callbacks before dispatching the next chunk (the device then idles
+        through them; for measuring the gain of double buffering, ``benchmarks/driver_overlap.py``).
+        ``runs_per_program`` splits the runs into programs of at most that many (:func:`program_parts`), for sweeps
+        whose batch buffers do not fit the device at once: every chunk runs the parts back to back, each to the end
+        before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
+        """
+        total = self.program.config.num_iterations if num_iterations is None else num_iterations
+        lengths = iter(chunk_plan(total, chunk_size))
+        parts = program_parts(keys.shape[0], runs_per_program, jax.device_count())
+        sharding = run_sharding(parts[0].stop - parts[0].start)
+        hparams_parts = [_take(hparams, part) for part in parts] if len(parts) > 1 else [hparams]
+        if sharding is not None:
+            hparams_parts = [distributed.put(h, sharding) for h in hparams_parts]
+        should_stop = distributed.agreed_stop(should_stop)  # several processes stop at the same chunk
+        start = time.perf_counter()
+        if states is None:
+            part_keys = [keys] if len(parts) == 1 else [keys[part] for part in parts]
+            states_parts = [self.init(k, h) for k, h in zip(part_keys, hparams_parts, strict=True)]
+        else:  # restored states (a resume) are laid out like fresh ones
+            states_parts = [_take(states, part) for part in parts] if len(parts) > 1 else [states]
+            if sharding is not None:
+                states_parts = [distributed.put(s, sharding) for s in states_parts]
+        done, chunks, timings, gaps, compile_seconds = 0, [], [], [], 0.0
+        first = int(np.asarray(distributed.to_host(states_parts[0].iteration)).reshape(-1)[0])  # in lockstep
+
+        def dispatch(states_parts: list[TrainState], done: int):
+            """Compile (once per chunk length and part size) and start the next chunk of every part; returns at once
+            (asynchronous dispatch) with one part, after all but the last part's chunk with several (so that one
+            part's temporaries are on the device at a time)."""
+            nonlocal compile_seconds
+            n = next(lengths)
+            dispatched, new_states, new_metrics = time.perf_counter(), [], []
+            for i, (part_states, part_hparams) in enumerate(zip(states_parts, hparams_parts, strict=True)):
+                compiled, seconds = self.compiled_chunk(part_states, part_hparams, n)
+                compile_seconds += seconds
+                part_states, part_metrics = compiled(part_states, part_hparams, np.int32(first + done))
+                if i < len(states_parts) - 1:
+                    jax.block_until_ready(part_states)
+                new_states.append(part_states)
+                new_metrics.append(part_metrics)
+            return n, dispatched, new_states, new_metrics
+
+        if total > 0:
+            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
+        while total > 0:
+            # waits for this chunk (gathered from every process)
+            metrics = _join_metrics([distributed.to_host(m) for m in metrics_parts])
+            ready = time.perf_counter()
+            timings.append(ready - dispatched)
+            if keep_metrics:
+                chunks.append(metrics)
+            done += n
+            last = ends_here(done, total, should_stop)
+            # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
+            # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
+            serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
+            if serial:
+                for callback in callbacks:
+                    callback(done, metrics)
+            if state_callbacks:
+                states = _join(states_parts)
+                for state_callback in state_callbacks:  # before the states are donated to the next chunk
+                    state_callback(done, states, last)
+            if last:
+                break
+            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
+            gaps.append(dispatched - ready)
+            if not serial:  # double buffered: the device runs the next chunk while the host handles these metrics
+                for callback in callbacks:
+                    callback(done, metrics)
+        merged = merge_chunks(chunks)
+        run_seconds = time.perf_counter() - start
+        return RunOutput(
+            states=_join(states_parts),
+            metrics=merged,
+            compile_seconds=compile_seconds,
+            run_seconds=run_seconds,
+            timings=timings,
+            gaps=gaps,
+        )

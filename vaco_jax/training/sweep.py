@@ -1,0 +1,320 @@
+"""Seeds x hyperparameter grids as one vmapped program, with named axes in the results.
+
+Every grid field must be traced (see :mod:`vaco_jax.core.config`): the whole grid,
+times the seeds, is flattened into one run axis S, trained by one compiled
+program (sharded over devices when there are several) and reshaped back to
+``[*grid, seed, iteration]``. Grid points share seed keys (common random
+numbers), so differences between points are not seed noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from vaco_jax.core.config import Config, ConfigError, get_field, is_traced, with_overrides
+from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.core.types import TrainState
+from vaco_jax.numerics import stats
+from vaco_jax.training import distributed
+from vaco_jax.training.driver import ChunkCallback, Driver, StateCallback, stack_hparams
+from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.training.trainer import TrainProgram, validate_config
+
+
+class Resumable(Protocol):
+    """What a resume needs of a restored checkpoint (:class:`vaco_jax.runs.checkpoint.Restored`): the states of the
+    very runs, and the iterations they have done."""
+
+    states: TrainState
+
+    @property
+    def iterations_done(self) -> int: ...
+
+
+@dataclass
+class SweepResult:
+    """Metrics of a grid x seeds sweep, ``{name: [*grid, seed, iteration]}``, with named axes.
+
+    ``metrics`` is a dict of arrays, or a :class:`~vaco_jax.training.metrics_store.StoredMetrics` mapping that reads
+    them from disk one at a time (a run with ``metrics_dir``); every method below works with both.
+    """
+
+    config: Config
+    grid: dict[str, list[Any]]  # axis name -> values, in axis order
+    seeds: list[int]
+    metrics: Mapping[str, np.ndarray]
+    compile_seconds: float = 0.0
+    run_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return (*self.grid, "seed", "iteration")
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations done (fewer than the config's after an interruption)."""
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.num_iterations
+        return next(iter(self.metrics.values())).shape[-1]
+
+    @property
+    def env_steps(self) -> np.ndarray:
+        """Environment steps per run after each iteration [I] (int64, counted on the host)."""
+        return np.arange(1, self.num_iterations + 1, dtype=np.int64) * self.config.steps_per_iteration
+
+    def iteration_blocks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Every metric in blocks of consecutive iterations, ``(first iteration, {name: [*grid, seed, n]})``: one
+        block for metrics in memory, one per chunk for metrics on disk (writers use it to stay within memory)."""
+        if isinstance(self.metrics, StoredMetrics):
+            yield from self.metrics.blocks()
+        else:
+            yield 0, dict(self.metrics)
+
+    def at_iterations(self, metric: str, iterations: np.ndarray) -> np.ndarray:
+        """``metric`` at the given (sorted) iterations only, ``[*grid, seed, len(iterations)]``."""
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.at_iterations(metric, iterations)
+        return self.metrics[metric][..., np.asarray(iterations, np.int64)]
+
+    def run_scores(self, metric: str = "episode/return", fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+        """Per run, ``[*grid, seed]`` each: the final value (mean over the last ``fraction`` of iterations) and the
+        AUC (mean over all iterations), NaN iterations skipped; NaN for a run that diverged
+        (:meth:`diverged_runs`), so that it counts as diverged wherever scores are summarised. Metrics on disk are
+        reduced chunk by chunk."""
+        finals, aucs = self._reduced(metric, fraction)
+        diverged = self.diverged_runs()
+        return np.where(diverged, np.nan, finals), np.where(diverged, np.nan, aucs)
+
+    def diverged_runs(self) -> np.ndarray:
+        """``[*grid, seed]``: runs whose NaN guard skipped more than half of their gradient steps (non-finite
+        gradients: parameters and optimiser left as they were). Such a run is not training, whatever its return."""
+        if SKIPPED_STEPS not in self.metrics:
+            return np.zeros((*(len(v) for v in self.grid.values()), len(self.seeds)), bool)
+        _, skipped_per_iteration = self._reduced(SKIPPED_STEPS, 1.0)
+        return mostly_skipped(skipped_per_iteration, self.config)
+
+    def _reduced(self, metric: str, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(self.metrics, StoredMetrics):
+            return self.metrics.run_scores(metric, fraction)
+        curves = self.metrics[metric]
+        return stats.final_return(curves, fraction), stats.area_under_curve(curves)
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every grid point as ``{axis: value}``, in row-major order."""
+        return grid_points(self.grid)
+
+    def sel(self, seed: int | None = None, **point: Any) -> dict[str, np.ndarray]:
+        """Metrics at one grid point, ``{name: [seed, iteration]}`` (``[iteration]`` with ``seed=``).
+
+        Axes are named as :attr:`axes` prints them (``sel(**{"lag.k": 4})``) or with ``_`` for ``.``
+        (``sel(lag_k=4)``). Every grid axis needs a value and no other key is accepted (KeyError naming the axes
+        otherwise), so a typo never returns the whole result; ``seed`` is one of :attr:`seeds`.
+        """
+        by_key = {axis.replace(".", "_"): axis for axis in self.grid}
+        chosen: dict[str, Any] = {}
+        for key, value in point.items():
+            axis = key if key in self.grid else by_key.get(key)
+            if axis is None:
+                raise KeyError(f"sel() got unknown axis {key}; the axes are {', '.join(self.grid) or 'none'} and seed")
+            if axis in chosen:
+                raise KeyError(f"sel() got {axis} twice (as {axis} and {axis.replace('.', '_')})")
+            chosen[axis] = value
+        index = []
+        for axis, values in self.grid.items():
+            if axis not in chosen:
+                raise KeyError(f"sel() needs a value for {axis}; the axes are {list(self.grid)}")
+            if chosen[axis] not in values:
+                raise KeyError(f"{axis}={chosen[axis]!r} is not in the grid {values}")
+            index.append(values.index(chosen[axis]))
+        if seed is not None:
+            if seed not in self.seeds:
+                raise KeyError(f"seed={seed!r} is not among the seeds {self.seeds[0]} .. {self.seeds[-1]}")
+            index.append(self.seeds.index(seed))
+        return {name: value[tuple(index)] for name, value in self.metrics.items()}
+
+    def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
+        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC."""
+        if metric not in self.metrics:
+            raise KeyError(f"no metric {metric!r}; the metrics are {', '.join(sorted(self.metrics))}")
+        finals, aucs = self.run_scores(metric, fraction)  # [*grid, seed]
+        rows = []
+        for point, index in indexed_points(self.grid):
+            rows.append({**point, "final": stats.summarize(finals[index]), "auc": stats.summarize(aucs[index])})
+        return rows
+
+
+class ProgressBar:
+    """A tqdm bar over a run's iterations, advanced by a chunk callback, showing the latest mean training return."""
+
+    def __init__(self, total: int, done: int = 0):
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=total, initial=done, unit="it", desc="training", dynamic_ncols=True)
+
+    def on_chunk(self, done: int, metrics: Mapping[str, np.ndarray]) -> None:
+        returns = np.asarray(metrics["episode/return"])[:, -1]
+        finite = returns[np.isfinite(returns)]
+        if finite.size:
+            self._bar.set_postfix_str(f"return {finite.mean():.1f}", refresh=False)
+        self._bar.update(metrics_length(metrics))
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Config]:
+    """One validated config per grid point (row-major); every grid field must be traced."""
+    for path, values in grid.items():
+        get_field(config, path)
+        if not is_traced(config, path):
+            raise ConfigError(
+                f"{path} is static (it changes a shape, loop length or code path), so it "
+                f"cannot be swept in one program; run one sweep per value of {path}"
+            )
+        if len(values) == 0:
+            raise ConfigError(f"grid for {path} is empty; give at least one value")
+    return [validate_config(with_overrides(config, point)) for point in grid_points(grid)]
+
+
+def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
+    """Iterations in one chunk's metrics ``{name: [S, n]}``."""
+    return next(iter(metrics.values())).shape[-1]
+
+
+SKIPPED_STEPS = "nonfinite/skipped_steps"  # gradient steps the NaN guard skipped, per iteration
+
+
+def mostly_skipped(skipped_per_iteration: np.ndarray | float, config: Config) -> np.ndarray:
+    """Whether the NaN guard skipped more than half of the gradient steps (``skipped_per_iteration``: the mean of
+    :data:`SKIPPED_STEPS` over iterations): such a run is not training, and counts as diverged."""
+    return np.asarray(skipped_per_iteration) > 0.5 * config.ppo.num_epochs * config.ppo.num_minibatches
+
+
+MAX_SEED = 2**32 - 1  # JAX's 32-bit seeds: a larger one would wrap onto a smaller one's key (2**32 + 5 onto 5)
+
+
+def check_seeds(seed: int, num_seeds: int) -> None:
+    """Refuse seed ranges that do not map one-to-one onto keys: seeds ``seed .. seed + num_seeds - 1`` must lie in
+    ``[0, MAX_SEED]``, and there must be at least one."""
+    if num_seeds < 1:
+        raise ConfigError(f"--num-seeds {num_seeds} must be >= 1 (seeds per grid point)")
+    if seed < 0 or seed + num_seeds - 1 > MAX_SEED:
+        raise ConfigError(
+            f"seeds {seed} .. {seed + num_seeds - 1} are outside 0 .. {MAX_SEED} (2**32 - 1), where every seed "
+            "gets a key of its own (larger ones would wrap onto smaller ones): choose --seed in that range"
+        )
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Keys [num_seeds] for seeds ``seed, seed + 1, ...``; seed s gets the same key in every sweep."""
+    check_seeds(seed, num_seeds)
+    return jax.vmap(jax.random.key)(np.arange(seed, seed + num_seeds, dtype=np.uint32))
+
+
+def run_sweep(
+    config: Config,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    num_seeds: int = 1,
+    seed: int = 0,
+    chunk_size: int | None = None,
+    callbacks: Sequence[ChunkCallback] = (),
+    driver: Driver | None = None,
+    state_callbacks: Sequence[StateCallback] = (),
+    resume: Resumable | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    metrics_dir: str | Path | None = None,
+    progress: bool = True,
+    runs_per_program: int | None = None,
+) -> SweepResult:
+    """Train every grid point x ``num_seeds`` seeds in one compiled program.
+
+    Args:
+      config: the base configuration (static fields fixed for the whole sweep).
+      grid: ``{dotted traced field: values}``, e.g. ``{"lag.k": [0, 1, 2, 4, 8]}``; None for seeds only.
+      num_seeds: seeds per grid point.
+      seed: first seed.
+      chunk_size: iterations per compiled chunk (progress granularity); None for one chunk.
+      callbacks: called after each chunk as ``callback(iterations_done, metrics {name: [S, n]})``.
+      driver: a :class:`Driver` to reuse (shares compiled programs between calls).
+      state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
+      resume: a :func:`vaco_jax.runs.checkpoint.restore` result of these very runs: training continues from its states
+        (bit-identical to an uninterrupted run). Needs the ``metrics_dir`` the interrupted run wrote, whose metrics
+        past the checkpoint are dropped and whose earlier ones come first in the result.
+      should_stop: asked after each chunk; if true the sweep ends there and the result holds the iterations done.
+      metrics_dir: stream each chunk's metrics to this directory (a
+        :class:`~vaco_jax.training.metrics_store.MetricsStore`) instead of holding them in host memory; the result then
+        reads them from there, one metric at a time. For long runs: host memory no longer grows with the number of
+        iterations. In a multi-process run (:mod:`vaco_jax.training.distributed`) process 0 writes them and the other
+        processes' results hold no metrics.
+      progress: show a progress bar (tqdm) advanced at every chunk, with the latest mean training return, when the
+        run has more than one chunk; False for none (the CLI prints its own lines).
+      runs_per_program: split the runs into programs of at most this many, run back to back (for sweeps whose
+        batch buffers do not fit the device at once; :meth:`vaco_jax.training.driver.Driver.run`); None: one program.
+        :func:`vaco_jax.training.memory.runs_per_program` chooses it from the device's memory.
+
+    Returns:
+      A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
+    """
+    grid = {path: list(values) for path, values in (grid or {}).items()}
+    check_seeds(seed, num_seeds)
+    if resume is not None and metrics_dir is None:
+        raise ConfigError("run_sweep(resume=...) needs metrics_dir: the directory of the interrupted run's metrics")
+    configs = grid_configs(config, grid)
+    driver = driver or Driver(TrainProgram(config))
+    hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
+    keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
+    done = resume.iterations_done if resume else 0
+    # several processes: process 0 streams the metrics to disk, the others keep none (vaco_jax.training.distributed)
+    store = MetricsStore(metrics_dir) if metrics_dir is not None and distributed.is_primary() else None
+    if store is not None:
+        if resume:
+            store.truncate(done)  # metrics written after the checkpoint are computed again
+        if store.iterations != done:
+            raise ConfigError(
+                f"{store.directory} holds metrics for {store.iterations} iterations, but the run starts at "
+                f"iteration {done}: give an empty metrics_dir, or the one of the interrupted run"
+            )
+        callbacks = [lambda end, metrics: store.append(done + end - metrics_length(metrics), metrics), *callbacks]
+    remaining = config.num_iterations - done
+    shown = progress and distributed.is_primary() and chunk_size and chunk_size < remaining
+    bar = ProgressBar(config.num_iterations, done) if shown else None
+    try:
+        out = driver.run(
+            keys,
+            hparams,
+            chunk_size=chunk_size,
+            callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
+            states=resume.states if resume else None,
+            num_iterations=remaining,
+            state_callbacks=state_callbacks,
+            should_stop=should_stop,
+            keep_metrics=metrics_dir is None,
+            runs_per_program=runs_per_program,
+        )
+    finally:
+        if bar:
+            bar.close()
+    shape = (*(len(v) for v in grid.values()), num_seeds)
+    if store is not None:
+        metrics: Mapping[str, np.ndarray] = StoredMetrics(store, shape)
+    elif metrics_dir is not None:  # not process 0 of a multi-process run: its metrics are process 0's to write
+        metrics = {}
+    else:
+        metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
+    return SweepResult(
+        config=config,
+        grid=grid,
+        seeds=list(range(seed, seed + num_seeds)),
+        metrics=metrics,
+        compile_seconds=out.compile_seconds,
+        run_seconds=out.run_seconds,
+        extra={"states": out.states},
+    )

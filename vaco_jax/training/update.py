@@ -1,0 +1,155 @@
+"""Epochs x minibatches of gradient steps on one batch (the forward-lag knobs).
+
+Minibatches split the *environment* axis (spec section 4): each minibatch holds
+whole rollout segments ``[T, B]``, so estimators that need the time axis intact
+work inside a gradient step. Every algorithm uses the same split.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vaco_jax.algorithms.registry import Algorithm, AlgoState
+from vaco_jax.algorithms.state import keep_state
+from vaco_jax.core.config import Config
+from vaco_jax.core.types import ActorSnapshot, AgentParams, NormalizerState, Transitions
+from vaco_jax.numerics import diagnostics, losses
+from vaco_jax.numerics.advantages import standardize
+from vaco_jax.numerics.distributions import Distribution
+from vaco_jax.numerics.networks import Networks
+
+
+class Learner(NamedTuple):
+    """The static pieces a gradient step needs."""
+
+    networks: Networks
+    dist: Distribution
+    algorithm: Algorithm
+    optimizer: optax.GradientTransformation
+    config: Config
+
+
+def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
+    """Adam (eps 1e-5) after global-norm clipping, learning rate optionally annealed to 0, NaN-guarded."""
+    ppo = hparams.ppo
+    if config.ppo.anneal_lr:
+        total = config.num_iterations * config.ppo.num_epochs * config.ppo.num_minibatches
+        learning_rate = optax.linear_schedule(ppo.learning_rate, 0.0, total)
+    else:
+        learning_rate = ppo.learning_rate
+    adam = optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+    # NaN guard: a step with non-finite gradients is skipped (and counted), not applied.
+    return optax.apply_if_finite(adam, max_consecutive_errors=1_000_000_000)
+
+
+def step_advantages(
+    params: AgentParams,
+    batch: Transitions,
+    log_probs: jax.Array,
+    obs_norm: NormalizerState,
+    learner: Learner,
+    hparams: Config,
+) -> tuple[jax.Array, jax.Array]:
+    """The advantages and value targets one gradient step uses, [T, B] each (constants).
+
+    Most algorithms use those estimated once per iteration; IMPALA re-estimates
+    them with the current policy pi_theta and critic V_phi at every step.
+    """
+    if not learner.algorithm.advantages_every_step:
+        return batch.advantages, batch.value_targets
+    critic = lambda obs: learner.networks.value(params.critic, obs_norm, obs)  # noqa: E731
+    values, next_values = critic(batch.observations), critic(batch.next_observations)
+    # the estimating stage, for pi_theta and V_phi: constants to the gradient
+    inputs = jax.lax.stop_gradient(batch.replace(values=values, next_values=next_values, learner_log_probs=log_probs))
+    return jax.lax.stop_gradient(learner.algorithm.advantage_fn(inputs, hparams))
+
+
+def minibatch_loss(
+    params: AgentParams,
+    batch: Transitions,
+    obs_norm: NormalizerState,
+    algo_state: AlgoState,
+    learner: Learner,
+    hparams: Config,
+) -> tuple[jax.Array, losses.Metrics]:
+    """Total loss L_pi + vf_coef * L_V - ent_coef * H on one minibatch, with metrics."""
+    config, ppo = learner.config, hparams.ppo
+    dist_params = learner.networks.policy(ActorSnapshot(params.actor, obs_norm), batch.observations)
+    log_probs = learner.dist.log_prob(dist_params, batch.actions)
+    weights = batch.sample_weights  # sample reuse's per-sample weights, or None
+    entropy = losses.sample_mean(learner.dist.entropy(dist_params), weights)
+    values = learner.networks.value(params.critic, obs_norm, batch.observations)
+    advantages, value_targets = step_advantages(params, batch, log_probs, obs_norm, learner, hparams)
+    if config.ppo.normalize_advantages:
+        importance = learner.algorithm.advantage_weights
+        advantages = standardize(advantages, None if importance is None else importance(batch), weights)
+    policy_loss, metrics = learner.algorithm.policy_loss_fn(
+        log_probs, dist_params, batch, advantages, hparams, algo_state
+    )
+    v_loss = losses.value_loss(
+        values,
+        value_targets,
+        batch.values,
+        clip_eps=ppo.vf_clip_eps if config.ppo.clip_value_loss else None,
+        weights=weights,
+    )
+    total = policy_loss + ppo.vf_coef * v_loss - ppo.ent_coef * entropy
+    metrics = {
+        **metrics,
+        "loss/policy": policy_loss,
+        "loss/value": v_loss,
+        "loss/total": total,
+        "entropy": entropy,
+        "kl/approx": losses.approx_kl(log_probs, batch.behaviour_log_probs, weights),
+    }
+    return total, metrics
+
+
+def run_epochs(
+    params: AgentParams,
+    opt_state: optax.OptState,
+    batch: Transitions,
+    obs_norm: NormalizerState,
+    algo_state: AlgoState,
+    key: jax.Array,
+    learner: Learner,
+    hparams: Config,
+) -> tuple[AgentParams, optax.OptState, losses.Metrics]:
+    """``num_epochs`` passes over the batch, each shuffled along E into ``num_minibatches``.
+
+    Returns the new parameters and optimiser state, and every metric averaged over
+    all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm, and
+    ``nonfinite/skipped_steps``, the number of steps the NaN guard skipped).
+    """
+    num_minibatches = learner.config.ppo.num_minibatches
+    num_envs = batch.observations.shape[1]
+    grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+    adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
+
+    def gradient_step(carry, minibatch: Transitions):
+        params, opt_state = carry
+        (_, metrics), grads = grad_fn(params, minibatch, obs_norm, algo_state, learner, hparams)
+        updates, opt_state = learner.optimizer.update(grads, opt_state, params)
+        if learner.algorithm.actor_step_scale is not None:  # GePPO's adaptive step size: Adam's update is linear in it
+            scale = learner.algorithm.actor_step_scale(algo_state)
+            updates = updates.replace(actor=jax.tree.map(lambda update: update * scale, updates.actor))
+        params = optax.apply_updates(params, updates)
+        grad_norm = optax.tree.norm(grads)
+        skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
+        metrics = {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
+        return (params, opt_state), diagnostics.select(metrics, learner.config.diagnostics, adaptive)
+
+    def epoch(carry, epoch_key):
+        order = jax.random.permutation(epoch_key, num_envs).reshape(num_minibatches, -1)  # [M, B]
+        minibatches = jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), batch)  # [M, T, B, ...]
+        return jax.lax.scan(gradient_step, carry, minibatches)
+
+    epoch_keys = jax.random.split(key, learner.config.ppo.num_epochs)
+    (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), epoch_keys)
+    summary = {name: jnp.nanmean(value) for name, value in metrics.items()}  # skipped steps are counted below
+    summary["nonfinite/skipped_steps"] = jnp.sum(metrics["nonfinite/skipped_steps"])
+    return params, opt_state, summary
