@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from vaco_jax.cli import DemoArgs, main
-from vaco_jax.machine import describe
-from vaco_jax.output_dir import write_text_atomic
+from vaco_jax.runs.machine import describe
+from vaco_jax.runs.output_dir import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
