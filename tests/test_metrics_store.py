@@ -14,7 +14,7 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import writers
 from vaco_jax.runs.checkpoint import Restored
 from vaco_jax.runs.plotting import curve_iterations
-from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
 from vaco_jax.training.sweep import run_sweep
 
 
@@ -48,6 +48,15 @@ def test_stored_metrics_read_back_whole_at_iterations_and_reduced_per_run(tmp_pa
     shaped = StoredMetrics(store, (2, 3))
     assert shaped["episode/return"].shape == (2, 3, 37) and set(shaped) == {"episode/return", "other"}
     assert not list((tmp_path / "metrics").glob("*.tmp"))  # written atomically: no temporary left
+    # the same metrics in memory answer every question a result asks alike (SweepResult never asks where they are)
+    held = InMemoryMetrics({"episode/return": values.reshape(2, 3, 37), "other": -values.reshape(2, 3, 37)})
+    assert held.num_iterations == shaped.num_iterations == 37 and set(held) == set(shaped)
+    for name in ("episode/return", "other"):
+        joined = np.concatenate([block[name] for _, block in shaped.blocks()], axis=-1)
+        np.testing.assert_array_equal(joined, next(held.blocks())[1][name])
+        np.testing.assert_array_equal(shaped.at_iterations(name, picked), held.at_iterations(name, picked))
+        for got, want in zip(held.run_scores(name, 0.25), shaped.run_scores(name, 0.25), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
 
 
 def test_a_store_appends_in_order_and_truncates_to_a_checkpoint(tmp_path):

@@ -138,8 +138,7 @@ def compare(
         print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
     publish(staging, target)
     for name, result in results.items():  # the stored metrics moved with their folder
-        if isinstance(result.metrics, StoredMetrics):
-            result.metrics.store.directory = target / name / METRICS_SUBDIR
+        result.metrics.moved_to(target / name / METRICS_SUBDIR)
     print(
         f"\nwrote {target}/ (run {run_id}): "
         + " ".join(f"final_vs_{axis}.png" for axis in grid)

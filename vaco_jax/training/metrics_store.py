@@ -5,7 +5,8 @@ A long run (hundreds of seeds x 1e5 iterations x ~30 metrics) has more metrics t
 to a temporary name and renamed, so a crash never leaves half a file), and reads them back one metric at a time:
 whole, at chosen iterations (plots), or reduced per run in one pass (the summary's final return and AUC).
 :class:`StoredMetrics` is the read-only ``{name: [*grid, seed, iteration]}`` mapping a sweep result holds when its
-metrics live on disk; it loads a metric when asked for it.
+metrics live on disk; it loads a metric when asked for it. :class:`InMemoryMetrics` is the same interface over
+arrays in memory, so that a result never asks where its metrics are.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax.core.files import open_atomic
+from vaco_jax.numerics import stats
 
 CHUNK_PATTERN = re.compile(r"chunk_(\d{9})_(\d{9})\.npz")
 
@@ -193,5 +195,45 @@ class StoredMetrics(Mapping[str, np.ndarray]):
         final, auc = self.store.run_scores(name, fraction)
         return final.reshape(self.shape), auc.reshape(self.shape)
 
+    def moved_to(self, directory: Path) -> None:
+        """The store's folder was moved (a staged result set published): read from ``directory`` from now on."""
+        self.store.directory = Path(directory)
 
-__all__ = ["MetricsStore", "StoredMetrics"]
+
+class InMemoryMetrics(Mapping[str, np.ndarray]):
+    """``{name: [*shape, iteration]}`` arrays in memory, with :class:`StoredMetrics`' interface (one block)."""
+
+    def __init__(self, metrics: Mapping[str, np.ndarray]):
+        self._metrics = dict(metrics)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._metrics[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._metrics)
+
+    def __len__(self) -> int:
+        return len(self._metrics)
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations held (0 without metrics: a process of a multi-process run that writes none)."""
+        return next(iter(self._metrics.values())).shape[-1] if self._metrics else 0
+
+    def blocks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Every metric as one block from iteration 0."""
+        yield 0, dict(self._metrics)
+
+    def at_iterations(self, name: str, iterations: np.ndarray) -> np.ndarray:
+        return self._metrics[name][..., np.asarray(iterations, np.int64)]
+
+    def run_scores(self, name: str, fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+        """Final value and AUC per run (:func:`vaco_jax.numerics.stats.final_return`, ``area_under_curve``)."""
+        curves = self._metrics[name]
+        return stats.final_return(curves, fraction), stats.area_under_curve(curves)
+
+    def moved_to(self, directory: Path) -> None:
+        """Nothing to do: the metrics are in memory."""
+
+
+__all__ = ["InMemoryMetrics", "MetricsStore", "StoredMetrics"]

@@ -23,7 +23,7 @@ from vaco_jax.core.types import TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.training import distributed
 from vaco_jax.training.driver import ChunkCallback, Driver, StateCallback, stack_hparams
-from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
+from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
 from vaco_jax.training.trainer import TrainProgram, validate_config
 
 
@@ -41,8 +41,9 @@ class Resumable(Protocol):
 class SweepResult:
     """Metrics of a grid x seeds sweep, ``{name: [*grid, seed, iteration]}``, with named axes.
 
-    ``metrics`` is a dict of arrays, or a :class:`~vaco_jax.training.metrics_store.StoredMetrics` mapping that reads
-    them from disk one at a time (a run with ``metrics_dir``); every method below works with both.
+    ``metrics`` is a :class:`~vaco_jax.training.metrics_store.StoredMetrics` mapping that reads them from disk one at
+    a time (a run with ``metrics_dir``), or arrays in memory (a dict is held as
+    :class:`~vaco_jax.training.metrics_store.InMemoryMetrics`): both answer every question below alike.
     """
 
     config: Config
@@ -53,6 +54,10 @@ class SweepResult:
     run_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.metrics, StoredMetrics | InMemoryMetrics):
+            self.metrics = InMemoryMetrics(self.metrics)
+
     @property
     def axes(self) -> tuple[str, ...]:
         return (*self.grid, "seed", "iteration")
@@ -60,9 +65,7 @@ class SweepResult:
     @property
     def num_iterations(self) -> int:
         """Iterations done (fewer than the config's after an interruption)."""
-        if isinstance(self.metrics, StoredMetrics):
-            return self.metrics.num_iterations
-        return next(iter(self.metrics.values())).shape[-1]
+        return self.metrics.num_iterations
 
     @property
     def env_steps(self) -> np.ndarray:
@@ -72,16 +75,11 @@ class SweepResult:
     def iteration_blocks(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Every metric in blocks of consecutive iterations, ``(first iteration, {name: [*grid, seed, n]})``: one
         block for metrics in memory, one per chunk for metrics on disk (writers use it to stay within memory)."""
-        if isinstance(self.metrics, StoredMetrics):
-            yield from self.metrics.blocks()
-        else:
-            yield 0, dict(self.metrics)
+        yield from self.metrics.blocks()
 
     def at_iterations(self, metric: str, iterations: np.ndarray) -> np.ndarray:
         """``metric`` at the given (sorted) iterations only, ``[*grid, seed, len(iterations)]``."""
-        if isinstance(self.metrics, StoredMetrics):
-            return self.metrics.at_iterations(metric, iterations)
-        return self.metrics[metric][..., np.asarray(iterations, np.int64)]
+        return self.metrics.at_iterations(metric, iterations)
 
     def run_scores(self, metric: str = "episode/return", fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
         """Per run, ``[*grid, seed]`` each: the final value (mean over the last ``fraction`` of iterations) and the
@@ -101,10 +99,7 @@ class SweepResult:
         return mostly_skipped(skipped_per_iteration, self.config)
 
     def _reduced(self, metric: str, fraction: float) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(self.metrics, StoredMetrics):
-            return self.metrics.run_scores(metric, fraction)
-        curves = self.metrics[metric]
-        return stats.final_return(curves, fraction), stats.area_under_curve(curves)
+        return self.metrics.run_scores(metric, fraction)
 
     def points(self) -> list[dict[str, Any]]:
         """Every grid point as ``{axis: value}``, in row-major order."""
