@@ -261,8 +261,8 @@ def m2po_loss(log_probs, behaviour_log_probs, advantages, tau):
 
 
 def cispo_loss(log_probs, behaviour_log_probs, advantages, eps_high, truncation):
-    """CISPO (MiniMax 2025, eq. 4, no lower bound): -mean(sg(min(r, 1 + eps_high)) A log pi); TOPR (Le Roux et al.
-    2025): the weight is 1 for A >= 0 and clip(r, 0, 1) for A < 0. The gradient in log pi is -c A / N."""
+    """CISPO (MiniMax 2025, eq. 4, no lower bound): -mean(sg(min(r, 1 + eps_high)) A log pi); TOPR per step (the
+    variant): the weight is 1 for A >= 0 and clip(r, 0, 1) for A < 0. The gradient in log pi is -c A / N."""
     lp, lb, adv = _samples(log_probs, behaviour_log_probs, advantages)
     n, total, grad = len(lp), 0.0, np.zeros(len(lp))
     for i in range(n):
@@ -274,3 +274,42 @@ def cispo_loss(log_probs, behaviour_log_probs, advantages, eps_high, truncation)
         total += c * adv[i] * lp[i]
         grad[i] = -c * adv[i] / n
     return -total / n, grad.reshape(np.shape(log_probs))
+
+
+def episode_stretches(ends):
+    """The trajectories of a [T, B] segment, as lists of (t, b): each environment's steps cut after every step where
+    its episode ended, and at the segment's end."""
+    ends = np.asarray(ends, bool)
+    stretches = []
+    for b in range(ends.shape[1]):
+        current = []
+        for t in range(ends.shape[0]):
+            current.append((t, b))
+            if ends[t, b]:
+                stretches.append(current)
+                current = []
+        if current:
+            stretches.append(current)
+    return stretches
+
+
+def topr_loss(log_probs, behaviour_log_probs, advantages, ends):
+    """TOPR (Le Roux et al. 2025, eq. 7): a trajectory tau with R(tau) >= 0 is learned from with weight 1, one with
+    R(tau) < 0 with its truncated trajectory ratio clip(pi(tau) / mu(tau), 0, 1), pi(tau) / mu(tau) the product of
+    its steps' ratios; here tau is an episode's stretch in the segment, R(tau) the sum of its steps' advantages, and
+    each step's own advantage carries the gradient: -(1/N) sum_tau c_tau sum_{t in tau} A_t log pi(a_t|s_t).
+    Returns (loss, gradient in log pi, weight per step)."""
+    lp, lb, adv = (np.asarray(x, np.float64) for x in (log_probs, behaviour_log_probs, advantages))
+    n = lp.size
+    total, grad, weight = 0.0, np.zeros_like(lp), np.zeros_like(lp)
+    for stretch in episode_stretches(ends):
+        ratio = 1.0
+        for t, b in stretch:
+            ratio *= math.exp(lp[t, b]) / math.exp(lb[t, b])
+        r_tau = sum(adv[t, b] for t, b in stretch)
+        c = 1.0 if r_tau >= 0 else min(max(ratio, 0.0), 1.0)
+        for t, b in stretch:
+            total += c * adv[t, b] * lp[t, b]
+            grad[t, b] = -c * adv[t, b] / n
+            weight[t, b] = c
+    return -total / n, grad, weight

@@ -321,3 +321,31 @@ def test_m2pos_decoupled_mask_variant_is_reachable():
     config = tiny_config(algorithm="m2po")
     variant = algorithms.build(config.replace(m2po=config.m2po.replace(form="decoupled_mask")))
     assert algorithms.build(config).ratio_ref == "behaviour" and variant.ratio_ref == "learner"
+
+
+def test_topr_learns_per_trajectory_from_the_batchs_episode_ends():
+    """cispo.truncation=topr (the paper's form) cuts its trajectories where the batch's episodes end (terminations
+    and truncations alike); topr_per_step never reads them."""
+    from vaco_jax.algorithms import lag_robust_losses as lrl
+    from vaco_jax.core.types import Transitions
+
+    rng = np.random.default_rng(0)
+    shape = (16, 6)
+    log_probs = jnp.asarray(np.log(rng.uniform(0.1, 1.0, shape)), jnp.float32)
+    behaviour = log_probs + jnp.asarray(rng.normal(scale=0.3, size=shape), jnp.float32)
+    advantages = jnp.asarray(rng.normal(size=shape), jnp.float32)
+    terminations, truncations = rng.random(shape) < 0.1, rng.random(shape) < 0.1
+    batch = Transitions(
+        observations=None,
+        actions=None,
+        behaviour_log_probs=behaviour,
+        terminations=jnp.asarray(terminations),
+        truncations=jnp.asarray(truncations),
+    )
+    for truncation, ends in (("topr", terminations | truncations), ("topr_per_step", None)):
+        config = tiny_config(algorithm="cispo")
+        config = config.replace(cispo=config.cispo.replace(truncation=truncation))
+        got = algorithms.build(config).policy_loss_fn(log_probs, None, batch, advantages, config, None)
+        want = lrl.cispo_loss(log_probs, behaviour, advantages, eps_high=0.28, truncation=truncation, ends=ends)
+        assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-6), truncation
+        assert {k: float(v) for k, v in got[1].items()} == pytest.approx({k: float(v) for k, v in want[1].items()})

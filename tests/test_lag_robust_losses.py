@@ -46,8 +46,8 @@ def _cispo(lp, lx, lb, a):
     return lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="cispo")[0]
 
 
-def _topr(lp, lx, lb, a):
-    return lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="topr")[0]
+def _topr_per_step(lp, lx, lb, a):
+    return lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="topr_per_step")[0]
 
 
 REFERENCES = {
@@ -63,7 +63,7 @@ REFERENCES = {
         lambda lp, lx, lb, a: reference.m2po_decoupled_mask_loss(lp, lx, lb, a, 0.2, 2.0, 0.12),
     ),
     "cispo": (_cispo, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "cispo")),
-    "topr": (_topr, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "topr")),
+    "topr_per_step": (_topr_per_step, lambda lp, lx, lb, a: reference.cispo_loss(lp, lb, a, 0.28, "topr")),
 }
 
 
@@ -200,11 +200,12 @@ def test_extreme_staleness_gives_finite_losses_and_gradients():
 
 def test_an_unknown_cispo_truncation_is_a_clear_error():
     lp, _, lb, a = (jnp.asarray(x) for x in stale_batch(0))
-    with pytest.raises(ValueError, match="cispo.truncation='clip' is unknown; choose one of cispo, topr"):
+    unknown = "cispo.truncation='clip' is unknown; choose one of cispo, topr, topr_per_step"
+    with pytest.raises(ValueError, match=unknown):
         lrl.cispo_loss(lp, lb, a, eps_high=0.2, truncation="clip")
 
 
-@pytest.mark.parametrize("truncation", ["cispo", "topr"])
+@pytest.mark.parametrize("truncation", ["cispo", "topr_per_step"])
 def test_the_truncated_fraction_counts_the_weights_cut_below_their_ratio(truncation):
     """CISPO cuts r above 1 + eps_high; TOPR tapers a negative sample's r above 1 to 1, and its non-negative samples'
     weight 1 is no importance weight at all, so they never count as truncated (c != r would count most of them)."""
@@ -214,3 +215,77 @@ def test_the_truncated_fraction_counts_the_weights_cut_below_their_ratio(truncat
     want = (r > 1.28) if truncation == "cispo" else (a < 0) & (r > 1.0)
     assert 0 < want.mean() < 1
     assert float(metrics["is/truncated_frac"]) == pytest.approx(want.mean(), abs=1e-6)
+
+
+def _episode_ends(seed: int, shape=(16, 6), p_end=0.2) -> np.ndarray:
+    """[T, B] episode ends: stretches of several steps, some cut by the segment's end."""
+    return np.random.default_rng(100 + seed).random(shape) < p_end
+
+
+def test_trajectory_totals_sum_each_episode_stretch_of_each_environment():
+    values = np.random.default_rng(0).normal(size=(16, 6))
+    ends = _episode_ends(0)
+    want = np.zeros_like(values)
+    for stretch in reference.episode_stretches(ends):
+        total = sum(values[t, b] for t, b in stretch)
+        for t, b in stretch:
+            want[t, b] = total
+    got = lrl.trajectory_totals(jnp.asarray(values, jnp.float32), jnp.asarray(ends))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    docs = lrl.trajectory_totals(jnp.arange(1.0, 6.0)[:, None], jnp.asarray([0, 1, 0, 0, 0], bool)[:, None])
+    assert np.asarray(docs)[:, 0].tolist() == [3, 3, 12, 12, 12]  # the docstring's example
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_topr_takes_its_sign_and_ratio_per_trajectory_as_its_paper(seed):
+    """Loss, gradient and weights against the float64 reference written from the paper's per-trajectory objective."""
+    lp, _, lb, a = stale_batch(seed, lag_spread=0.15, step_spread=0.1)  # products of 16 ratios: keep some near 1
+    ends = _episode_ends(seed)
+    want_loss, want_grad, want_weight = reference.topr_loss(lp, lb, a, ends)
+    assert 0 < (want_weight < 1).mean() < 1 and (want_weight == 1).any()  # both kinds of trajectory are there
+    with jax.enable_x64(True):
+        args = [jnp.asarray(x, jnp.float64) for x in (lp, lb, a)]
+
+        def loss(x):
+            return lrl.cispo_loss(x, args[1], args[2], eps_high=0.28, truncation="topr", ends=jnp.asarray(ends))
+
+        (got, metrics), grad = jax.value_and_grad(loss, has_aux=True)(args[0])
+    assert float(got) == pytest.approx(want_loss, rel=1e-10, abs=1e-12)
+    np.testing.assert_allclose(np.asarray(grad), want_grad, rtol=1e-9, atol=1e-12)
+    assert float(metrics["is/weight_mean"]) == pytest.approx(want_weight.mean(), rel=1e-10)
+
+
+def test_topr_per_trajectory_is_the_per_step_variant_when_every_trajectory_is_one_step():
+    lp, _, lb, a = (jnp.asarray(x, jnp.float32) for x in stale_batch(4))
+    every_step_ends = jnp.ones(lp.shape, bool)
+    trajectory = lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="topr", ends=every_step_ends)
+    per_step = lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="topr_per_step")
+    assert float(trajectory[0]) == pytest.approx(float(per_step[0]), rel=1e-6)
+    for name in per_step[1]:
+        assert float(trajectory[1][name]) == pytest.approx(float(per_step[1][name]), rel=1e-6), name
+    # with longer trajectories the two forms differ: a step's own sign is not its trajectory's
+    ends = jnp.asarray(_episode_ends(4))
+    longer = lrl.cispo_loss(lp, lb, a, eps_high=0.28, truncation="topr", ends=ends)
+    assert abs(float(longer[0]) - float(per_step[0])) > 1e-3
+
+
+def test_topr_counts_as_truncated_the_steps_of_negative_trajectories_whose_ratio_exceeds_one():
+    lp, _, lb, a = stale_batch(1, lag_spread=0.15, step_spread=0.1)
+    ends = _episode_ends(1)
+    _, metrics = lrl.cispo_loss(
+        jnp.asarray(lp), jnp.asarray(lb), jnp.asarray(a), eps_high=0.28, truncation="topr", ends=jnp.asarray(ends)
+    )
+    want = np.zeros(lp.shape, bool)
+    for stretch in reference.episode_stretches(ends):
+        ratio = np.prod([np.exp(lp[t, b] - lb[t, b]) for t, b in stretch])
+        if sum(a[t, b] for t, b in stretch) < 0 and ratio > 1:
+            for t, b in stretch:
+                want[t, b] = True
+    assert 0 < want.mean() < 1
+    assert float(metrics["is/truncated_frac"]) == pytest.approx(want.mean(), abs=1e-6)
+
+
+def test_topr_without_the_episode_ends_is_a_clear_error():
+    lp, _, lb, a = (jnp.asarray(x) for x in stale_batch(0))
+    with pytest.raises(ValueError, match="takes the trajectory's ratio and sign: pass ends"):
+        lrl.cispo_loss(lp, lb, a, eps_high=0.2, truncation="topr")

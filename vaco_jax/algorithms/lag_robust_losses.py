@@ -31,7 +31,7 @@ from vaco_jax.numerics.losses import (
     sample_mean,
     truncated_is_weights,
 )
-from vaco_jax.numerics.tv import ratios
+from vaco_jax.numerics.tv import LOG_RATIO_BOUND, ratios
 
 
 def impact_loss(
@@ -310,6 +310,23 @@ def geppo_loss(
     return -sample_mean(surrogate, weights), {"ppo/clip_frac": clipped, "is/weight_mean": sample_average(w, weights)}
 
 
+def trajectory_totals(values: jax.Array, ends: jax.Array) -> jax.Array:
+    """Per step, the sum of ``values`` [T, B] over the step's trajectory: its environment's stretch of one episode
+    inside the segment, which ends where ``ends`` [T, B] says the episode ended (a termination or a truncation at
+    that step) or at the segment's last step; the next step starts a new stretch.
+
+    Example (one environment, T = 5, an episode ending at step 1):
+      values [1, 2, 3, 4, 5], ends [F, T, F, F, F] -> [3, 3, 12, 12, 12]
+    """
+    chex.assert_rank([values, ends], 2)
+    chex.assert_equal_shape([values, ends])
+    steps, envs = values.shape
+    starts = jnp.concatenate([jnp.zeros_like(ends[:1]), ends[:-1]], axis=0).astype(jnp.int32)
+    stretch = jnp.cumsum(starts, axis=0) + steps * jnp.arange(envs, dtype=jnp.int32)[None, :]  # unique ids
+    totals = jax.ops.segment_sum(values.reshape(-1), stretch.reshape(-1), num_segments=steps * envs)
+    return totals[stretch]
+
+
 def cispo_loss(
     log_probs: jax.Array,
     behaviour_log_probs: jax.Array,
@@ -318,28 +335,37 @@ def cispo_loss(
     eps_high: float | jax.Array,
     truncation: str = "cispo",
     weights: jax.Array | None = None,
+    ends: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """CISPO: a policy gradient weighted by the stop-gradient truncated importance ratio (no trust region: every
-    sample keeps its gradient); TOPR's asymmetric truncation as an option.
+    sample keeps its gradient); TOPR's asymmetric truncation as an option, per trajectory as its paper defines it or
+    per step as a variant.
 
         r    = pi_theta(a|s) / beta(a|s)
-        cispo: c = stopgrad( min(r, 1 + eps_high) )                    (no lower bound, as in MiniMax-M1)
-        topr:  c = 1 if A >= 0 else stopgrad( clip(r, 0, 1) )
+        cispo:         c = stopgrad( min(r, 1 + eps_high) )             (no lower bound, as in MiniMax-M1)
+        topr:          c = 1 if R(tau) >= 0 else stopgrad( clip(rho(tau), 0, 1) ), for every step of tau
+        topr_per_step: c = 1 if A >= 0 else stopgrad( clip(r, 0, 1) )
         L_pi = -mean( c * A * log pi_theta(a|s) )
 
-    Args:
-      log_probs: [...] log pi_theta(a_i|s_i) (differentiated).
-      behaviour_log_probs: [...] log beta(a_i|s_i) (the sampling policy).
-      advantages: [...] A_i (constants).
-      eps_high: the weight's upper truncation is 1 + eps_high (cispo only).
-      truncation: ``cispo`` or ``topr``.
-      weights: optional per-sample weights (sample reuse).
+    TOPR's trajectory tau is an environment's stretch of one episode inside the segment (:func:`trajectory_totals`;
+    the segment's ends cut episodes, as they cut every return here); its ratio rho(tau) is the product of its steps'
+    ratios r, and R(tau), whose sign decides, is the sum of its steps' advantages: its return measured against the
+    critic's baseline. The per-step advantages A stand in for R(tau) in the gradient itself, as in every loss of
+    this package (REINFORCE with a per-step baseline).
 
-    TOPR here is per sample (each step's advantage sign and ratio); the paper takes both per trajectory.
+    Args:
+      log_probs: [T, B] log pi_theta(a_i|s_i) (differentiated); [...] for cispo and topr_per_step.
+      behaviour_log_probs: log beta(a_i|s_i) (the sampling policy), like ``log_probs``.
+      advantages: A_i (constants), like ``log_probs``.
+      eps_high: the weight's upper truncation is 1 + eps_high (cispo only).
+      truncation: ``cispo``, ``topr`` or ``topr_per_step``.
+      weights: optional per-sample weights (sample reuse).
+      ends: [T, B] bool, the episode ended at this step (a termination or a truncation): topr only.
 
     Returns:
       ``(loss, {"is/weight_mean": mean(c), "is/truncated_frac": fraction whose weight is cut below its ratio})``:
-      CISPO's r > 1 + eps_high; TOPR's negative samples with r > 1 (its positive ones carry weight 1, no ratio).
+      CISPO's r > 1 + eps_high; TOPR's samples of negative trajectories whose ratio rho(tau) > 1 (per step: negative
+      samples with r > 1); a sample of a non-negative trajectory carries weight 1, no importance weight at all.
 
     Reference:
       MiniMax. MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention (CISPO).
@@ -348,21 +374,32 @@ def cispo_loss(
     chex.assert_equal_shape([log_probs, behaviour_log_probs, advantages])
     r = jax.lax.stop_gradient(ratios(log_probs, behaviour_log_probs))
     a = jax.lax.stop_gradient(advantages)
+    # truncated: the weight is below the importance ratio it stands for
     if truncation == "cispo":
         c = jnp.minimum(r, 1.0 + eps_high)
-    elif truncation == "topr":
+        truncated = c != r
+    elif truncation == "topr_per_step":
         c = jnp.where(a >= 0, 1.0, jnp.clip(r, 0.0, 1.0))
+        truncated = (a < 0) & (r > 1.0)
+    elif truncation == "topr":
+        if ends is None:
+            raise ValueError("cispo.truncation='topr' takes the trajectory's ratio and sign: pass ends [T, B]")
+        log_ratio = jax.lax.stop_gradient(log_probs - behaviour_log_probs)
+        # the product of the stretch's ratios, from the sum of its log-ratios (bounded before exp, as ratios())
+        rho = jnp.exp(jnp.clip(trajectory_totals(log_ratio, ends), -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+        negative = trajectory_totals(a, ends) < 0
+        c = jnp.where(negative, jnp.clip(rho, 0.0, 1.0), 1.0)
+        truncated = negative & (rho > 1.0)
     else:
         raise ValueError(f"cispo.truncation={truncation!r} is unknown; choose one of {', '.join(CISPO_TRUNCATIONS)}")
-    # truncated: the weight is below the importance ratio it stands for (CISPO: r > 1 + eps_high; TOPR: a negative
-    # sample with r > 1, tapered to 1; a non-negative sample's weight 1 is not an importance weight)
-    truncated = sample_average(((c != r) if truncation == "cispo" else (a < 0) & (r > 1.0)).astype(r.dtype), weights)
-    loss = -sample_mean(c * a * log_probs, weights)  # before the metrics: the programs' op order
-    return loss, {"is/weight_mean": sample_average(c, weights), "is/truncated_frac": truncated}
+    truncated_frac = sample_average(truncated.astype(r.dtype), weights)
+    loss = -sample_mean(c * a * log_probs, weights)  # between the two metrics: the committed programs' op order
+    return loss, {"is/weight_mean": sample_average(c, weights), "is/truncated_frac": truncated_frac}
 
 
 __all__ = [
     "cispo_loss",
+    "trajectory_totals",
     "geppo_loss",
     "impact_loss",
     "m2po_bound",

@@ -291,6 +291,8 @@ def _cispo_loss(options: Config) -> PolicyLossFn:
             eps_high=hparams.cispo.eps_high,
             truncation=options.cispo.truncation,
             weights=batch.sample_weights,
+            # TOPR's trajectories end where episodes do (the other forms never read it: their programs unchanged)
+            ends=batch.terminations | batch.truncations if options.cispo.truncation == "topr" else None,
         )
 
     return loss

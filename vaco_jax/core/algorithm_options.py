@@ -29,7 +29,7 @@ TV_ESTIMATORS = ("auto", "sample", "exact")
 SURROGATES = ("ratio", "logprob")
 BASELINE_ADVANTAGES = ("vtrace", "gae")
 GEPPO_EPS_SCALES = ("reuse", "none")
-CISPO_TRUNCATIONS = ("cispo", "topr")
+CISPO_TRUNCATIONS = ("cispo", "topr", "topr_per_step")
 IMPACT_RATIO_FORMS = ("target", "behaviour")
 M2PO_FORMS = ("published", "decoupled_mask")
 
@@ -166,8 +166,10 @@ class CISPOConfig:
 
     eps_high: float = 0.28
     """The weight is min(pi_theta/beta, 1 + eps_high) (no lower bound, as in MiniMax-M1)."""
-    truncation: Literal["cispo", "topr"] = static("cispo")
-    """cispo (min(r, 1 + eps_high)) or topr (1 for A >= 0, clip(r, 0, 1) for A < 0: Tapered Off-Policy REINFORCE)."""
+    truncation: Literal["cispo", "topr", "topr_per_step"] = static("cispo")
+    """cispo (min(r, 1 + eps_high)); topr, Tapered Off-Policy REINFORCE as published: per trajectory (an episode's
+    stretch in the segment), weight 1 if its advantages sum to >= 0, else clip(product of its ratios, 0, 1);
+    topr_per_step, a variant: each step's own sign and ratio (1 for A >= 0, clip(r, 0, 1) for A < 0)."""
 
     def check(self) -> None:
         check_choice("cispo.truncation", self.truncation, CISPO_TRUNCATIONS)

@@ -2,8 +2,8 @@
 
 :func:`calibrate` runs one configuration twice over the same seeds:
 
-1. *real*: the asynchronous actor-learner mode (:mod:`vaco_jax.training.asynchronous`), whose batches record the lag each
-   one had (in learner updates);
+1. *real*: the asynchronous actor-learner mode (:mod:`vaco_jax.training.asynchronous`), whose batches record the lag
+   each one had (in learner updates);
 2. *simulated*: the one-program simulator with ``lag.kind=empirical`` on the histogram the real run measured
    (``lag.max_lag`` = the largest lag seen, ``lag.num_actors`` = the number of actor threads),
 
@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from vaco_jax.runs import output_dir, plotting, writers
-from vaco_jax.numerics import stats
-from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
 from vaco_jax.core.config import Config, ConfigError, LagConfig, strict_json
 from vaco_jax.core.presets import run_label
+from vaco_jax.numerics import stats
+from vaco_jax.runs import output_dir, plotting, writers
 from vaco_jax.runs.session import format_table
+from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
 from vaco_jax.training.sweep import SweepResult, run_sweep
 from vaco_jax.training.trainer import TrainProgram
 

@@ -8,8 +8,8 @@ A checkpoint at iteration i holds
 * ``meta`` (JSON): the config, the grid, the seeds, the iterations done, and the package and jax versions.
 
 The metrics so far are not in the checkpoint: they stream to the run's
-:class:`~vaco_jax.training.metrics_store.MetricsStore` chunk by chunk, so a checkpoint's size does not grow with the run; a
-resume drops the stored metrics past its iteration.
+:class:`~vaco_jax.training.metrics_store.MetricsStore` chunk by chunk, so a checkpoint's size does not grow with the
+run; a resume drops the stored metrics past its iteration.
 
 orbax writes each step into a temporary directory and renames it when complete, so a crash during a save leaves
 the previous checkpoint usable; the last ``keep`` checkpoints are kept. Host copies of the state are taken before
@@ -29,11 +29,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.training import distributed
 from vaco_jax.core.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
 from vaco_jax.core.grid import grid_points
-from vaco_jax.runs.output_dir import CHECKPOINTS_SUBDIR
 from vaco_jax.core.types import TrainState
+from vaco_jax.runs.output_dir import CHECKPOINTS_SUBDIR
+from vaco_jax.training import distributed
 
 SUBDIR = CHECKPOINTS_SUBDIR
 
@@ -219,7 +219,9 @@ class Checkpointer:
         import orbax.checkpoint as ocp
 
         meta = {**self.meta, "iterations_done": done, "state_layout": state_layout(states)}
-        if self._programs is not None:  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
+        if (
+            self._programs is not None
+        ):  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
             self._fingerprint = self._fingerprint or self._programs()
             meta["programs"] = self._fingerprint
         self._manager.save(

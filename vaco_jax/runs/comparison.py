@@ -10,13 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vaco_jax.runs import checkpoint, output_dir, plotting
 from vaco_jax.algorithms.registry import ALGORITHMS
 from vaco_jax.core.config import Config, ConfigError, config_dict
-from vaco_jax.runs.interrupt import GracefulStop
-from vaco_jax.training.metrics_store import StoredMetrics
-from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
 from vaco_jax.core.presets import PRESETS, apply_preset
+from vaco_jax.runs import checkpoint, output_dir, plotting
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
 from vaco_jax.runs.session import Output, check_output, execute, format_summary, recorded_output_options
 from vaco_jax.training.sweep import SweepResult, check_seeds, grid_configs
 from vaco_jax.training.trainer import TrainProgram

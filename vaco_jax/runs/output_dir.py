@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from vaco_jax.core.config import ConfigError
 from vaco_jax.core.files import open_atomic, write_text_atomic

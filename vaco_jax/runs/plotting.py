@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vaco_jax.numerics import stats
 from vaco_jax.core.grid import indexed_points
+from vaco_jax.numerics import stats
 from vaco_jax.runs.output_dir import open_atomic
 from vaco_jax.training.sweep import SweepResult
 
@@ -23,8 +23,8 @@ def _pyplot():
 
 
 def save_figure(fig, path: str | Path, **kwargs) -> Path:
-    """``fig.savefig`` written atomically (:func:`vaco_jax.runs.output_dir.open_atomic`): a reader, or a run killed while
-    it draws, sees the old image or the new one whole, never half a PNG. The format is the path's suffix."""
+    """``fig.savefig`` written atomically (:func:`vaco_jax.runs.output_dir.open_atomic`): a reader, or a run killed
+    while it draws, sees the old image or the new one whole, never half a PNG. The format is the path's suffix."""
     path = Path(path)
     with open_atomic(path, "wb") as handle:
         fig.savefig(handle, format=path.suffix.lstrip(".") or "png", **kwargs)
@@ -135,8 +135,8 @@ def plot_final_vs_axis(
 
 
 def plot_calibration(record: Mapping, path: str | Path) -> Path:
-    """A calibration (:meth:`vaco_jax.runs.calibration.Calibration.to_json`): the learner's evaluation return of the real
-    asynchronous runs and of the simulated ones (IQM over seeds, 95% CI band), and the measured lag histogram."""
+    """A calibration (:meth:`vaco_jax.runs.calibration.Calibration.to_json`): the learner's evaluation return of the
+    real asynchronous runs and of the simulated ones (IQM over seeds, 95% CI band), and the measured lag histogram."""
     plt = _pyplot()
     fig, (curves_ax, lag_ax) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2.2, 1]})
     for side, style in (("real", "-"), ("simulated", "--")):

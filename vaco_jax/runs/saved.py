@@ -17,11 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.runs import checkpoint
-from vaco_jax.training import evaluation, memory
-from vaco_jax.numerics import stats
 from vaco_jax.core.config import Config, ConfigError, config_from_dict
 from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.numerics import stats
+from vaco_jax.runs import checkpoint
+from vaco_jax.training import evaluation, memory
 from vaco_jax.training.sweep import check_seeds
 from vaco_jax.training.trainer import TrainProgram
 

@@ -20,18 +20,18 @@ from typing import Any, Literal
 
 import numpy as np
 
+from vaco_jax.core.config import Config, ConfigError, config_dict
+from vaco_jax.core.presets import run_label
 from vaco_jax.runs import checkpoint, output_dir, plotting, writers
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.output_dir import METRICS_SUBDIR, new_run_id
+from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, describe
-from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.training.driver import Driver
-from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.training.metrics_store import MetricsStore
-from vaco_jax.runs.output_dir import METRICS_SUBDIR, new_run_id
-from vaco_jax.core.presets import run_label
 from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
 from vaco_jax.training.trainer import TrainProgram
-from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 
 ReportedMetric = Literal[
     "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
@@ -257,8 +257,8 @@ def execute(
     ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
     is where a staged folder will be once its result set is complete (named in the final message). ``presets``
     are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
-    algorithm, with its presets). ``asynchronous``: run real actor threads (:mod:`vaco_jax.training.asynchronous`) instead
-    of the simulated lag; its options are recorded in config.json and the checkpoints.
+    algorithm, with its presets). ``asynchronous``: run real actor threads (:mod:`vaco_jax.training.asynchronous`)
+    instead of the simulated lag; its options are recorded in config.json and the checkpoints.
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
