@@ -53,7 +53,7 @@ from vaco_jax.core.types import ActorSnapshot, EpisodeStats, TrainState, Transit
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.training import evaluation
 from vaco_jax.training.actors import POLL_SECONDS, Actor, ActorBatch, ParameterStore
-from vaco_jax.training.driver import ChunkCallback, RunOutput, StateCallback, chunk_plan, ends_here, merge_chunks
+from vaco_jax.training.driver import ChunkCallback, RunOutput, StateCallback, merge_chunks, run_chunks
 from vaco_jax.training.rollout import act, score_learner
 from vaco_jax.training.trainer import TrainProgram
 
@@ -222,43 +222,31 @@ class AsyncDriver:
         carries = [jax.device_put(self._reset(states.key, g), self.actor_devices[g]) for g in range(self.num_actors)]
         collects, learn, compile_seconds = self.compile(states, hparams, carries)
         actors = [self.make_actor(g, collects[g], carries[g], store, batches, stop) for g in range(self.num_actors)]
-        chunks, timings, reported = [], [], set()
-        done = 0
+        source = _LearnerChunks(self, states, hparams, learn, store, batches, actors, first, keys.shape[0])
         for actor in actors:
             actor.start()
-        try:
-            for length in chunk_plan(total, chunk_size):
-                chunk_start = time.perf_counter()
-                updates = []
-                for _ in range(length):
-                    iteration = first + done + len(updates)
-                    taken, waited = self._take(batches, actors, reported)
-                    states, metrics = self._update(learn, states, hparams, taken, iteration)
-                    store.publish(ActorSnapshot(states.params.actor, states.obs_norm), iteration + 1, states.iteration)
-                    updates.append((metrics, self._host_metrics(taken, iteration, waited, batches, actors)))
-                chunk_metrics = self._stack(updates, keys.shape[0])
-                timings.append(time.perf_counter() - chunk_start)
-                if keep_metrics:
-                    chunks.append(chunk_metrics)
-                done += length
-                last = ends_here(done, total, should_stop)
-                for callback in callbacks:
-                    callback(done, chunk_metrics)
-                for state_callback in state_callbacks:
-                    state_callback(done, states, last)
-                if last:
-                    break
+        try:  # the learner's chunks are synchronous (the actors overlap the host's work): no double buffering
+            record = run_chunks(
+                source,
+                total,
+                chunk_size,
+                callbacks=callbacks,
+                state_callbacks=state_callbacks,
+                should_stop=should_stop,
+                keep_metrics=keep_metrics,
+                overlap=False,
+            )
         finally:
             stop.set()
             for actor in actors:
                 actor.join(timeout=max(self.options.timeout, 1.0))
         return RunOutput(
-            states=states,
-            metrics=merge_chunks(chunks),
+            states=source.states(),
+            metrics=merge_chunks(record.chunks),
             compile_seconds=compile_seconds,
             run_seconds=time.perf_counter() - start,
-            timings=timings,
-            gaps=[],
+            timings=record.timings,
+            gaps=record.gaps,
         )
 
     def _update(
@@ -334,6 +322,36 @@ class AsyncDriver:
             column = np.asarray([host[name] for _, host in updates], np.float32)
             stacked[name] = np.broadcast_to(column, (num_runs, len(updates))).copy()
         return stacked
+
+
+class _LearnerChunks:
+    """The asynchronous mode's chunks for :func:`vaco_jax.training.driver.run_chunks`: each dispatch runs that many
+    learner updates on the batches the actor threads queue, publishing the parameters after each."""
+
+    def __init__(self, driver, states, hparams, learn, store, batches, actors, first: int, num_runs: int):
+        self.driver, self._states, self.hparams, self.learn = driver, states, hparams, learn
+        self.store, self.batches, self.actors = store, batches, actors
+        self.first, self.num_runs = first, num_runs
+        self.reported: set[int] = set()
+        self._metrics: dict[str, np.ndarray] = {}
+
+    def dispatch(self, num_iterations: int, done: int) -> None:
+        updates = []
+        for _ in range(num_iterations):
+            iteration = self.first + done + len(updates)
+            taken, waited = self.driver._take(self.batches, self.actors, self.reported)
+            self._states, metrics = self.driver._update(self.learn, self._states, self.hparams, taken, iteration)
+            snapshot = ActorSnapshot(self._states.params.actor, self._states.obs_norm)
+            self.store.publish(snapshot, iteration + 1, self._states.iteration)
+            host = self.driver._host_metrics(taken, iteration, waited, self.batches, self.actors)
+            updates.append((metrics, host))
+        self._metrics = self.driver._stack(updates, self.num_runs)
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        return self._metrics
+
+    def states(self) -> TrainState:
+        return self._states
 
 
 def _first_run(metrics, name: str) -> np.ndarray:

@@ -15,6 +15,9 @@ callback is due (a checkpoint), and at the last one, the order stays serial:
 metrics are handed on before the states that follow them, so a checkpoint never
 gets ahead of the metric files a resume continues. ``RunOutput.gaps`` records
 the host time between a chunk's end and the next one's dispatch.
+
+That loop is :func:`run_chunks`, the only one: the simulator's compiled chunks and the asynchronous mode's
+learner (:mod:`vaco_jax.training.asynchronous`) are two :class:`ChunkSource` objects it draws chunks from.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -145,6 +148,110 @@ def run_sharding(num_runs: int) -> NamedSharding | None:
     return NamedSharding(Mesh(np.asarray(devices), ("runs",)), PartitionSpec("runs"))
 
 
+class ChunkSource(Protocol):
+    """Where a driver's chunks come from: the simulator's compiled chunk programs (:class:`Driver`) or the
+    asynchronous mode's actor threads and learner (:class:`vaco_jax.training.asynchronous.AsyncDriver`)."""
+
+    def dispatch(self, num_iterations: int, done: int) -> None:
+        """Start the next chunk of ``num_iterations`` iterations, after ``done`` of this call (it may return before
+        the chunk ends)."""
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """The dispatched chunk's metrics on the host, ``{name: [S, n]}`` (waits for the chunk to end)."""
+
+    def states(self) -> TrainState:
+        """The states [S] after the last chunk whose metrics were taken (before the next dispatch donates them)."""
+
+
+@dataclass
+class LoopRecord:
+    """What :func:`run_chunks` measured: the metric chunks it kept, its timings and gaps, iterations done."""
+
+    chunks: list[dict[str, np.ndarray]]
+    timings: list[float]
+    gaps: list[float]
+    done: int
+
+
+def run_chunks(
+    source: ChunkSource,
+    total: int,
+    chunk_size: int | None,
+    *,
+    callbacks: Sequence[ChunkCallback] = (),
+    state_callbacks: Sequence[StateCallback] = (),
+    should_stop: Callable[[], bool] | None = None,
+    keep_metrics: bool = True,
+    overlap: bool = True,
+) -> LoopRecord:
+    """The one chunk loop of every driver (see the module docstring): ``total`` iterations in chunks of at most
+    ``chunk_size`` (:func:`chunk_plan`); after each, the stop request (latched, :func:`ends_here`), the metric
+    callbacks and the state callbacks, in the order that keeps a checkpoint behind the metric files it continues;
+    with ``overlap`` the metric callbacks of a chunk where no state callback acts run after the next chunk's
+    dispatch (double buffering)."""
+    lengths = iter(chunk_plan(total, chunk_size))
+    done, chunks, timings, gaps = 0, [], [], []
+    if total > 0:
+        n, dispatched = next(lengths), time.perf_counter()
+        source.dispatch(n, done)
+    while total > 0:
+        metrics = source.metrics()
+        ready = time.perf_counter()
+        timings.append(ready - dispatched)
+        if keep_metrics:
+            chunks.append(metrics)
+        done += n
+        last = ends_here(done, total, should_stop)
+        # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
+        # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
+        serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
+        if serial:
+            for callback in callbacks:
+                callback(done, metrics)
+        if state_callbacks:
+            states = source.states()
+            for state_callback in state_callbacks:  # before the states are donated to the next chunk
+                state_callback(done, states, last)
+        if last:
+            break
+        n, dispatched = next(lengths), time.perf_counter()
+        source.dispatch(n, done)
+        gaps.append(dispatched - ready)
+        if not serial:  # double buffered: the device runs the next chunk while the host handles these metrics
+            for callback in callbacks:
+                callback(done, metrics)
+    return LoopRecord(chunks, timings, gaps, done)
+
+
+class _CompiledChunks:
+    """The simulator's chunks: the compiled chunk program of every part of the run axis (:func:`program_parts`),
+    dispatched asynchronously; with several parts each runs to its end before the next is dispatched (one part's
+    temporaries on the device at a time)."""
+
+    def __init__(self, driver: Driver, states_parts: list[TrainState], hparams_parts: list[Config], first: int):
+        self.driver, self.states_parts, self.hparams_parts, self.first = driver, states_parts, hparams_parts, first
+        self.compile_seconds = 0.0
+        self._pending: list = []
+
+    def dispatch(self, num_iterations: int, done: int) -> None:
+        new_states, self._pending = [], []
+        for i, (part_states, part_hparams) in enumerate(zip(self.states_parts, self.hparams_parts, strict=True)):
+            compiled, seconds = self.driver.compiled_chunk(part_states, part_hparams, num_iterations)
+            self.compile_seconds += seconds
+            part_states, part_metrics = compiled(part_states, part_hparams, np.int32(self.first + done))
+            if i < len(self.states_parts) - 1:
+                jax.block_until_ready(part_states)
+            new_states.append(part_states)
+            self._pending.append(part_metrics)
+        self.states_parts = new_states
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        return _join_metrics([distributed.to_host(m) for m in self._pending])  # gathered from every process
+
+    def states(self) -> TrainState:
+        return _join(self.states_parts)
+
+
 class Driver:
     """Compiled init and chunk functions for one program, shared across calls (compile once).
 
@@ -225,7 +332,6 @@ class Driver:
         before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
-        lengths = iter(chunk_plan(total, chunk_size))
         parts = program_parts(keys.shape[0], runs_per_program, jax.device_count())
         sharding = run_sharding(parts[0].stop - parts[0].start)
         hparams_parts = [_take(hparams, part) for part in parts] if len(parts) > 1 else [hparams]
@@ -240,61 +346,23 @@ class Driver:
             states_parts = [_take(states, part) for part in parts] if len(parts) > 1 else [states]
             if sharding is not None:
                 states_parts = [distributed.put(s, sharding) for s in states_parts]
-        done, chunks, timings, gaps, compile_seconds = 0, [], [], [], 0.0
         first = int(np.asarray(distributed.to_host(states_parts[0].iteration)).reshape(-1)[0])  # in lockstep
-
-        def dispatch(states_parts: list[TrainState], done: int):
-            """Compile (once per chunk length and part size) and start the next chunk of every part; returns at once
-            (asynchronous dispatch) with one part, after all but the last part's chunk with several (so that one
-            part's temporaries are on the device at a time)."""
-            nonlocal compile_seconds
-            n = next(lengths)
-            dispatched, new_states, new_metrics = time.perf_counter(), [], []
-            for i, (part_states, part_hparams) in enumerate(zip(states_parts, hparams_parts, strict=True)):
-                compiled, seconds = self.compiled_chunk(part_states, part_hparams, n)
-                compile_seconds += seconds
-                part_states, part_metrics = compiled(part_states, part_hparams, np.int32(first + done))
-                if i < len(states_parts) - 1:
-                    jax.block_until_ready(part_states)
-                new_states.append(part_states)
-                new_metrics.append(part_metrics)
-            return n, dispatched, new_states, new_metrics
-
-        if total > 0:
-            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
-        while total > 0:
-            # waits for this chunk (gathered from every process)
-            metrics = _join_metrics([distributed.to_host(m) for m in metrics_parts])
-            ready = time.perf_counter()
-            timings.append(ready - dispatched)
-            if keep_metrics:
-                chunks.append(metrics)
-            done += n
-            last = ends_here(done, total, should_stop)
-            # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
-            # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
-            serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
-            if serial:
-                for callback in callbacks:
-                    callback(done, metrics)
-            if state_callbacks:
-                states = _join(states_parts)
-                for state_callback in state_callbacks:  # before the states are donated to the next chunk
-                    state_callback(done, states, last)
-            if last:
-                break
-            n, dispatched, states_parts, metrics_parts = dispatch(states_parts, done)
-            gaps.append(dispatched - ready)
-            if not serial:  # double buffered: the device runs the next chunk while the host handles these metrics
-                for callback in callbacks:
-                    callback(done, metrics)
-        merged = merge_chunks(chunks)
-        run_seconds = time.perf_counter() - start
+        source = _CompiledChunks(self, states_parts, hparams_parts, first)
+        record = run_chunks(
+            source,
+            total,
+            chunk_size,
+            callbacks=callbacks,
+            state_callbacks=state_callbacks,
+            should_stop=should_stop,
+            keep_metrics=keep_metrics,
+            overlap=overlap,
+        )
         return RunOutput(
-            states=_join(states_parts),
-            metrics=merged,
-            compile_seconds=compile_seconds,
-            run_seconds=run_seconds,
-            timings=timings,
-            gaps=gaps,
+            states=source.states(),
+            metrics=merge_chunks(record.chunks),
+            compile_seconds=source.compile_seconds,
+            run_seconds=time.perf_counter() - start,
+            timings=record.timings,
+            gaps=record.gaps,
         )
