@@ -173,3 +173,13 @@ def test_the_docs_scaling_table_is_the_committed_measurement():
 
     block, table = committed_table("distributed_scaling.json", "distributed scaling")
     assert block == table and "two processes, one device each" in table
+
+
+def test_a_cluster_environment_means_an_srun_step_with_several_tasks_or_jaxs_coordinator():
+    assert distributed.cluster_environment({}) is None
+    step = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"}
+    assert distributed.cluster_environment(step) == "SLURM"
+    assert distributed.cluster_environment({**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # srun -n 1
+    batch_script = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}  # the allocation's tasks, but one process runs
+    assert distributed.cluster_environment(batch_script) is None
+    assert distributed.cluster_environment({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}) == "JAX_COORDINATOR_ADDRESS"

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -84,12 +85,15 @@ class DistributedOptions:
         return self
 
 
-def cluster_environment() -> str | None:
-    """The multi-process environment JAX would detect for this process, or None: a SLURM step with more than one
-    task, or ``JAX_COORDINATOR_ADDRESS`` set."""
-    if os.environ.get("JAX_COORDINATOR_ADDRESS"):
+def cluster_environment(environ: Mapping[str, str] | None = None) -> str | None:
+    """The multi-process environment JAX would detect for this process, or None: a job step that ``srun`` started
+    with more than one task (``SLURM_STEP_NUM_TASKS``; a batch script itself, outside ``srun``, runs one process
+    whatever the allocation's task count), or ``JAX_COORDINATOR_ADDRESS`` set."""
+    environ = os.environ if environ is None else environ
+    if environ.get("JAX_COORDINATOR_ADDRESS"):
         return "JAX_COORDINATOR_ADDRESS"
-    if "SLURM_STEP_ID" in os.environ and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
+    tasks = environ.get("SLURM_STEP_NUM_TASKS", "")
+    if environ.get("SLURM_STEP_ID", "").isdigit() and tasks.isdigit() and int(tasks) > 1:
         return "SLURM"
     return None
 
