@@ -393,14 +393,10 @@ def test_the_readme_demo_table_is_the_committed_demo_summary():
 
 def test_the_readme_peak_memory_table_is_the_committed_measurement():
     """The README's peak-RSS figures come from benchmarks/results/peak_memory.json, and they show a flat peak."""
-    import sys
+
+    import benchmarks.speed.peak_memory as peak_memory
 
     root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "benchmarks"))
-    try:
-        import peak_memory
-    finally:
-        sys.path.remove(str(root / "benchmarks"))
     from tests.conftest import documentation_block
 
     payload = json.loads((root / "benchmarks" / "results" / "peak_memory.json").read_text())

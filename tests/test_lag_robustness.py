@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "lag_robustness.py"
-
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("lag_robustness", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.studies.lag.study")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +77,7 @@ def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
     payload = json.loads((root / "benchmarks/results/lag_robustness/cpu/lag_robustness.json").read_text())
     readme = (root / "docs" / "lag-benchmark.md").read_text()
     assert study.readme_block(payload) in readme, (
-        "README's verdict block is stale: run python benchmarks/lag_robustness.py --preset cpu --report "
+        "README's verdict block is stale: run python -m benchmarks.studies.lag --preset cpu --report "
         "--update-readme README.md"
     )
 
@@ -92,7 +85,7 @@ def test_the_readme_quotes_the_committed_cpu_study_verdict(study):
 @pytest.mark.parametrize("preset", ["cpu", "confirm-fleet", "fleet-spread"])
 def test_every_committed_cell_still_matches_its_spec(study, preset):
     """A new config field or a changed default must not silently turn a committed study into a rerun."""
-    out_dir = _PATH.parent / "results" / "lag_robustness" / preset
+    out_dir = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "lag_robustness" / preset
     cells = study.cells_of(study.PRESETS[preset])
     stale = [cell.id for cell in cells if study.load_cell(out_dir, study.PRESETS[preset], cell) is None]
     assert not stale, f"these committed cells no longer match their spec: {stale}"
@@ -105,7 +98,7 @@ def test_the_readme_quotes_the_committed_fleet_studies(study, preset, first_seed
     payload = json.loads((root / f"benchmarks/results/lag_robustness/{preset}/lag_robustness.json").read_text())
     assert payload["preset_spec"]["first_seed"] == first_seed  # seeds the cpu study (0..15) never used
     assert study.readme_block(payload) in (root / "docs" / "lag-benchmark.md").read_text(), (
-        f"run python benchmarks/lag_robustness.py --preset {preset} --report --update-readme README.md"
+        f"run python -m benchmarks.studies.lag --preset {preset} --report --update-readme README.md"
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +14,16 @@ import pytest
 pytestmark = pytest.mark.slow
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+_MODULES = {  # the study's parts and the shared helpers, by their short names
+    "tuned_study": "benchmarks.studies.tuned.study",
+    "tuned_report": "benchmarks.studies.tuned.report",
+    "tuned_specs": "benchmarks.studies.tuned.specs",
+    "provenance": "benchmarks.common.provenance",
+}
 
 
 def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(_MODULES[name])
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,7 @@ def smoke(study, tmp_path_factory):
 
 
 def test_every_method_gets_the_same_draws_of_the_shared_hyperparameters(study):
-    specs = sys.modules["tuned_specs"]  # the study's specs, as data (imported by the study)
+    specs = _load("tuned_specs")  # the study's specs, as data
     trials = {name: specs.draw_trials(m, 16, seed=0) for name, m in specs.METHODS.items()}
     for shared in ("ppo.learning_rate", "ppo.ent_coef"):
         columns = {name: [t[shared] for t in ts] for name, ts in trials.items()}
@@ -211,7 +210,7 @@ def test_holm_adjustment_by_its_definition(report_module):
 def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tree(study, monkeypatch, tmp_path):
     """A cell records the commit that made it; from a tree with uncommitted changes that is '+dirty', which no one
     can check out: the study refuses to write such cells into benchmarks/results (a scratch folder is fine)."""
-    provenance = sys.modules["provenance"]
+    provenance = _load("provenance")
     root = _BENCHMARKS.parent
     monkeypatch.setattr(provenance, "git_commit", lambda root: "0123456789ab+dirty")
     with pytest.raises(SystemExit, match="uncommitted changes.*git worktree add /tmp/clean HEAD.*--allow-dirty"):
@@ -241,7 +240,7 @@ def test_a_commit_is_dirty_only_with_changes_to_code_not_to_results(study, tmp_p
     record a '+dirty' commit; a change to any other tracked file must."""
     import subprocess
 
-    provenance = sys.modules["provenance"]
+    provenance = _load("provenance")
     git = lambda *args: subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
@@ -267,7 +266,7 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
     ]:
         lines = report_module.verdict_table(payload["rows"], study.PRESETS["tuned"].methods, score=score)
         assert all("\n".join([start, *lines, end]) in text for text in pages), (
-            f"README's tuned verdict ({score}) is stale: run python benchmarks/tuned_study.py --preset tuned "
+            f"README's tuned verdict ({score}) is stale: run python -m benchmarks.studies.tuned --preset tuned "
             "--report --update-readme README.md"
         )
 
@@ -281,7 +280,7 @@ def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_modu
     )
     start, end = (marker.format(rule="stochastic") for marker in report_module.README_RULE)
     assert "\n".join([start, *lines, end]) in (root / "docs" / "lag-benchmark.md").read_text(), (
-        "run python benchmarks/tuned_study.py --preset tuned --report --update-readme README.md"
+        "run python -m benchmarks.studies.tuned --preset tuned --report --update-readme README.md"
     )
 
 
@@ -346,12 +345,12 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
 
 
 def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, smoke, tmp_path, monkeypatch):
-    """Beyond the programs, a cell records its host record (benchmarks/provenance.py): the seed-to-key and
+    """Beyond the programs, a cell records its host record (benchmarks/common/provenance.py): the seed-to-key and
     winner-rule code, the platform and the XLA flags. Any of them changed makes the cell stale, naming what
     changed; a cell written before host records existed is judged on its programs and reported as such."""
     import shutil
 
-    from provenance import host_differences
+    from benchmarks.common.provenance import host_differences
 
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
@@ -431,7 +430,8 @@ def test_shard_flags_are_checked_and_device_workers_see_one_device_each(study):
     argv = ["--preset", "tuned", "--shard", "1/4", "--devices", "2", "--update-readme", "README.md"]
     workers = study.device_workers(argv, 2, {"CUDA_VISIBLE_DEVICES": "4,5,6"})
     assert [env["CUDA_VISIBLE_DEVICES"] for _, env in workers] == ["4", "5"]
-    assert [command[2:] for command, _ in workers] == [
+    assert [command[1:3] for command, _ in workers] == [["-m", "benchmarks.studies.tuned"]] * 2
+    assert [command[3:] for command, _ in workers] == [
         ["--preset", "tuned", "--shard", "1/4", "--device-shard", f"{j}/2"] for j in range(2)
     ]
 

@@ -48,11 +48,11 @@ class EnvConfig:
     """Rollout length per iteration (T)."""
     normalize_observations: bool | None = static(None)
     """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
-    chosen by measurement (benchmarks/normalization.py): off for gymnax, on for brax."""
+    chosen by measurement (benchmarks/studies/normalization.py): off for gymnax, on for brax."""
     normalizer_update: Literal["after", "before"] = static("before")
     """When the observation statistics absorb an iteration's observations: before the gradient steps (as brax's
     PPO: the update, its critic values and the new snapshot all use statistics that include the batch; the
-    default, chosen by measurement: benchmarks/normalizer_order.py) or after them (the update trains with the
+    default, chosen by measurement: benchmarks/studies/normalizer_order.py) or after them (the update trains with the
     statistics its batch was collected under; the order before this option existed)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
@@ -64,7 +64,7 @@ class EnvConfig:
     """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': the env's default)."""
     start_pool: int | None = static(None)
     """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
-    four per environment, chosen by measurement: benchmarks/start_pool.py; 0: no pool, a fresh reset for every
+    four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh reset for every
     environment at every step, as before this option existed). Past the pool's end starts are reused and counted
     in ``env/reused_starts``."""
 

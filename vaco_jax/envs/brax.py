@@ -63,7 +63,7 @@ SUPPORTED_BACKENDS: dict[str, tuple[str, ...]] = {"swimmer": ("generalized",)}
 DEFAULT_EPISODE_LENGTH = 1000
 # start pool size per environment when env.start_pool is None: 2 to 7% slower than one per environment, and no
 # start was reused in 10 updates of PPO on hopper, ant or inverted_pendulum (one per environment: 35% reused
-# on the last, whose early episodes are short); benchmarks/start_pool.py
+# on the last, whose early episodes are short); benchmarks/speed/start_pool.py
 POOL_PER_ENV = 4
 _POOL_STREAM = 0x5747  # folded into a key: the start pool's random stream, apart from the steps' keys
 

@@ -326,7 +326,7 @@ class Driver:
         :class:`~vaco_jax.training.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
         with the number of iterations, and the returned metrics are empty.
         ``overlap=False`` runs every chunk's callbacks before dispatching the next chunk (the device then idles
-        through them; for measuring the gain of double buffering, ``benchmarks/driver_overlap.py``).
+        through them; for measuring the gain of double buffering, ``benchmarks/speed/driver_overlap.py``).
         ``runs_per_program`` splits the runs into programs of at most that many (:func:`program_parts`), for sweeps
         whose batch buffers do not fit the device at once: every chunk runs the parts back to back, each to the end
         before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.

@@ -8,7 +8,7 @@ loss, an estimator, a default) changes it. Nothing is compiled or run; lowering 
 A checkpoint records the fingerprint of the programs that wrote it, so that a resume under other programs (the
 code changed between the stop and the resume) is noticed and refused by default (:mod:`vaco_jax.runs.session`); the
 benchmarks' study cells record it (with their chunk lengths and reductions) to tell current results from stale
-ones (``benchmarks/provenance.py``).
+ones (``benchmarks/common/provenance.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Per mode it reports the wall time (compile excluded), the host gap between a chu
 dispatch (``RunOutput.gaps``: the time the device waits for the host), and that gap as a share of the chunk
 time. With ``overlap`` (the default) the metric callbacks run while the next chunk computes.
 
-    .venv/bin/python benchmarks/driver_overlap.py      # about 3 minutes on 2 cores; writes results/driver_overlap.json
+    .venv/bin/python -m benchmarks.speed.driver_overlap   # 3 minutes on 2 cores; writes results/driver_overlap.json
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from vaco_jax.training.driver import stack_hparams
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.sweep import seed_keys
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def one_run(driver: Driver, seeds: int, chunk_size: int, overlap: bool) -> dict[str, float]:
@@ -99,7 +99,7 @@ def main() -> None:
     ]
     print("\n".join(table))
     payload = {
-        "command": "python benchmarks/driver_overlap.py",
+        "command": "python -m benchmarks.speed.driver_overlap",
         "seeds": args.seeds,
         "iterations": args.iterations,
         "chunk_size": args.chunk_size,

@@ -9,7 +9,8 @@ from typing import Any
 
 ENVS: dict[str, dict[str, Any]] = {
     # env-specific batch shape and discounting; the regime sets the forward lag on top
-    # observation normalisation on, as when the study ran (gymnax's default is now off: benchmarks/normalization.py)
+    # observation normalisation on, as when the study ran (gymnax's default is now off:
+    # benchmarks/studies/normalization.py)
     "CartPole-v1": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
     "Pendulum-v1": {
         "env": {"num_envs": 32, "num_steps": 128, "normalize_observations": True},

@@ -15,10 +15,11 @@ lags mostly 1), *fast actors* (rollouts of 32 steps, queue 8: the queue fills an
 *high lag* (rollouts of 16 steps, queue 16, one pass of one minibatch per update: a mean lag above 4). The real seeds
 run one at a time, each with its own actor threads and lag sequence (independent samples of the real system).
 
-Usage: python benchmarks/async_calibration.py [--seeds 46] [--first-seed 0] [--regimes balanced fast-actors high-lag]
-       [--methods ppo ppo-decoupled vaco-decoupled] [--update-readme README.md]
-       python benchmarks/async_calibration.py --report [--out FILE] [--update-readme README.md]   (the table from the
-       runs on record, verdicts recomputed)
+Usage: python -m benchmarks.studies.async_calibration [--seeds 46] [--first-seed 0]
+       [--regimes balanced fast-actors high-lag] [--methods ppo ppo-decoupled vaco-decoupled]
+       [--update-readme README.md]
+       python -m benchmarks.studies.async_calibration --report [--out FILE] [--update-readme README.md]
+       (the table from the runs on record, verdicts recomputed)
 Writes ``benchmarks/results/async/calibration.json`` and one figure per (method, regime), prints a table.
 Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` (set here if unset).
 """
@@ -33,18 +34,18 @@ from typing import Any
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
-import numpy as np  # noqa: E402
-from provenance import git_commit, replace_readme_block  # noqa: E402
+import numpy as np
 
-from vaco_jax.cli import calibrate_config  # noqa: E402
-from vaco_jax.core.config import strict_json  # noqa: E402
-from vaco_jax.runs import machine, plotting  # noqa: E402
-from vaco_jax.runs.calibration import calibrate, verdict  # noqa: E402
-from vaco_jax.runs.comparison import variant_config  # noqa: E402
-from vaco_jax.runs.writers import write_text_atomic  # noqa: E402
-from vaco_jax.training.asynchronous import AsyncOptions  # noqa: E402
+from benchmarks.common.provenance import git_commit, replace_readme_block
+from vaco_jax.cli import calibrate_config
+from vaco_jax.core.config import strict_json
+from vaco_jax.runs import machine, plotting
+from vaco_jax.runs.calibration import calibrate, verdict
+from vaco_jax.runs.comparison import variant_config
+from vaco_jax.runs.writers import write_text_atomic
+from vaco_jax.training.asynchronous import AsyncOptions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README_MARKERS = ("<!-- async calibration: start -->", "<!-- async calibration: end -->")
 REGIMES = {  # name: (env.num_steps, queue size, learner updates, ppo overrides)
     "balanced": (128, 2, 60, {}),
@@ -143,7 +144,8 @@ def main() -> None:
     text = table(records)
     print(text)
     payload = {
-        "command": f"python benchmarks/async_calibration.py --seeds {args.seeds} --first-seed {args.first_seed} "
+        "command": f"python -m benchmarks.studies.async_calibration --seeds {args.seeds} "
+        f"--first-seed {args.first_seed} "
         f"--regimes {' '.join(args.regimes)} --methods {' '.join(args.methods)}",
         "regimes": {
             name: dict(zip(("num_steps", "queue_size", "iterations", "ppo"), REGIMES[name], strict=True))

@@ -13,7 +13,7 @@ and once on the exact per-state TV (``auto``, the default for discrete actions).
 
 Writes ``benchmarks/results/tv_estimator/tv_estimator_lag.json`` and prints a markdown table.
 
-    .venv/bin/python benchmarks/tv_estimator_lag.py            # 4 seeds, 60 iterations: about 10 minutes on 2 cores
+    .venv/bin/python -m benchmarks.studies.tv_estimator_lag   # 4 seeds, 60 iterations: about 10 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from provenance import write_result  # run as a script: benchmarks/ is on the path
 
+from benchmarks.common.provenance import write_result
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
 from vaco_jax.core.config import EvalConfig
 from vaco_jax.core.presets import apply_presets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAGS = (0, 16)
 DELTAS = (0.2, 0.02)  # the preset's delta, and one near the update's TV under heavy lag (where the gate binds)
 ESTIMATORS = ("sample", "auto")
@@ -92,7 +92,7 @@ def main() -> None:
         )
     write_result(
         args.out,
-        "python benchmarks/tv_estimator_lag.py",
+        "python -m benchmarks.studies.tv_estimator_lag",
         lines,
         seeds=args.seeds,
         iterations=args.iterations,

@@ -4,7 +4,7 @@ Writes ``benchmarks/results/demo/``: the console output (``demo_output.txt``), t
 ``config.json`` and ``summary.json`` (the README's demo table is checked against these by a test). The full run
 directory stays in ``--out-dir`` (default ``runs/demo``).
 
-    .venv/bin/python benchmarks/demo_results.py
+    .venv/bin/python -m benchmarks.studies.demo_results
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from vaco_jax.cli import DemoArgs, main
 from vaco_jax.runs.machine import describe
 from vaco_jax.runs.output_dir import write_text_atomic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Tee(io.TextIOBase):

@@ -5,9 +5,9 @@ Runs ``vaco-jax train`` in a child process for each iteration count (256 seeds o
 child's peak resident set size from the OS. With metrics streamed to disk per chunk the peak should not grow with
 the number of iterations; ``--source DIR`` measures another checkout (e.g. the code before streaming) the same way.
 
-Usage: python benchmarks/peak_memory.py [--iterations 1000 3000 10000] [--source DIR] [--label NAME]
+Usage: python -m benchmarks.speed.peak_memory [--iterations 1000 3000 10000] [--source DIR] [--label NAME]
        [--out benchmarks/results/peak_memory.json]   (rows of earlier labels in --out are kept)
-       python benchmarks/peak_memory.py --readme     (rewrite the README's table from --out; runs nothing)
+       python -m benchmarks.speed.peak_memory --readme     (rewrite the README's table from --out; runs nothing)
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def readme_table(payload: dict) -> str:
 
 def update_readme(payload: dict, readme: Path) -> None:
     """Rewrite the peak-memory table wherever the documentation quotes it (the README or a page of docs/)."""
-    from provenance import replace_readme_block
+    from benchmarks.common.provenance import replace_readme_block
 
     replace_readme_block(readme, (README_START, README_END), [readme_table(payload)])
 

@@ -14,7 +14,7 @@ the only source of stale data. Per method and M it reports:
 
 Writes ``benchmarks/results/sample_reuse/sample_reuse.json`` and prints a markdown table.
 
-    .venv/bin/python benchmarks/sample_reuse.py            # 8 seeds, 150 iterations: about 10 minutes on 2 cores
+    .venv/bin/python -m benchmarks.studies.sample_reuse   # 8 seeds, 150 iterations: about 10 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from provenance import write_result  # run as a script: benchmarks/ is on the path
 
+from benchmarks.common.provenance import write_result
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep
 from vaco_jax.core.config import EvalConfig, ReuseConfig
 from vaco_jax.numerics import stats
 from vaco_jax.training.memory import estimate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 METHODS = ("geppo", "ppo_decoupled", "ppo")
 NUM_BATCHES = (1, 2, 4)
 EVAL_EVERY = 5
@@ -99,7 +99,12 @@ def main() -> None:
             f"| {r['seconds_per_iteration']:.3f} | {r['reuse_buffer_bytes_per_run'] / 2**20:.2f} MiB |"
         )
     write_result(
-        args.out, "python benchmarks/sample_reuse.py", lines, seeds=args.seeds, iterations=args.iterations, rows=rows
+        args.out,
+        "python -m benchmarks.studies.sample_reuse",
+        lines,
+        seeds=args.seeds,
+        iterations=args.iterations,
+        rows=rows,
     )
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from provenance import (
+
+from benchmarks.common.provenance import (
     cell_file,
     chunk_lengths,
     config_record,
@@ -20,8 +21,7 @@ from provenance import (
     same_cell_spec,
     spec_hash,
 )
-
-from lag_study.specs import CURVE_METRICS, ENVS, REGIMES, SUMMARY_METRICS, VARIANTS, Block, Preset
+from benchmarks.studies.lag.specs import CURVE_METRICS, ENVS, REGIMES, SUMMARY_METRICS, VARIANTS, Block, Preset
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
 from vaco_jax.core.config import VACOConfig, with_overrides
 from vaco_jax.numerics import stats
@@ -88,7 +88,7 @@ REDUCTIONS = (stats.final_return, stats.area_under_curve, stats._nanmean)
 
 
 def cell_fingerprint(preset: Preset, cell: Cell) -> str:
-    """The fingerprint of the programs (and reductions) that make this cell's numbers (benchmarks/provenance.py):
+    """The fingerprint of the programs (and reductions) that make this cell's numbers (benchmarks/common/provenance.py):
     one chunk of all iterations, grid points x seeds runs, as :func:`run_cell` trains them."""
     config, grid = cell_config(preset, cell)
     num_runs = int(np.prod([len(v) for v in grid.values()])) * preset.seeds
@@ -147,7 +147,7 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
         "spec": (spec := cell_spec(preset, cell)),
         "spec_hash": spec_hash(spec),
         "fingerprint": fingerprint,
-        "commit": git_commit(Path(__file__).resolve().parents[1]),
+        "commit": git_commit(Path(__file__).resolve().parents[3]),
         "seconds": seconds,
         "compile_seconds": sweep.compile_seconds,
         "env_steps_per_run": int(sweep.env_steps[-1]),

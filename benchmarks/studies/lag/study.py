@@ -16,7 +16,7 @@ statistics are computed over the cells on disk:
 - JSON (``lag_robustness.json``, with command, versions and hardware), a markdown verdict
   (``verdict.md``) and figures (return vs lag with a CI band per variant, TV vs lag, learning curves).
 
-Every cell records the commit and the fingerprint of the programs that made it (``benchmarks/provenance.py``); a
+Every cell records the commit and the fingerprint of the programs that made it (``benchmarks/common/provenance.py``); a
 cell whose fingerprint is not the one the checkout computes is *stale*: kept, reported as such, rerun by
 ``--rerun-stale``; ``--check`` reruns one committed cell and compares its numbers. A cell matches its spec when
 every field it recorded has the current value and every field added since is at its default.
@@ -25,26 +25,25 @@ Presets: ``smoke`` (CI, under a minute), ``cpu`` (about 2 hours on 2 CPU cores),
 study's one positive finding tested again on 64 fresh seeds, 7 minutes), ``fleet-spread`` (that finding across
 fleet spreads and on Pendulum, 32 fresh seeds, 25 minutes), ``gpu`` (the full grid, 64 seeds, for an accelerator).
 
-The study is the package ``benchmarks/lag_study``: ``specs`` (envs, regimes, variants, presets: data), ``cells``
+The study is the package ``benchmarks/studies/lag``: ``specs`` (envs, regimes, variants, presets: data), ``cells``
 (running a cell, its spec and fingerprint, the files on disk, ``--check``), ``report`` (statistics, verdict, README
 block) and ``figures``; this file is its command line.
 
 Usage:
-  python benchmarks/lag_robustness.py --preset cpu            # runs missing cells, then reports
-  python benchmarks/lag_robustness.py --preset cpu --report   # statistics and figures from the cells on disk
-  python benchmarks/lag_robustness.py --preset cpu --list     # the cells, in run order, and which are done
-  python benchmarks/lag_robustness.py --preset cpu --check    # rerun one random committed cell and compare
+  python -m benchmarks.studies.lag --preset cpu            # runs missing cells, then reports
+  python -m benchmarks.studies.lag --preset cpu --report   # statistics and figures from the cells on disk
+  python -m benchmarks.studies.lag --preset cpu --list     # the cells, in run order, and which are done
+  python -m benchmarks.studies.lag --preset cpu --check    # rerun one random committed cell and compare
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lag_study.cells import (  # noqa: E402, F401  (re-exported: the tests and the tuned study use them)
+from benchmarks.common.provenance import fingerprints_memoized, refuse_dirty_results, same_experiment  # noqa: F401
+from benchmarks.studies.lag.cells import (  # noqa: F401  (re-exported: the tests and the tuned study use them)
     REDUCTIONS,
     Cell,
     cell_config,
@@ -58,7 +57,7 @@ from lag_study.cells import (  # noqa: E402, F401  (re-exported: the tests and t
     run_cell,
     write_json,
 )
-from lag_study.report import (  # noqa: E402, F401
+from benchmarks.studies.lag.report import (  # noqa: F401
     README_END,
     README_START,
     format_pi,
@@ -68,8 +67,16 @@ from lag_study.report import (  # noqa: E402, F401
     update_readme,
     verdict_markdown,
 )
-from lag_study.specs import ENVS, PRESETS, REGIMES, VARIANTS, Block, Preset, Variant, lag_order  # noqa: E402, F401
-from provenance import fingerprints_memoized, refuse_dirty_results, same_experiment  # noqa: E402, F401
+from benchmarks.studies.lag.specs import (  # noqa: F401
+    ENVS,
+    PRESETS,
+    REGIMES,
+    VARIANTS,
+    Block,
+    Preset,
+    Variant,
+    lag_order,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -96,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     preset = PRESETS[args.preset]
     out_dir = args.out_dir or Path("benchmarks/results/lag_robustness") / args.preset
     if not (args.report or args.check or args.list):
-        refuse_dirty_results(out_dir, Path(__file__).resolve().parents[1], args.allow_dirty)
+        refuse_dirty_results(out_dir, Path(__file__).resolve().parents[3], args.allow_dirty)
     if out_dir.exists() and not out_dir.is_dir():
         parser.error(f"--out-dir {out_dir} is a file: give a directory")
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ minibatches, one actor group, chunks of 10 iterations: the training state per co
 and the temporaries XLA allocates for one chunk (from the compile for the backend at hand; a GPU compile fuses
 differently, so run ``vaco-jax sweep ... --dry-run`` on the accelerator to size a real sweep).
 
-Usage: python benchmarks/memory_table.py [--out benchmarks/results/memory_table.json]
+Usage: python -m benchmarks.speed.memory_table [--out benchmarks/results/memory_table.json]
 """
 
 from __future__ import annotations

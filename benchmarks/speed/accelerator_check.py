@@ -21,11 +21,12 @@ rewritten after each stage, so a run cut short still returns the stages it finis
 
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
 
-    python benchmarks/accelerator_check.py --out accelerator.json          # about 5 minutes on one GPU
-    python benchmarks/accelerator_check.py --quick --out /tmp/check.json   # tiny shapes: checks the script on a CPU
+    python -m benchmarks.speed.accelerator_check --out accelerator.json         # about 5 minutes on one GPU
+    python -m benchmarks.speed.accelerator_check --quick --out /tmp/check.json  # tiny shapes: the script on a CPU
 
 On a machine without network access, install the pinned dependencies from wheels fetched beforehand:
-``benchmarks/accelerator_wheels.sh`` (fetch, where pip works) and ``benchmarks/accelerator_check.sh`` (install, run).
+``benchmarks/speed/accelerator_wheels.sh`` (fetch, where pip works) and ``benchmarks/speed/accelerator_check.sh``
+(install, run).
 """
 
 from __future__ import annotations
@@ -41,17 +42,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.common.provenance import git_commit
+from benchmarks.speed.driver_overlap import one_run
+from benchmarks.speed.throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.runs import machine
+from vaco_jax.runs.output_dir import write_text_atomic
 
-from driver_overlap import one_run  # noqa: E402
-from provenance import git_commit  # noqa: E402
-from throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco  # noqa: E402
-
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams  # noqa: E402
-from vaco_jax.runs import machine  # noqa: E402
-from vaco_jax.runs.output_dir import write_text_atomic  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUREJAXRL_UPDATES = 976  # PureJaxRL's CartPole: 5e5 env steps / (4 envs x 128 steps)
 
 
@@ -156,7 +154,7 @@ def stage_multi_device(args) -> dict:
     """The same sweep on one device, on all of one process's devices, and as one process per device."""
     import os
 
-    import distributed_scaling
+    import benchmarks.speed.distributed_scaling as distributed_scaling
 
     count = jax.local_device_count()
     if count < 2:

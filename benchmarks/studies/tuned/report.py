@@ -1,4 +1,4 @@
-"""The report of the tuned lag benchmark (benchmarks/tuned_study.py): statistics, markdown tables and figures.
+"""The report of the tuned lag benchmark (benchmarks/studies/tuned/study.py): statistics, markdown tables and figures.
 
 Everything is computed from the cells on disk:
 
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lag_robustness import lag_order  # the earlier study's lag order, shared
-from provenance import replace_readme_block
 from scipy import stats as scipy_stats
 
+from benchmarks.common.provenance import replace_readme_block
+from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from vaco_jax import envs
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
@@ -114,7 +114,7 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
-    from tuned_study import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
+    from benchmarks.studies.tuned.study import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 
     rows, tuning, missing, stale, unrecorded, seconds = [], {}, [], [], [], 0.0
     cells = cells_of(preset)
@@ -266,7 +266,7 @@ def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -
     """Where each search's winner lies in each searched range: its value, the range, its position in it (0 = low
     end, 1 = high end, on the knob's own scale: log for a log-uniform knob) and its rank among the trials' values
     of that knob; ``edge`` where it is the lowest or highest value tried (the range may be too narrow there)."""
-    from tuned_specs import COMMON_KNOBS, METHODS
+    from benchmarks.studies.tuned.specs import COMMON_KNOBS, METHODS
 
     lines = [
         "| env | method | knob | winner | range | position in range | rank among trials | |",
@@ -359,7 +359,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "",
         f"{len(collected['missing'])} cells missing, {len(collected['stale'])} made by other code than this "
         f"checkout's, {len(collected['host_unrecorded'])} current by their programs but written before cells "
-        "recorded their host code and platform (benchmarks/provenance.py: not checkable beyond the programs); "
+        "recorded their host code and platform (benchmarks/common/provenance.py: not checkable beyond the programs); "
         f"{collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
         f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
         "",

@@ -8,7 +8,7 @@ repeats run round-robin (full, lean, off, minimal, full, ...) so that a drift of
 program alike; the best repeat of each is reported, with the compiled chunk's HLO instruction count and the final
 return (the levels train the same runs: their returns agree).
 
-    .venv/bin/python benchmarks/diagnostics_levels.py            # about 5 minutes on 2 idle cores
+    .venv/bin/python -m benchmarks.speed.diagnostics_levels            # about 5 minutes on 2 idle cores
 
 Writes ``benchmarks/results/diagnostics_levels.json`` and prints a markdown table.
 """
@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from minimal_ppo import make_minimal_ppo  # noqa: E402
-from provenance import write_result  # noqa: E402
+from benchmarks.common.minimal_ppo import make_minimal_ppo
+from benchmarks.common.provenance import write_result
+from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 
-from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEVELS = ("full", "lean", "off")
 SHAPES = {"PureJaxRL's batch (4 envs)": (4, 976), "64 envs": (64, 100)}  # name: (num_envs, updates)
 
@@ -118,7 +115,7 @@ def main() -> None:
                 f"| {name} | {r['program']} | {r['env_steps_per_s']:,.0f} | {r['vs_minimal']:.2f}x "
                 f"| {r['hlo_instructions']:,} | {final} |"
             )
-    write_result(args.out, "python benchmarks/diagnostics_levels.py", lines, repeats=args.repeats, blocks=blocks)
+    write_result(args.out, "python -m benchmarks.speed.diagnostics_levels", lines, repeats=args.repeats, blocks=blocks)
 
 
 if __name__ == "__main__":

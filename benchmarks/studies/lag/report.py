@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from provenance import (
+
+from benchmarks.common.provenance import (
     replace_readme_block,
 )
-
-from lag_study.cells import cells_of, is_current, load_cell, write_json
-from lag_study.figures import plot_all
-from lag_study.specs import ENVS, REGIMES, VARIANTS, Preset, lag_order
+from benchmarks.studies.lag.cells import cells_of, is_current, load_cell, write_json
+from benchmarks.studies.lag.figures import plot_all
+from benchmarks.studies.lag.specs import ENVS, REGIMES, VARIANTS, Preset, lag_order
 from vaco_jax import envs
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine

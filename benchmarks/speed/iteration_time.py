@@ -2,7 +2,7 @@
 
 Run it once on each version of the code (e.g. a ``git worktree`` of the earlier commit) on an idle machine:
 
-  PYTHONPATH=<checkout> python benchmarks/iteration_time.py --label before --out before.json
+  PYTHONPATH=<checkout> python -m benchmarks.speed.iteration_time --label before --out before.json
 
 Rows: the throughput benchmark's reference config (4 seeds x 64 envs x 128 steps, 4 epochs x 4 minibatches,
 one actor group) and the same with 4 actor groups spread over lags 0 to 16. Times exclude compilation and

@@ -3,7 +3,7 @@
 Every figure is measured in this one process, so ratios compare like with like:
 
   1. the reference config (CartPole, 4 seeds x 64 envs x 128 steps, 4 epochs x 4 minibatches)
-     against a minimal PureJaxRL-style PPO with the same shapes (benchmarks/minimal_ppo.py);
+     against a minimal PureJaxRL-style PPO with the same shapes (benchmarks/common/minimal_ppo.py);
   2. every algorithm at the reference config, as time relative to PPO (IMPALA's ratio is the
      cost of recomputing V-trace at every gradient step);
   3. max_lag = 16 against max_lag = 0 with one actor group (the lag buffer's own cost), and
@@ -19,25 +19,21 @@ Every figure is measured in this one process, so ratios compare like with like:
      num_minibatches = 64) and 4 epochs x 4 minibatches, as a ratio of training env-steps/s.
 
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
-Usage: python benchmarks/throughput.py [--quick] [--suite gymnax|brax] [--out FILE]
+Usage: python -m benchmarks.speed.throughput [--quick] [--suite gymnax|brax] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from minimal_ppo import make_minimal_ppo  # noqa: E402
-
-from vaco_jax import (  # noqa: E402
+from benchmarks.common.minimal_ppo import make_minimal_ppo
+from vaco_jax import (
     Config,
     Driver,
     EnvConfig,
@@ -47,7 +43,7 @@ from vaco_jax import (  # noqa: E402
     seed_keys,
     stack_hparams,
 )
-from vaco_jax.runs import machine  # noqa: E402
+from vaco_jax.runs import machine
 from vaco_jax.runs.writers import write_text_atomic
 
 

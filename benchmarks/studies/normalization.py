@@ -6,7 +6,7 @@ over all iterations) and of the final return (last 10% of iterations) with 95% b
 probability that a run with normalisation beats one without, P(on > off), with its 95% CI. The family
 verdict (one default per backend) pools the tasks of a backend with a stratified P(on > off) on AUC.
 
-Usage: python benchmarks/normalization.py [--seeds 8] [--out benchmarks/results/normalization]
+Usage: python -m benchmarks.studies.normalization [--seeds 8] [--out benchmarks/results/normalization]
 Writes ``normalization.json`` and ``learning_curves.png`` under ``--out`` and prints a table.
 """
 

@@ -7,25 +7,22 @@ start (``env/reused_starts`` / ``episode/count``), 1 seed x 64 envs x 64 steps p
 minibatches, 32x32 networks, 10 iterations per timing. The speed-up column is against ``start_pool=0`` in the
 same run.
 
-Usage: python benchmarks/start_pool.py [--tasks hopper ant inverted_pendulum] [--out FILE]
+Usage: python -m benchmarks.speed.start_pool [--tasks hopper ant inverted_pendulum] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from benchmarks.common.provenance import git_commit
 from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.runs.machine import describe
 from vaco_jax.runs.output_dir import write_text_atomic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import git_commit  # noqa: E402
 
 NUM_ENVS, NUM_STEPS = 64, 64
 SETTINGS = {"0 (reset every step)": 0, "E": NUM_ENVS, "4E (default)": None}
@@ -84,7 +81,7 @@ def main() -> None:
             *lines,
         ]
     )
-    payload = {"machine": describe(), "commit": git_commit(Path(__file__).resolve().parents[1])}
+    payload = {"machine": describe(), "commit": git_commit(Path(__file__).resolve().parents[2])}
     payload.update({"rows": rows, "table": table})
     write_text_atomic(args.out, json.dumps(payload, indent=2))
     print(f"wrote {args.out}")

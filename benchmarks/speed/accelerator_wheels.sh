@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Fetch, where pip works, the wheels that benchmarks/accelerator_check.sh installs on a GPU machine without network
+# Fetch, where pip works, the wheels that benchmarks/speed/accelerator_check.sh installs on a GPU machine without network
 # access whose image already holds jax (with its CUDA plugin), flax, optax, chex, orbax, numpy, scipy and matplotlib.
 # Versions are constraints.txt's pins; the target is CPython 3.12 on x86-64 Linux (pass another as $1, e.g. 3.11).
 # Writes .whl/ (about 32 MB; git ignores it).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root
 python_version=${1:-3.12}
 packages=(gymnax gymnasium Farama-Notifications tyro docstring_parser typeguard tensorboardX
   brax mujoco mujoco-core mujoco-studio mujoco-mjx glfw trimesh jaxopt ml_collections)

@@ -8,7 +8,7 @@ sweep once to warm up, then times it (compile excluded; metrics gathered to ever
 does). The ways alternate round-robin for ``--repeats`` rounds, so that a drift of the machine's speed touches each
 alike; the best round of each is reported with its ratio to one process on one device.
 
-    .venv/bin/python benchmarks/distributed_scaling.py      # about 6 minutes on 2 idle cores
+    .venv/bin/python -m benchmarks.speed.distributed_scaling      # about 6 minutes on 2 idle cores
 
 Writes ``benchmarks/results/distributed_scaling.json`` and prints a markdown table.
 """
@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import git_commit, write_result  # noqa: E402
+from benchmarks.common.provenance import git_commit, write_result
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ways(count: int) -> dict[str, tuple[int, int]]:
@@ -98,11 +98,13 @@ def run_way(name: str, args: argparse.Namespace, table: dict[str, tuple[int, int
     """Train the sweep one way (``table[name]``) in fresh worker processes; process 0's measurement."""
     processes, devices = table[name]
     port = free_port()
-    common = [sys.executable, __file__, "--worker", "--runs", str(args.runs), "--iterations", str(args.iterations)]
+    module = [sys.executable, "-m", "benchmarks.speed.distributed_scaling"]
+    common = [*module, "--worker", "--runs", str(args.runs), "--iterations", str(args.iterations)]
     started = [
         subprocess.Popen(
             [*common, "--processes", str(processes), "--process-id", str(i), "--port", str(port)],
             env=worker_env(processes, devices, i, gpus),
+            cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -148,7 +150,7 @@ def main() -> None:
     ]
     write_result(
         args.out,
-        "python benchmarks/distributed_scaling.py",
+        "python -m benchmarks.speed.distributed_scaling",
         lines,
         commit=git_commit(ROOT),
         runs=args.runs,

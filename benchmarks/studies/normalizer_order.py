@@ -1,14 +1,15 @@
 """When should the observation statistics absorb a batch: after the gradient steps (vaco_jax's default) or before
 them (brax's PPO)? Measured, to choose the default.
 
-For each task of ``benchmarks/normalization.py`` (same configs, but Pendulum in a regime that learns; PPO, no lag,
-normalisation on), training with
+For each task of ``benchmarks/studies/normalization.py`` (same configs, but Pendulum in a regime that learns; PPO, no
+lag, normalisation on), training with
 ``env.normalizer_update`` ``after`` and ``before``, ``--seeds`` seeds each (one program per setting, seeds
 vmapped). Reported per task: IQM of the AUC (mean training return over all iterations) and of the final return
 with 95% bootstrap CIs, and P(before > after) on the AUC with its CI; pooled over the tasks, a stratified P.
 ``before`` is the better default where the pooled CI lies above 0.5.
 
-Usage: python benchmarks/normalizer_order.py [--seeds 8] [--tasks CartPole-v1 Pendulum-v1 brax/inverted_pendulum]
+Usage: python -m benchmarks.studies.normalizer_order [--seeds 8]
+       [--tasks CartPole-v1 Pendulum-v1 brax/inverted_pendulum]
 Writes ``benchmarks/results/normalization/normalizer_order.json`` and prints a table.
 """
 
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from normalization import TASKS, _p_with_ci, task_config
 
+from benchmarks.studies.normalization import TASKS, _p_with_ci, task_config
 from vaco_jax import Driver, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
@@ -95,7 +96,7 @@ def main() -> None:
     )
     print("\n".join(lines))
     payload = {
-        "command": "python benchmarks/normalizer_order.py",
+        "command": "python -m benchmarks.studies.normalizer_order",
         "seeds": args.seeds,
         "tasks": tasks,
         "verdict": verdict,

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from lag_study.cells import Cell
-from lag_study.specs import lag_order
+from benchmarks.studies.lag.cells import Cell
+from benchmarks.studies.lag.specs import lag_order
 from vaco_jax.runs.plotting import save_figure
 
 

@@ -21,18 +21,18 @@ the configurations tuned on another env, a transfer check no tuning ever saw) an
 default configuration only, a few methods).
 
 Every result file (a *cell*) records its spec, the commit, and the fingerprint of the programs that made it
-(``benchmarks/provenance.py``: the StableHLO of its init and chunk programs, the jax version, the reduction
+(``benchmarks/common/provenance.py``: the StableHLO of its init and chunk programs, the jax version, the reduction
 code). A cell whose fingerprint differs from the one the checkout computes for it is reported as stale (made by
 other code), and ``--check`` reruns a random committed cell and compares it number for number.
 
 Usage:
-  python benchmarks/tuned_study.py --preset tuned-smoke            # CI-sized, a minute
-  python benchmarks/tuned_study.py --preset tuned                  # runs missing cells (resumable), then reports
-  python benchmarks/tuned_study.py --preset tuned --report         # statistics from the cells on disk
-  python benchmarks/tuned_study.py --preset tuned --report --update-readme README.md   # and the README's table
-  python benchmarks/tuned_study.py --preset tuned --check          # rerun one random committed cell and compare
-  python benchmarks/tuned_study.py --preset tuned --shard 2/8      # this host's eighth of the cells (0-based)
-  python benchmarks/tuned_study.py --preset tuned --devices 4      # four cells at once, one per local device
+  python -m benchmarks.studies.tuned --preset tuned-smoke            # CI-sized, a minute
+  python -m benchmarks.studies.tuned --preset tuned                  # runs missing cells (resumable), then reports
+  python -m benchmarks.studies.tuned --preset tuned --report         # statistics from the cells on disk
+  python -m benchmarks.studies.tuned --preset tuned --report --update-readme README.md   # and the README's table
+  python -m benchmarks.studies.tuned --preset tuned --check          # rerun one random committed cell and compare
+  python -m benchmarks.studies.tuned --preset tuned --shard 2/8      # this host's eighth of the cells (0-based)
+  python -m benchmarks.studies.tuned --preset tuned --devices 4      # four cells at once, one per local device
 
 Spreading the cells: the cells are independent programs, except that a test cell uses its search's winner. A
 search and every cell that uses it (held-out blocks' included) form a group; ``--shard I/N`` runs the groups
@@ -56,17 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
-from vaco_jax.core.config import EvalConfig, with_overrides
-from vaco_jax.core.validation import validate
-from vaco_jax.numerics import stats
-from vaco_jax.runs.output_dir import write_text_atomic
-from vaco_jax.training.driver import stack_hparams
-from vaco_jax.training.sweep import seed_keys
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from provenance import (  # noqa: E402
+from benchmarks.common.provenance import (
     cell_file,
     chunk_lengths,
     config_record,
@@ -79,7 +69,7 @@ from provenance import (  # noqa: E402
     same_cell_spec,
     spec_hash,
 )
-from tuned_specs import (  # noqa: E402
+from benchmarks.studies.tuned.specs import (
     ENV_SPECS,
     METHODS,
     PRESETS,
@@ -89,6 +79,15 @@ from tuned_specs import (  # noqa: E402
     TunedPreset,
     draw_trials,
 )
+from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
+from vaco_jax.core.config import EvalConfig, with_overrides
+from vaco_jax.core.validation import validate
+from vaco_jax.numerics import stats
+from vaco_jax.runs.output_dir import write_text_atomic
+from vaco_jax.training.driver import stack_hparams
+from vaco_jax.training.sweep import seed_keys
+
+ROOT = Path(__file__).resolve().parents[3]
 
 # ----------------------------------------------------------------------------- training a list of points
 
@@ -244,7 +243,7 @@ REDUCTIONS = (learner_scores, stats.area_under_curve, stats.final_return, stats.
 
 
 def cell_fingerprint(preset: TunedPreset, cell: Cell, out_dir: Path) -> str:
-    """The fingerprint of the programs (and reductions) that make this cell's numbers (benchmarks/provenance.py)."""
+    """The fingerprint of the programs (and reductions) that make this cell's numbers (``common/provenance.py``)."""
     config, points, seeds = cell_plan(preset, cell, out_dir)
     lengths = chunk_lengths(config.num_iterations, preset.chunk_size)
     return program_fingerprint(config, len(points) * len(seeds), lengths, REDUCTIONS)
@@ -393,7 +392,7 @@ def device_workers(argv: Sequence[str], devices: int, environ: dict[str, str]) -
     workers = []
     for j in range(devices):
         device = visible[j] if visible else str(j)
-        command = [sys.executable, str(Path(__file__).resolve()), *kept, "--device-shard", f"{j}/{devices}"]
+        command = [sys.executable, "-m", "benchmarks.studies.tuned", *kept, "--device-shard", f"{j}/{devices}"]
         workers.append((command, {**environ, "CUDA_VISIBLE_DEVICES": device}))
     return workers
 
@@ -403,7 +402,8 @@ def run_on_devices(argv: Sequence[str], devices: int) -> None:
     import os
     import subprocess
 
-    started = [subprocess.Popen(command, env=env) for command, env in device_workers(argv, devices, dict(os.environ))]
+    workers = device_workers(argv, devices, dict(os.environ))
+    started = [subprocess.Popen(command, env=env, cwd=ROOT) for command, env in workers]
     codes = [process.wait() for process in started]
     if any(codes):
         raise SystemExit(f"--devices {devices}: worker exit codes {codes}; the cells they finished are on disk")
@@ -546,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
-            from tuned_report import report
+            from benchmarks.studies.tuned.report import report
 
             payload = report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
             missing = payload["cells_missing"]

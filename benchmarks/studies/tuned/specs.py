@@ -1,6 +1,6 @@
-"""The tuned lag benchmark's specs, as data (benchmarks/tuned_study.py runs them): the envs and update regimes, the
-methods with their search spaces and the one sampler every method's trials come from, and the presets (blocks of
-env x regime, budgets, lags, seeds).
+"""The tuned lag benchmark's specs, as data (benchmarks/studies/tuned/study.py runs them): the envs and update
+regimes, the methods with their search spaces and the one sampler every method's trials come from, and the presets
+(blocks of env x regime, budgets, lags, seeds).
 
 A new method is one :class:`Method` entry; a new env one :data:`ENV_SPECS` entry and a :class:`Block` in a preset.
 """
@@ -12,7 +12,7 @@ import math
 import random
 from typing import Any
 
-from lag_robustness import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
+from benchmarks.studies.lag.study import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
 
 # the envs the earlier study did not have: held-out tasks (classic control, MinAtar) and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
