@@ -100,3 +100,16 @@ def test_the_cli_says_how_it_split_and_writes_one_result_set(tmp_path, capsys):
     losses = np.asarray(record["metrics"]["loss/total"], dtype=float)
     assert record["seeds"] == [0, 1] and losses.shape == (2, 6)
     assert not np.array_equal(losses[0], losses[1])  # two runs, each its own
+
+
+def test_a_dry_run_of_a_split_sweep_counts_every_runs_state_and_one_programs_temporaries(tmp_path, capsys):
+    config = tiny_config()
+    whole = memory.estimate(config, 4, compile=False)
+    split = memory.estimate(config, 4, compile=False, runs_per_program=2)
+    assert split.state_total == whole.state_total  # every run's state stays on the device
+    assert "in programs of 2 (temporaries: one program's)" in split.format()
+    out = tmp_path / "dry"
+    assert main(["train", *TINY, "--runs-per-program", "1", "--dry-run", "--out-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "split into 2 programs of 1 runs" in said and "device memory for 2 run(s) in programs of 1" in said
+    assert "chunk temporaries" in said and not out.exists()

@@ -282,11 +282,11 @@ def execute(
     if asynchronous is not None and distributed.multiprocess():
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     if output.dry_run:
-        report = memory.estimate(config, per_program or num_runs, chunk_size=output.chunk_size)
+        report = memory.estimate(config, num_runs, chunk_size=output.chunk_size, runs_per_program=per_program)
         if distributed.is_primary():
             print(
                 f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written"
-                + (f"\nvaco-jax: {split}; each program:" if split else "")
+                + (f"\nvaco-jax: {split}" if split else "")
             )
             print(report.format())
         return None

@@ -37,6 +37,7 @@ class MemoryReport:
     chunk_output: int | None = None  # the chunk's outputs: new states + per-iteration metrics
     compile_seconds: float = 0.0
     backend: str = field(default_factory=lambda: jax.default_backend())
+    runs_per_program: int | None = None  # a split sweep: the temporaries are one program's of this many runs
 
     @property
     def state_total(self) -> int:
@@ -44,7 +45,13 @@ class MemoryReport:
 
     @property
     def metrics_bytes(self) -> int | None:
-        return None if self.chunk_output is None else max(0, self.chunk_output - self.state_total)
+        """The chunk's metrics output (its output less the states it returns)."""
+        if self.chunk_output is None:
+            return None
+        program_state = self.state_total
+        if self.runs_per_program is not None and self.runs_per_program < self.num_runs:
+            program_state = self.state_total * self.runs_per_program // self.num_runs
+        return max(0, self.chunk_output - program_state)
 
     @property
     def peak_estimate(self) -> int | None:
@@ -54,7 +61,12 @@ class MemoryReport:
         return self.state_total + self.temporaries + (self.metrics_bytes or 0)
 
     def format(self) -> str:
-        lines = [f"device memory for {self.num_runs} run(s), chunks of {self.chunk_size} iterations ({self.backend}):"]
+        split = self.runs_per_program is not None and self.runs_per_program < self.num_runs
+        programs = f" in programs of {self.runs_per_program} (temporaries: one program's)" if split else ""
+        lines = [
+            f"device memory for {self.num_runs} run(s){programs}, chunks of {self.chunk_size} iterations "
+            f"({self.backend}):"
+        ]
         for name, size in self.state.items():
             lines.append(f"  state/{name:16s} {_human(size):>10s}")
         lines.append(f"  state total            {_human(self.state_total):>10s}")
@@ -100,8 +112,17 @@ def abstract_batch(program: TrainProgram, num_runs: int) -> tuple:
     return states, hparams
 
 
-def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, compile: bool = True) -> MemoryReport:
-    """Device memory of ``num_runs`` runs of ``config`` (grid points x seeds), before anything runs.
+def estimate(
+    config: Config,
+    num_runs: int,
+    *,
+    chunk_size: int | None = None,
+    compile: bool = True,
+    runs_per_program: int | None = None,
+) -> MemoryReport:
+    """Device memory of ``num_runs`` runs of ``config`` (grid points x seeds), before anything runs. With
+    ``runs_per_program`` (a sweep split into programs, :func:`runs_per_program`) the state is every run's, which
+    stays on the device, and the temporaries are one program's.
 
     Example:
       >>> print(estimate(Config(), num_runs=64).format())  # doctest: +SKIP
@@ -123,8 +144,11 @@ def estimate(config: Config, num_runs: int, *, chunk_size: int | None = None, co
             "other": _bytes((states.obs_norm, states.algo_state, states.key, states.iteration)),
         },
     )
+    report.runs_per_program = runs_per_program
     if compile:
         start = time.perf_counter()
+        if runs_per_program is not None and runs_per_program < num_runs:  # one program's shapes
+            states, hparams = abstract_batch(program, runs_per_program)
         compiled = Driver(program).lower_chunk(states, hparams, chunk_size).compile()
         report.compile_seconds = time.perf_counter() - start
         analysis = compiled.memory_analysis()
