@@ -1,8 +1,10 @@
 """Time per training iteration on CartPole for the code at hand: the measurement behind a rollout change.
 
-Run it once on each version of the code (e.g. a ``git worktree`` of the earlier commit) on an idle machine:
+Run it once on each version of the code (e.g. a ``git worktree`` of the earlier commit) on an idle machine, by
+path, so that ``PYTHONPATH`` (not the working directory) says which ``vaco_jax`` is measured; it uses only the public
+API, which every version has:
 
-  PYTHONPATH=<checkout> python -m benchmarks.speed.iteration_time --label before --out before.json
+  PYTHONPATH=<checkout> python benchmarks/speed/iteration_time.py --label before --out before.json
 
 Rows: the throughput benchmark's reference config (4 seeds x 64 envs x 128 steps, 4 epochs x 4 minibatches,
 one actor group) and the same with 4 actor groups spread over lags 0 to 16. Times exclude compilation and
@@ -19,7 +21,6 @@ from pathlib import Path
 import jax
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
-from vaco_jax.runs.writers import write_text_atomic
 
 ROWS = {
     "1 group": LagConfig(),
@@ -57,7 +58,9 @@ def main() -> None:
     }
     for name, seconds in result.items():
         print(f"{args.label:8s} {name:24s} {1e3 * seconds:8.1f} ms per iteration")
-    write_text_atomic(args.out, json.dumps({"label": args.label, "seconds_per_iteration": result}, indent=2))
+    temporary = args.out.with_name(f".{args.out.name}.tmp")  # written whole, then renamed: never half a file
+    temporary.write_text(json.dumps({"label": args.label, "seconds_per_iteration": result}, indent=2))
+    temporary.replace(args.out)
 
 
 if __name__ == "__main__":
