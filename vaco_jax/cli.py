@@ -394,19 +394,14 @@ def _join_processes(argv: list[str]) -> None:
 def _exclusive(directory: Path):
     """The output directory's lock (:func:`vaco_jax.runs.output_dir.exclusive`), held by the process that writes: in a
     multi-process run process 0, which tells the others if it cannot take it."""
-    if not distributed.is_primary():
+    with contextlib.ExitStack() as held:
+        if distributed.is_primary():
+            try:
+                held.enter_context(output_dir.exclusive(directory))
+            except ConfigError:
+                distributed.agree(False)  # the other processes stop too, rather than wait for this one
+                raise
         yield
-        return
-    try:
-        lock = output_dir.exclusive(directory)
-        lock.__enter__()
-    except ConfigError:
-        distributed.agree(False)
-        raise
-    try:
-        yield
-    finally:
-        lock.__exit__(None, None, None)
 
 
 def _directory_written(args) -> Path:

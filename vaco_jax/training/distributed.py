@@ -235,14 +235,17 @@ def to_host(tree: Any) -> Any:
     return jax.tree.map(one, tree)
 
 
-def any_process(flag: bool) -> bool:
-    """Whether ``flag`` is true on any process (a collective; ``flag`` itself in one process)."""
-    if not multiprocess():
-        return bool(flag)
+def _every_process(flag: bool) -> np.ndarray:
+    """Every process's ``flag``, by process index (a collective)."""
     from jax.experimental import multihost_utils
 
     flags = _collective(multihost_utils.process_allgather, np.array([int(bool(flag))], np.int32))
-    return bool(np.asarray(flags).any())
+    return np.asarray(flags).reshape(-1).astype(bool)
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` is true on any process (a collective; ``flag`` itself in one process)."""
+    return bool(_every_process(flag).any()) if multiprocess() else bool(flag)
 
 
 def agreed_stop(should_stop):
@@ -259,10 +262,7 @@ def agree(ready: bool) -> None:
     path. Raises :class:`~vaco_jax.core.config.ConfigError` on the ready ones if any failed. Nothing in one process."""
     if not multiprocess():
         return
-    from jax.experimental import multihost_utils
-
-    flags = np.asarray(_collective(multihost_utils.process_allgather, np.array([int(ready)], np.int32))).reshape(-1)
-    failed = [i for i, flag in enumerate(flags) if not flag]
+    failed = [i for i, ok in enumerate(_every_process(ready)) if not ok]
     if ready and failed:
         raise ConfigError(
             f"process {', '.join(map(str, failed))} refused the command (its message says why); nothing ran"

@@ -138,14 +138,20 @@ def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
     return True if due is None else bool(due(done, last))
 
 
+def sharded_over(num_runs: int) -> int:
+    """How many devices ``num_runs`` runs are sharded over: all of them (every process's) where the runs split
+    evenly, else one."""
+    count = jax.device_count()
+    return count if num_runs % count == 0 else 1
+
+
 def run_sharding(num_runs: int) -> NamedSharding | None:
     """A sharding of the run axis over all devices (every process's, in a multi-process run), or None with one
     device (or an uneven split, which a multi-process run refuses)."""
     distributed.check_runs(num_runs)
-    devices = jax.devices()
-    if len(devices) < 2 or num_runs % len(devices):
+    if sharded_over(num_runs) < 2:
         return None
-    return NamedSharding(Mesh(np.asarray(devices), ("runs",)), PartitionSpec("runs"))
+    return NamedSharding(Mesh(np.asarray(jax.devices()), ("runs",)), PartitionSpec("runs"))
 
 
 class ChunkSource(Protocol):

@@ -185,7 +185,9 @@ def available_bytes() -> tuple[int | None, str]:
 def check_fits(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> None:
     """Refuse (ConfigError, with the estimate) a program of ``num_runs`` runs whose rollout buffers alone exceed
     the memory of the devices it is sharded over."""
-    devices = jax.device_count() if num_runs % jax.device_count() == 0 else 1
+    from vaco_jax.training.driver import sharded_over
+
+    devices = sharded_over(num_runs)
     needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete) // devices
     available, where = available_bytes()
     if available is not None and needed > available:
@@ -208,9 +210,9 @@ def runs_per_program(
     ``--runs-per-program``: a number as given (checked), or ``"auto"``: one program where the runs' batch buffers
     (:func:`rollout_bytes`) fit the device's memory, else as many runs per program as fit beside the whole state
     (which stays on the device), a multiple of the devices the runs are sharded over."""
-    from vaco_jax.training.driver import program_parts
+    from vaco_jax.training.driver import program_parts, sharded_over
 
-    devices = jax.device_count() if num_runs % jax.device_count() == 0 else 1
+    devices = sharded_over(num_runs)
     if requested != "auto":
         if not isinstance(requested, int) or requested < 1:
             raise ConfigError(f"--runs-per-program {requested!r} must be auto or a positive number of runs, e.g. 16")
