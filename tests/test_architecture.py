@@ -118,3 +118,39 @@ def test_the_parts_import_one_way_only():
 def test_the_layer_check_sees_an_upward_import():
     graph = {"vaco_jax.numerics.losses": {"vaco_jax.runs.session"}, "vaco_jax.runs.session": {"vaco_jax.core.config"}}
     assert upward_imports(graph) == ["vaco_jax.numerics.losses -> vaco_jax.runs.session"]
+
+
+REMOVING_CALLS = {"rmtree", "unlink", "rename", "rmdir", "removedirs", "remove"}
+"""Calls that remove or rename a file or folder (``os.replace`` is counted too, by its module)."""
+MAY_REMOVE = {
+    "vaco_jax.runs.run_directory",  # the owner of an output directory
+    "vaco_jax.core.files",  # atomic writes: a temporary renamed into place (or removed when the write fails)
+    "vaco_jax.training.metrics_store",  # the metric files in the folder its run directory hands it (resume truncates)
+}
+
+
+def removing_calls(path: Path) -> list[str]:
+    """The calls in a module's source that remove or rename on disk, as ``line: call``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            by_os = isinstance(node.func.value, ast.Name) and node.func.value.id == "os" and name == "replace"
+            if name in REMOVING_CALLS or by_os:
+                found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+def test_only_the_run_directory_removes_or_renames_on_disk(tmp_path):
+    """Nothing but RunDirectory (and the atomic writer and metric store it relies on) removes or renames files: every
+    rule that keeps a user's files safe lives in one place."""
+    offenders = {
+        _module_name(path): calls
+        for path in PACKAGE.rglob("*.py")
+        if _module_name(path) not in MAY_REMOVE and (calls := removing_calls(path))
+    }
+    assert offenders == {}
+    assert removing_calls(PACKAGE / "runs" / "run_directory.py")  # the check sees such calls
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text("import os, shutil\nshutil.rmtree(out / 'tb')\nos.replace(a, b)\n")
+    assert removing_calls(sneaky) == ["2: shutil.rmtree", "3: os.replace"]

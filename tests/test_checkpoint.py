@@ -154,7 +154,7 @@ class _StopDuring:
 
 def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsys):
     from tests.conftest import tiny_config
-    from vaco_jax.cli import MARKER, Interrupted, Output, compare, staging_dir
+    from vaco_jax.cli import MARKER, Interrupted, Output, RunDirectory, compare
 
     config = tiny_config(num_iterations=4).replace(lag=tiny_config().lag.replace(max_lag=1))
     grid, out = {"lag.k": [0, 1]}, tmp_path / "demo"
@@ -164,9 +164,9 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
     old = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.json")}
 
     with pytest.raises(Interrupted):  # stopped during the second variant, with a different seed set
-        compare(config, ("ppo", "vaco"), grid, 2, 7, output, _StopDuring(staging_dir(out) / "vaco"))
+        compare(config, ("ppo", "vaco"), grid, 2, 7, output, _StopDuring(RunDirectory(out).staging.path / "vaco"))
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*.json")} == old  # old set untouched
-    staged = staging_dir(out)
+    staged = RunDirectory(out).staging.path
     assert json.loads((staged / "ppo" / "summary.json").read_text())[0]["partial"] is False
     assert json.loads((staged / "vaco" / "summary.json").read_text())[0]["partial"] is True
     assert f"--resume {out}" in capsys.readouterr().out
@@ -194,14 +194,14 @@ def test_rerunning_the_demo_never_deletes_an_interrupted_set(tmp_path, capsys, m
     to choose from; the CLI passes whether --overwrite was typed."""
     from tests.conftest import tiny_config
     from vaco_jax import cli
-    from vaco_jax.cli import Interrupted, Output, compare, staging_dir
+    from vaco_jax.cli import Interrupted, Output, RunDirectory, compare
 
     config = tiny_config(num_iterations=4).replace(lag=tiny_config().lag.replace(max_lag=1))
     grid, out = {"lag.k": [0, 1]}, tmp_path / "demo"
     default = Output(out_dir=out, overwrite=True, chunk_size=2, quiet=True)  # the demo's default: overwrite on
     with pytest.raises(Interrupted):
-        compare(config, ("ppo", "vaco"), grid, 2, 0, default, _StopDuring(staging_dir(out) / "vaco"))
-    staged = staging_dir(out)
+        compare(config, ("ppo", "vaco"), grid, 2, 0, default, _StopDuring(RunDirectory(out).staging.path / "vaco"))
+    staged = RunDirectory(out).staging.path
     done_before = (staged / "ppo" / "summary.json").read_bytes()
     with pytest.raises(ConfigError, match=f"another command: `vaco-jax demo --resume {out}`.*`--overwrite` discards"):
         compare(config, ("ppo", "vaco"), grid, 2, 5, default, replace_interrupted=False)  # other seeds

@@ -10,8 +10,7 @@ import pytest
 
 from vaco_jax.cli import main
 from vaco_jax.core.config import ConfigError
-from vaco_jax.runs import output_dir as output_dir_module
-from vaco_jax.runs.output_dir import MARKER
+from vaco_jax.runs.run_directory import MARKER, RunDirectory
 
 TINY = [
     "--num-iterations",
@@ -113,7 +112,7 @@ def test_a_recorded_grid_reads_back_as_the_same_grid_flags():
 def test_resume_before_the_first_checkpoint_says_nothing_was_saved(tmp_path, capsys):
     out = tmp_path / "killed"
     (out / "checkpoints").mkdir(parents=True)  # what a run killed while compiling leaves
-    output_dir_module.write_marker(out, "run-1", ["checkpoints", "metrics"])
+    RunDirectory(out).mark("run-1", ["checkpoints", "metrics"])
     assert main(["train", "--resume", str(out), *TINY]) == 2
     err = capsys.readouterr().err
     assert "stopped before its first checkpoint, so nothing was saved" in err and "--overwrite" in err

@@ -16,7 +16,7 @@ import pytest
 
 from tests.test_cli import TINY
 from vaco_jax.cli import main
-from vaco_jax.runs import output_dir
+from vaco_jax.runs.run_directory import RunDirectory
 
 
 class _Run:
@@ -77,7 +77,7 @@ def test_every_run_and_iteration_reaches_wandb_as_the_run_wrote_it(tmp_path, mon
         row = summary[point]
         assert run.summary["final/iqm"] == pytest.approx(row["final"]["iqm"]) and run.summary["partial"] is False
         assert run.exit_code == 0
-    assert output_dir.foreign_entries(out) == []
+    assert RunDirectory(out).foreign_entries() == []
 
 
 def test_without_the_wandb_package_the_flag_is_a_clear_error(tmp_path, monkeypatch, capsys):
@@ -97,5 +97,5 @@ def test_offline_runs_are_written_by_wandb_inside_the_run_directory(tmp_path, mo
     written = sorted(p.name for p in (out / "wandb").glob("offline-run-*"))
     assert len(written) == 4 and all(name.endswith(tuple(f"{run_id}-{i}" for i in range(4))) for name in written)
     assert all(any((out / "wandb" / name).glob("*.wandb")) for name in written)
-    assert output_dir.foreign_entries(out) == []  # W&B's files are the run's own: --overwrite may replace them
+    assert RunDirectory(out).foreign_entries() == []  # W&B's files are the run's own: --overwrite may replace them
     assert main([*argv, "--overwrite"]) == 0

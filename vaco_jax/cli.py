@@ -21,11 +21,11 @@ import tyro
 from vaco_jax.core.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.presets import PRESETS, apply_presets
-from vaco_jax.runs import output_dir, writers
+from vaco_jax.runs import writers
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import compare, recorded_demo
 from vaco_jax.runs.interrupt import GracefulStop
-from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, staging_dir  # noqa: F401  (re-exported)
+from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
 from vaco_jax.runs.saved import recorded_run
 from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     RESUMED_OUTPUT_OPTIONS,
@@ -208,8 +208,9 @@ def run_eval(args: EvalArgs) -> Path:
         f"policies of {args.run_dir} after {result.iterations_done} iterations; means over the episodes that ended\n"
     )
     print(format_table(header, lines))
-    if out.parent.absolute() == args.run_dir.absolute() and output_dir.read_marker(args.run_dir) is not None:
-        output_dir.record_entries(args.run_dir, [out.name])  # a later --overwrite may remove it, nothing else
+    run_dir = RunDirectory(args.run_dir)
+    if out.parent.absolute() == run_dir.path.absolute() and run_dir.is_marked():
+        run_dir.record([out.name])  # a later --overwrite may remove it, nothing else
     writers.write_text_atomic(out, json.dumps(strict_json(result.to_json()), indent=2))
     print(f"\nwrote {out}")
     return out
@@ -392,12 +393,12 @@ def _join_processes(argv: list[str]) -> None:
 
 @contextlib.contextmanager
 def _exclusive(directory: Path):
-    """The output directory's lock (:func:`vaco_jax.runs.output_dir.exclusive`), held by the process that writes: in a
-    multi-process run process 0, which tells the others if it cannot take it."""
+    """The output directory's lock (:meth:`vaco_jax.runs.run_directory.RunDirectory.lock`), held by the process
+    that writes: in a multi-process run process 0, which tells the others if it cannot take it."""
     with contextlib.ExitStack() as held:
         if distributed.is_primary():
             try:
-                held.enter_context(output_dir.exclusive(directory))
+                held.enter_context(RunDirectory(directory).lock())
             except ConfigError:
                 distributed.agree(False)  # the other processes stop too, rather than wait for this one
                 raise

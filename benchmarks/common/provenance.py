@@ -40,8 +40,8 @@ import jax
 from vaco_jax import Config, TrainProgram
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.core.config import LEGACY_VALUES
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs import machine
-from vaco_jax.runs.output_dir import write_text_atomic
 from vaco_jax.training.driver import chunk_plan
 from vaco_jax.training.fingerprint import program_texts, versions_prefix
 

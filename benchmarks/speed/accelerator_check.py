@@ -46,8 +46,8 @@ from benchmarks.common.provenance import git_commit
 from benchmarks.speed.driver_overlap import one_run
 from benchmarks.speed.throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs import machine
-from vaco_jax.runs.output_dir import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 PUREJAXRL_UPDATES = 976  # PureJaxRL's CartPole: 5e5 env steps / (4 envs x 128 steps)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs import machine
-from vaco_jax.runs.output_dir import write_text_atomic
 from vaco_jax.runs.writers import TensorBoardWriter
 from vaco_jax.training.driver import stack_hparams
 from vaco_jax.training.metrics_store import MetricsStore

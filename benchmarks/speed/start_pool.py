@@ -21,8 +21,8 @@ import numpy as np
 
 from benchmarks.common.provenance import git_commit
 from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.machine import describe
-from vaco_jax.runs.output_dir import write_text_atomic
 
 NUM_ENVS, NUM_STEPS = 64, 64
 SETTINGS = {"0 (reset every step)": 0, "E": NUM_ENVS, "4E (default)": None}

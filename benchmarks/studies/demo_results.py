@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from vaco_jax.cli import DemoArgs, main
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.machine import describe
-from vaco_jax.runs.output_dir import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,7 @@
 """Files written atomically: a unique temporary name beside the target (``.<name>.<random>.tmp``), flushed and
 fsynced, then renamed into place and the directory fsynced, so that a reader sees the old file or the new one
-whole and a crash leaves at most a temporary (which :mod:`vaco_jax.runs.output_dir` recognises and cleans)."""
+whole and a crash leaves at most a temporary (which :class:`vaco_jax.runs.run_directory.RunDirectory` recognises
+and cleans)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ import numpy as np
 from vaco_jax.core.config import Config, ConfigError, LagConfig, strict_json
 from vaco_jax.core.presets import run_label
 from vaco_jax.numerics import stats
-from vaco_jax.runs import output_dir, plotting, writers
+from vaco_jax.runs import plotting, writers
+from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import format_table
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
 from vaco_jax.training.sweep import SweepResult, run_sweep
@@ -271,10 +272,11 @@ def run_and_write(
 ) -> Path:
     """``vaco-jax calibrate``: :func:`calibrate`, a table on stdout, ``calibration.json`` and ``calibration.png``
     in ``out_dir`` (refused if it holds anything vaco-jax did not write; earlier results only with ``overwrite``)."""
-    output_dir.check_location(out_dir, "--out-dir")
-    output_dir.refuse_foreign(out_dir, "nothing was written or removed there")
+    run_dir = RunDirectory(out_dir)
+    run_dir.check_location("--out-dir")
+    run_dir.refuse_foreign("nothing was written or removed there")
     TrainProgram(config)  # validates before anything runs or is written
-    out = output_dir.prepare(out_dir, output_dir.new_run_id(), OUTPUTS, overwrite=overwrite, resume=False)
+    out = run_dir.prepare(new_run_id(), OUTPUTS, overwrite=overwrite, resume=False).path
     print(
         f"vaco-jax: calibrating {run_label(config.algorithm, presets)} on {config.env.name}: {num_seeds} seeds x "
         f"{config.num_iterations} "

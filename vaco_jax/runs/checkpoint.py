@@ -32,7 +32,7 @@ import numpy as np
 from vaco_jax.core.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
 from vaco_jax.core.grid import grid_points
 from vaco_jax.core.types import TrainState
-from vaco_jax.runs.output_dir import CHECKPOINTS_SUBDIR
+from vaco_jax.runs.run_directory import CHECKPOINTS_SUBDIR
 from vaco_jax.training import distributed
 
 SUBDIR = CHECKPOINTS_SUBDIR

@@ -13,9 +13,9 @@ from typing import Any
 from vaco_jax.algorithms.registry import ALGORITHMS
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import PRESETS, apply_preset
-from vaco_jax.runs import checkpoint, output_dir, plotting
+from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
-from vaco_jax.runs.output_dir import MARKER, METRICS_SUBDIR, new_run_id, publish, staging_dir
+from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import Output, check_output, execute, format_summary, recorded_output_options
 from vaco_jax.training.sweep import SweepResult, check_seeds, grid_configs
 from vaco_jax.training.trainer import TrainProgram
@@ -49,11 +49,11 @@ def compare(
     one.
     """
     replace_interrupted = output.overwrite if replace_interrupted is None else replace_interrupted
-    target = output.resume if output.resume is not None else output.out_dir
-    output = dataclasses.replace(output, out_dir=target)
-    staging = staging_dir(target)
+    target = RunDirectory(output.resume if output.resume is not None else output.out_dir)
+    output = dataclasses.replace(output, out_dir=target.path)
+    staging = target.staging
     # a first set interrupted before it was ever published has only its staged folder: resumable all the same
-    first_set = output.resume is not None and not Path(target).is_dir() and staging.is_dir()
+    first_set = output.resume is not None and not target.exists() and staging.exists()
     check_output(dataclasses.replace(output, resume=None) if first_set else output)
     check_seeds(seed, num_seeds)
     if not variants:
@@ -67,11 +67,11 @@ def compare(
         grid_configs(variant_config(config, name), grid)
     if output.dry_run:
         for name in variants:
-            execute(variant_config(config, name), grid, num_seeds, seed, dataclasses.replace(output, out_dir=target))
+            execute(variant_config(config, name), grid, num_seeds, seed, output)
             print()
         return {}
     if output.resume is not None:
-        if not staging.is_dir():
+        if not staging.exists():
             if _is_complete_set(target, variants):
                 print(f"vaco-jax: {target} is complete: nothing to resume, nothing was changed", flush=True)
                 return {}
@@ -79,38 +79,38 @@ def compare(
                 f"--resume {target}: there is no interrupted result set to finish ({staging} does not exist; "
                 "a multi-variant command keeps its results there until every variant is done)"
             )
-        output_dir.refuse_foreign(staging, "it cannot be resumed")
-        run_id = json.loads((staging / MARKER).read_text())["run_id"]
+        staging.refuse_foreign("it cannot be resumed")
+        run_id = (staging.marker() or {}).get("run_id") or new_run_id()
     else:
-        if staging.exists():
+        if staging.path.exists():
             if not replace_interrupted:
-                if recorded_demo(target) == _as_recorded(variants, config, grid, num_seeds, seed, output):
+                if recorded_demo(target.path) == _as_recorded(variants, config, grid, num_seeds, seed, output):
                     print(f"vaco-jax: {staging} holds this command's interrupted result set: resuming it", flush=True)
-                    resumed = dataclasses.replace(output, resume=target)
+                    resumed = dataclasses.replace(output, resume=target.path)
                     return compare(config, variants, grid, num_seeds, seed, resumed, stop)
                 raise ConfigError(
                     f"{staging} holds the interrupted result set of another command: `vaco-jax demo --resume "
                     f"{target}` finishes it (with its own flags), `--overwrite` discards it and starts this command"
                 )
-            output_dir.clear(staging)
-        if target.exists() and any(target.iterdir()):
+            staging.clear()
+        if not target.is_empty():
             if not output.overwrite:
                 raise ConfigError(
                     f"{target} already holds results; pass --overwrite to replace them (when the new set is "
                     "complete) or choose another --out-dir"
                 )
-            output_dir.refuse_foreign(target, "nothing will be replaced")
+            target.refuse_foreign("nothing will be replaced")
         run_id = new_run_id()
-        staging.mkdir(parents=True, exist_ok=True)
         entries = [*variants, *(f"final_vs_{axis}.png" for axis in grid)]
         command = demo_record(config, grid, num_seeds, seed, output)
-        output_dir.write_marker(staging, run_id, entries, variants=list(variants), command=command)
+        staging.mark(run_id, entries, variants=list(variants), command=command)
     results = {}
     for name in variants:
-        folder = staging / name
-        resumable = output.resume is not None and (folder / checkpoint.SUBDIR).is_dir()
+        folder = RunDirectory(staging / name)
+        resumable = output.resume is not None and folder.checkpoints.is_dir()
         # a variant that had not checkpointed yet starts again in its (own, staged) folder
-        sub = dataclasses.replace(output, out_dir=folder, resume=folder if resumable else None, overwrite=True)
+        resume = folder.path if resumable else None
+        sub = dataclasses.replace(output, out_dir=folder.path, resume=resume, overwrite=True)
         cfg = variant_config(config, name)
         results[name] = execute(
             cfg,
@@ -120,7 +120,7 @@ def compare(
             sub,
             stop,
             run_id=run_id,
-            resume_with=target,
+            resume_with=target.path,
             reload_complete=True,
             published_as=target / name,
             presets=(name,) if name in PRESETS else (),
@@ -135,9 +135,9 @@ def compare(
     )
     for name, result in results.items():
         print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
-    publish(staging, target)
+    staging.publish_as(target)
     for name, result in results.items():  # the stored metrics moved with their folder
-        result.metrics.moved_to(target / name / METRICS_SUBDIR)
+        result.metrics.moved_to(RunDirectory(target / name).metrics)
     print(
         f"\nwrote {target}/ (run {run_id}): "
         + " ".join(f"final_vs_{axis}.png" for axis in grid)
@@ -168,8 +168,8 @@ def _as_recorded(
 def recorded_demo(target: Path) -> tuple[tuple[str, ...], dict[str, Any]] | None:
     """The variants and command (:func:`demo_record`) of the result set at ``target``: the interrupted one staged
     beside it, else the published one; None where neither records its command (sets written before it was)."""
-    for directory in (staging_dir(target), target):
-        marker = output_dir.read_marker(directory)
+    for directory in (RunDirectory(target).staging, RunDirectory(target)):
+        marker = directory.marker()
         if marker is not None and isinstance(marker.get("command"), dict) and marker.get("variants"):
             return tuple(marker["variants"]), marker["command"]
     return None
@@ -187,7 +187,7 @@ def check_variant_name(name: str) -> None:
     )
 
 
-def _is_complete_set(target: Path, variants: tuple[str, ...]) -> bool:
+def _is_complete_set(target: RunDirectory, variants: tuple[str, ...]) -> bool:
     """Whether ``target`` holds a finished result set of ``variants`` (every variant's summary not partial)."""
     for name in variants:
         try:

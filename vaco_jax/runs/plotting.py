@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from vaco_jax.core.files import open_atomic
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
-from vaco_jax.runs.output_dir import open_atomic
 from vaco_jax.training.sweep import SweepResult
 
 
@@ -23,7 +23,7 @@ def _pyplot():
 
 
 def save_figure(fig, path: str | Path, **kwargs) -> Path:
-    """``fig.savefig`` written atomically (:func:`vaco_jax.runs.output_dir.open_atomic`): a reader, or a run killed
+    """``fig.savefig`` written atomically (:func:`vaco_jax.core.files.open_atomic`): a reader, or a run killed
     while it draws, sees the old image or the new one whole, never half a PNG. The format is the path's suffix."""
     path = Path(path)
     with open_atomic(path, "wb") as handle:

@@ -21,6 +21,7 @@ from vaco_jax.core.config import Config, ConfigError, config_from_dict
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.numerics import stats
 from vaco_jax.runs import checkpoint
+from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
 from vaco_jax.training.sweep import check_seeds
 from vaco_jax.training.trainer import TrainProgram
@@ -49,7 +50,7 @@ def recorded_run(run_dir: str | Path, step: int | None = None) -> RecordedRun:
 
     Raises :class:`~vaco_jax.core.config.ConfigError` where ``run_dir`` has no checkpoints folder, and
     :class:`~vaco_jax.runs.checkpoint.NoCheckpoint` where that folder holds no complete checkpoint."""
-    folder = Path(run_dir) / checkpoint.SUBDIR
+    folder = RunDirectory(run_dir).checkpoints
     if not folder.is_dir():
         raise ConfigError(
             f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
@@ -138,7 +139,7 @@ def evaluate_saved_run(
     # the run's program with this evaluation budget (eval.* shapes no training state, so the checkpoint fits it)
     program = TrainProgram(config.replace(eval=config.eval.replace(episodes=episodes, max_steps=max_steps)))
     template = memory.abstract_batch(program, record.num_runs)[0]
-    restored = checkpoint.restore(Path(run_dir) / checkpoint.SUBDIR, template, step)
+    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
     if seed is None:  # each run's own evaluation key at that iteration (TrainProgram.evaluate derives it)
         scores = jax.jit(jax.vmap(program.evaluate))(restored.states)
     else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,9 +21,9 @@ import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import run_label
-from vaco_jax.runs import checkpoint, output_dir, plotting, writers
+from vaco_jax.runs import checkpoint, plotting, writers
 from vaco_jax.runs.interrupt import GracefulStop
-from vaco_jax.runs.output_dir import METRICS_SUBDIR, new_run_id
+from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_run_id, train_entries
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, describe
@@ -124,25 +123,14 @@ def check_output(output: Output) -> None:
         )
     if output.keep_checkpoints < 1:
         raise ConfigError(f"--keep-checkpoints {output.keep_checkpoints} must be >= 1 (the newest kept), e.g. 2")
-    output_dir.check_location(output.out_dir, "--resume" if output.resume is not None else "--out-dir")
+    out = RunDirectory(output.out_dir)
+    out.check_location("--resume" if output.resume is not None else "--out-dir")
     if output.resume is not None and not Path(output.resume).is_dir():
         raise ConfigError(
             f"--resume {output.resume}: no such directory; give the --out-dir of an interrupted vaco-jax train or "
             "sweep run"
         )
-    output_dir.refuse_foreign(output.out_dir, "nothing was written or removed there")
-
-
-def run_entries(grid: dict[str, list], tensorboard: bool, wandb: bool = False) -> list[str]:
-    """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may remove)."""
-    return [
-        "config.json",
-        *output_dir.RESULT_FILES,
-        *output_dir.RUN_STATE,
-        *(f"final_vs_{axis}.png" for axis in grid),
-        *(["tb"] if tensorboard else []),
-        *(["wandb"] if wandb else []),
-    ]
+    out.refuse_foreign("nothing was written or removed there")
 
 
 def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
@@ -302,7 +290,7 @@ def execute(
     if output.resume is not None:
         restored = _restore(output.resume, program, num_runs, meta)
         finished = restored.iterations_done >= config.num_iterations
-        missing = missing_results(Path(output.resume), grid, config.num_iterations) if finished else []
+        missing = RunDirectory(output.resume).missing_results(grid, config.num_iterations) if finished else []
         if finished and not reload_complete and not missing:
             print(
                 f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
@@ -326,22 +314,23 @@ def execute(
                 print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
             print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
     run_id = run_id or new_run_id()
-    entries = run_entries(grid, output.tensorboard, output.wandb)
+    entries = train_entries(grid, output.tensorboard, output.wandb)
     primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
     if primary:
         try:
-            out = output_dir.prepare(
-                output.out_dir, run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
+            run_dir = RunDirectory(output.out_dir).prepare(
+                run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
             )
         except ConfigError:
             distributed.agree(False)  # the other processes stop too, rather than wait for this one
             raise
     else:
-        out = Path(output.out_dir)
+        run_dir = RunDirectory(output.out_dir)
+    out = run_dir.path
     distributed.agree(True)
     offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
-        out / checkpoint.SUBDIR,
+        run_dir.checkpoints,
         meta,
         every=output.checkpoint_every,
         total=config.num_iterations,
@@ -352,7 +341,7 @@ def execute(
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
     tensorboard = (
-        _tensorboard_writer(out, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
+        _tensorboard_writer(run_dir, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
     )
     logger = None
     if output.wandb and primary:
@@ -384,7 +373,7 @@ def execute(
             state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
             resume=restored,
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
-            metrics_dir=out / METRICS_SUBDIR,
+            metrics_dir=run_dir.metrics,
             progress=False,  # the CLI prints one line per chunk instead
             runs_per_program=per_program,
         )
@@ -477,30 +466,13 @@ def _check_programs(restored: checkpoint.Restored, current: str, allow: bool) ->
     return [*changes, {"at_iteration": done, "from": saved, "to": current}]
 
 
-def missing_results(directory: Path, grid: dict[str, list], num_iterations: int) -> list[str]:
-    """What a finished run's directory lacks of its final results: result files or plots not there, or a
-    summary.json that is partial (written when the run was stopped earlier). A run killed after its last checkpoint
-    but before its results were written is finished, not complete: its resume writes them from the stored
-    metrics."""
-    names = [*output_dir.RESULT_FILES, "config.json", *(f"final_vs_{axis}.png" for axis in grid)]
-    missing = [name for name in names if not (directory / name).is_file()]
-    if "summary.json" not in missing:
-        try:
-            rows = json.loads((directory / "summary.json").read_text())
-            finished = all(not row["partial"] and row["iterations_done"] == num_iterations for row in rows)
-        except (OSError, ValueError, KeyError, TypeError):
-            rows, finished = None, False
-        if not rows or not finished:
-            missing.append("summary.json (partial)")
-    return missing
-
-
 def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
     """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``) first: a
     command with other flags is refused naming each difference, before its program's state tree is compared."""
     try:
-        checkpoint.check_resumable(checkpoint.read_meta(directory / checkpoint.SUBDIR), meta)
-        return checkpoint.restore(directory / checkpoint.SUBDIR, memory.abstract_batch(program, num_runs)[0])
+        checkpoints = RunDirectory(directory).checkpoints
+        checkpoint.check_resumable(checkpoint.read_meta(checkpoints), meta)
+        return checkpoint.restore(checkpoints, memory.abstract_batch(program, num_runs)[0])
     except checkpoint.NoCheckpoint as error:
         raise ConfigError(
             f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
@@ -519,17 +491,17 @@ def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
 
 
 def _tensorboard_writer(
-    out: Path, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
+    run_dir: RunDirectory, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
 ) -> writers.TensorBoardWriter:
     """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
     resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
     ones."""
     tensorboard = writers.TensorBoardWriter(
-        out / "tb", grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
+        run_dir.tensorboard, grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
     )
     if offset:
-        shutil.rmtree(out / "tb", ignore_errors=True)
-        store = MetricsStore(out / METRICS_SUBDIR)
+        run_dir.reset_folder(TENSORBOARD_SUBDIR)
+        store = MetricsStore(run_dir.metrics)
         store.truncate(offset)
         for first, metrics in store.iter_all():
             tensorboard.write(first, metrics)

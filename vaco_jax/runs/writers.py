@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from vaco_jax.core.config import config_dict, json_default, strict_json
+from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
-from vaco_jax.runs.output_dir import open_atomic, write_text_atomic
 from vaco_jax.training.sweep import SweepResult, metrics_length
 
 

@@ -30,9 +30,9 @@ from scipy import stats as scipy_stats
 from benchmarks.common.provenance import replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from vaco_jax import envs
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
-from vaco_jax.runs.output_dir import write_text_atomic
 from vaco_jax.runs.plotting import save_figure
 
 README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"

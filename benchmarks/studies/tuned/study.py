@@ -81,9 +81,9 @@ from benchmarks.studies.tuned.specs import (
 )
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
 from vaco_jax.core.config import EvalConfig, with_overrides
+from vaco_jax.core.files import write_text_atomic
 from vaco_jax.core.validation import validate
 from vaco_jax.numerics import stats
-from vaco_jax.runs.output_dir import write_text_atomic
 from vaco_jax.training.driver import stack_hparams
 from vaco_jax.training.sweep import seed_keys
 

@@ -1,4 +1,5 @@
-"""Output directories: vaco-jax removes only what its runs wrote (by marker and manifest), and writes atomically."""
+"""Output directories (RunDirectory): vaco-jax removes only what its runs wrote (by marker and manifest), one command
+at a time, and writes atomically."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import sys
 import pytest
 
 from vaco_jax.core.config import ConfigError
-from vaco_jax.runs import output_dir
-from vaco_jax.runs.output_dir import MARKER
+from vaco_jax.core.files import open_atomic, write_text_atomic
+from vaco_jax.runs.run_directory import MARKER, RunDirectory, notebook_dir
 
 
 def _run_dir(path, entries=("config.json", "metrics.json", "metrics", "checkpoints")):
     """A directory as a run leaves it: marked, its manifest naming what it wrote, those entries present."""
     path.mkdir(parents=True, exist_ok=True)
-    output_dir.write_marker(path, "run-1", entries)
+    RunDirectory(path).mark("run-1", entries)
     for name in entries:
         if "." in name:
             (path / name).write_text("{}")
@@ -31,8 +32,8 @@ def _run_dir(path, entries=("config.json", "metrics.json", "metrics", "checkpoin
 
 def test_clear_removes_exactly_the_manifest(tmp_path):
     out = _run_dir(tmp_path / "run")
-    assert output_dir.foreign_entries(out) == []
-    removed = output_dir.clear(out)
+    assert RunDirectory(out).foreign_entries() == []
+    removed = RunDirectory(out).clear()
     assert removed == sorted([MARKER, "checkpoints/", "config.json", "metrics.json", "metrics/"])
     assert list(out.iterdir()) == []
 
@@ -41,34 +42,34 @@ def test_a_file_the_run_did_not_write_blocks_clear_and_prepare(tmp_path):
     out = _run_dir(tmp_path / "run")
     (out / "notes.txt").write_text("mine")
     (out / "data").mkdir()
-    assert output_dir.foreign_entries(out) == ["data/", "notes.txt"]
+    assert RunDirectory(out).foreign_entries() == ["data/", "notes.txt"]
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     with pytest.raises(ConfigError, match=r"did not write \(data/, notes.txt\), so nothing was removed"):
-        output_dir.clear(out)
+        RunDirectory(out).clear()
     with pytest.raises(ConfigError, match="did not write"):
-        output_dir.prepare(out, "run-2", ["config.json"], overwrite=True, resume=False)
+        RunDirectory(out).prepare("run-2", ["config.json"], overwrite=True, resume=False)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
 def test_an_unmarked_directory_is_foreign_as_a_whole(tmp_path):
     (tmp_path / "metrics.json").write_text("{}")  # looks like results, but no run marked it
-    assert output_dir.foreign_entries(tmp_path) == ["metrics.json"]
+    assert RunDirectory(tmp_path).foreign_entries() == ["metrics.json"]
     with pytest.raises(ConfigError):
-        output_dir.clear(tmp_path)
+        RunDirectory(tmp_path).clear()
 
 
 def test_a_file_inside_a_demo_variant_folder_is_found(tmp_path):
     demo = tmp_path / "demo"
     demo.mkdir()
-    output_dir.write_marker(demo, "run-1", ["ppo", "final_vs_lag.k.png"])
+    RunDirectory(demo).mark("run-1", ["ppo", "final_vs_lag.k.png"])
     _run_dir(demo / "ppo")
     (demo / "ppo" / "my_plot.py").write_text("mine")
-    assert output_dir.foreign_entries(demo) == ["ppo/my_plot.py"]
-    staging = output_dir.staging_dir(demo)
-    _run_dir(staging)
+    assert RunDirectory(demo).foreign_entries() == ["ppo/my_plot.py"]
+    staging = RunDirectory(demo).staging
+    _run_dir(staging.path)
     with pytest.raises(ConfigError, match="it was not replaced"):
-        output_dir.publish(staging, demo)
-    assert (demo / "ppo" / "my_plot.py").read_text() == "mine" and staging.is_dir()  # both sets kept
+        staging.publish_as(RunDirectory(demo))
+    assert (demo / "ppo" / "my_plot.py").read_text() == "mine" and staging.exists()  # both sets kept
 
 
 def test_a_directory_written_before_manifests_is_read_by_its_known_names(tmp_path):
@@ -78,31 +79,31 @@ def test_a_directory_written_before_manifests_is_read_by_its_known_names(tmp_pat
     for name in ("metrics.json", "summary.json", "final_vs_lag.k.png", "eval_40.json"):
         (out / name).write_text("{}")
     (out / "tb").mkdir()
-    assert output_dir.foreign_entries(out) == []
+    assert RunDirectory(out).foreign_entries() == []
     (out / "thesis.tex").write_text("mine")
-    assert output_dir.foreign_entries(out) == ["thesis.tex"]
+    assert RunDirectory(out).foreign_entries() == ["thesis.tex"]
     for mine in ("eval_notes.json", "final_vs_baseline.png"):  # the old names' shapes, not what a run wrote
         (out / mine).write_text("mine")
-    assert output_dir.foreign_entries(out) == ["eval_notes.json", "final_vs_baseline.png", "thesis.tex"]
+    assert RunDirectory(out).foreign_entries() == ["eval_notes.json", "final_vs_baseline.png", "thesis.tex"]
 
 
 def test_record_entries_extends_the_manifest(tmp_path):
     out = _run_dir(tmp_path / "run")
-    output_dir.record_entries(out, ["eval.json"])
+    RunDirectory(out).record(["eval.json"])
     (out / "eval.json").write_text("{}")
-    assert output_dir.foreign_entries(out) == []
+    assert RunDirectory(out).foreign_entries() == []
     assert json.loads((out / MARKER).read_text())["run_id"] == "run-1"
 
 
 def test_atomic_writes_leave_the_old_file_on_failure_and_no_temporary(tmp_path):
     path = tmp_path / "summary.json"
-    output_dir.write_text_atomic(path, "old")
-    with pytest.raises(RuntimeError), output_dir.open_atomic(path) as handle:
+    write_text_atomic(path, "old")
+    with pytest.raises(RuntimeError), open_atomic(path) as handle:
         handle.write("half of the new")
         raise RuntimeError("crash mid-write")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
-    with output_dir.open_atomic(path) as first, output_dir.open_atomic(tmp_path / "other.json") as second:
+    with open_atomic(path) as first, open_atomic(tmp_path / "other.json") as second:
         assert first.name != second.name  # unique temporaries: two writers never share one
         first.write("new"), second.write("other")
     assert path.read_text() == "new"
@@ -113,7 +114,7 @@ def test_impossible_locations_are_refused_and_nothing_is_created(path):
     from pathlib import Path
 
     with pytest.raises(ConfigError, match="cannot be written"):
-        output_dir.check_location(Path(path))
+        RunDirectory(Path(path)).check_location()
     assert not Path(path).exists()
 
 
@@ -122,11 +123,11 @@ def test_notebooks_write_to_the_checkouts_runs_wherever_the_kernel_starts(tmp_pa
     (tmp_path / "vaco_jax").mkdir()
     (tmp_path / "notebooks").mkdir()
     for start in (tmp_path, tmp_path / "notebooks"):
-        assert output_dir.notebook_dir("01_quickstart", start) == tmp_path / "runs/notebooks/01_quickstart"
+        assert notebook_dir("01_quickstart", start) == tmp_path / "runs/notebooks/01_quickstart"
     elsewhere = tmp_path / "content"  # Colab: no checkout above the working directory
     elsewhere.mkdir()
     (tmp_path / "pyproject.toml").unlink()
-    assert output_dir.notebook_dir("02", elsewhere) == elsewhere / "runs/notebooks/02"
+    assert notebook_dir("02", elsewhere) == elsewhere / "runs/notebooks/02"
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o077])
@@ -137,8 +138,8 @@ def test_atomic_writes_give_files_the_mode_a_plain_write_would(tmp_path, mask):
 
     old = os.umask(mask)
     try:
-        written = output_dir.write_text_atomic(tmp_path / "summary.json", "{}")
-        with output_dir.open_atomic(tmp_path / "chunk.npz", "wb") as handle:
+        written = write_text_atomic(tmp_path / "summary.json", "{}")
+        with open_atomic(tmp_path / "chunk.npz", "wb") as handle:
             handle.write(b"x")
         (tmp_path / "plain.json").write_text("{}")
     finally:
@@ -153,12 +154,12 @@ def test_an_earlier_calibration_or_evaluation_is_never_replaced_without_overwrit
     """vaco-jax calibrate replaced calibration.json silently: whatever the manifest says an earlier command wrote
     counts as results, refused without --overwrite (and no --resume hint where there is no run state to resume)."""
     out = tmp_path / "calibration"
-    output_dir.prepare(out, "run-1", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
+    RunDirectory(out).prepare("run-1", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
     (out / "calibration.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"already holds results \(calibration.json\); pass --overwrite") as info:
-        output_dir.prepare(out, "run-2", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
+        RunDirectory(out).prepare("run-2", ["calibration.json", "calibration.png"], overwrite=False, resume=False)
     assert "--resume" not in str(info.value) and (out / "calibration.json").read_text() == "{}"
-    output_dir.prepare(out, "run-2", ["calibration.json", "calibration.png"], overwrite=True, resume=False)
+    RunDirectory(out).prepare("run-2", ["calibration.json", "calibration.png"], overwrite=True, resume=False)
     assert not (out / "calibration.json").exists()  # --overwrite clears what the manifest names
 
 
@@ -169,7 +170,7 @@ def test_a_second_command_on_a_directory_in_use_is_refused_naming_the_holder(tmp
     from vaco_jax.cli import main
 
     out = tmp_path / "run"
-    with output_dir.exclusive(out):
+    with RunDirectory(out).lock():
         assert main(["train", "--out-dir", str(out), *TINY]) == 2
         error = capsys.readouterr().err
         assert f"{out} is in use by another vaco-jax command (process {os.getpid()}" in error
@@ -179,7 +180,7 @@ def test_a_second_command_on_a_directory_in_use_is_refused_naming_the_holder(tmp
         out.mkdir()
         assert main(["sweep", "--resume", str(out), *TINY]) == 2
         assert f"{out} is in use by another vaco-jax command" in capsys.readouterr().err
-    with output_dir.exclusive(out):  # released when the holder's block ends
+    with RunDirectory(out).lock():  # released when the holder's block ends
         pass
 
 
@@ -190,8 +191,8 @@ def test_a_killed_holder_releases_its_directory(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from vaco_jax.runs import output_dir\n"
-            f"with output_dir.exclusive(Path({str(out)!r})):\n    print('held', flush=True); time.sleep(600)",
+            "import sys, time; from vaco_jax.runs.run_directory import RunDirectory\n"
+            f"with RunDirectory({str(out)!r}).lock():\n    print('held', flush=True); time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -199,12 +200,12 @@ def test_a_killed_holder_releases_its_directory(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(ConfigError, match=f"process {holder.pid}, `-c`"):
-            with output_dir.exclusive(out):
+            with RunDirectory(out).lock():
                 pass
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    with output_dir.exclusive(out):
+    with RunDirectory(out).lock():
         pass
 
 
@@ -213,16 +214,16 @@ def test_a_killed_writes_temporary_is_the_runs_own_and_is_cleaned_on_the_next_op
     neither --resume nor --overwrite) and the next command removes it; a user's look-alike file is still theirs."""
     directory = tmp_path / "run"
     directory.mkdir()
-    output_dir.write_marker(directory, "run-1", ["metrics.json", "summary.json"])
+    RunDirectory(directory).mark("run-1", ["metrics.json", "summary.json"])
     (directory / "metrics.json").write_text("{}")
     leftover = directory / ".summary.json.k3j9x_2a.tmp"
     leftover.write_text("half a summary")
     users = directory / ".notes.txt.backup.tmp"  # the same shape, for a file the run never wrote
     users.write_text("my notes")
-    assert output_dir.foreign_entries(directory) == [users.name]
+    assert RunDirectory(directory).foreign_entries() == [users.name]
     users.unlink()
-    assert output_dir.foreign_entries(directory) == []
-    output_dir.prepare(directory, "run-1", ["metrics.json", "summary.json"], overwrite=False, resume=True)
+    assert RunDirectory(directory).foreign_entries() == []
+    RunDirectory(directory).prepare("run-1", ["metrics.json", "summary.json"], overwrite=False, resume=True)
     assert not leftover.exists() and (directory / "metrics.json").exists()
 
 
@@ -264,12 +265,25 @@ def test_a_users_file_inside_a_runs_own_folders_blocks_overwrite(tmp_path):
     (directory / "metrics").mkdir()
     (directory / "metrics" / "chunk_000000000_000000002.npz").write_bytes(b"")
     (directory / "tb" / "lag.k=4_seed0").mkdir(parents=True)
-    output_dir.write_marker(directory, "run-1", ["checkpoints", "metrics", "tb"])
-    assert output_dir.foreign_entries(directory) == []
+    RunDirectory(directory).mark("run-1", ["checkpoints", "metrics", "tb"])
+    assert RunDirectory(directory).foreign_entries() == []
     (directory / "checkpoints" / "my_notes.txt").write_text("keep me")
     (directory / "metrics" / "analysis").mkdir()
-    assert output_dir.foreign_entries(directory) == ["checkpoints/my_notes.txt", "metrics/analysis/"]
+    assert RunDirectory(directory).foreign_entries() == ["checkpoints/my_notes.txt", "metrics/analysis/"]
     with pytest.raises(ConfigError, match="checkpoints/my_notes.txt"):
-        output_dir.clear(directory)
+        RunDirectory(directory).clear()
     assert (directory / "checkpoints" / "my_notes.txt").read_text() == "keep me"
     assert (directory / "checkpoints" / "4").is_dir()
+
+
+def test_resetting_a_runs_own_folder_keeps_a_users_file(tmp_path):
+    """A resume rewrites tb/ from the stored metrics: what the run wrote there goes, a user's file stays (it was
+    once removed with the whole folder)."""
+    run = RunDirectory(tmp_path / "run")
+    (run.tensorboard / "lag.k=4_seed0").mkdir(parents=True)
+    (run.tensorboard / "lag.k=4_seed0" / "events.out").write_text("old events")
+    (run.tensorboard / "README.md").write_text("my notes on these curves")
+    assert run.reset_folder("tb") == run.tensorboard
+    assert sorted(p.name for p in run.tensorboard.iterdir()) == ["README.md"]
+    with pytest.raises(ValueError, match="not one of a run's own folders"):
+        run.reset_folder("notes")
