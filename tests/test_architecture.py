@@ -9,8 +9,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "vaco_jax"
 
 
-def _module_name(path: Path) -> str:
-    return ".".join(("vaco_jax", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package).with_suffix("").parts
+    return ".".join((package.name, *parts)).removesuffix(".__init__")
 
 
 def _import_time_imports(tree: ast.Module) -> list[ast.stmt]:
@@ -39,10 +40,10 @@ def _every_import(tree: ast.Module) -> list[ast.stmt]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
 
 
-def import_graph(every: bool = False) -> dict[str, set[str]]:
+def import_graph(every: bool = False, package: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package's modules it imports at import time (``every``: anywhere in it); ``from vaco_jax.p
     import x`` counts as the module ``vaco_jax.p.x`` where there is one, else as ``vaco_jax.p``."""
-    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = {_module_name(path, package): path for path in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
@@ -54,7 +55,7 @@ def import_graph(every: bool = False) -> dict[str, set[str]]:
                 ]
             else:
                 targets = [alias.name for alias in getattr(node, "names", [])]
-            graph[name] |= {t for t in targets if t in modules and t != "vaco_jax" and t != name}
+            graph[name] |= {t for t in targets if t in modules and t != package.name and t != name}
     return graph
 
 
@@ -99,6 +100,15 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_modules_import_time_dependencies_form_no_cycle():
     graph = import_graph()
     assert len(graph) > 40 and "vaco_jax.core.config" in graph["vaco_jax.training.trainer"]  # the graph was read
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_benchmarks_import_one_another_without_a_cycle():
+    """Lazy imports count: a report importing its runner inside a function while the runner imports the report
+    is still a cycle (the tuned study's was, until its cells got a module of their own)."""
+    graph = import_graph(every=True, package=PACKAGE.parent / "benchmarks")
+    assert "benchmarks.studies.tuned.cells" in graph["benchmarks.studies.tuned.report"]  # the graph was read
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle)
 

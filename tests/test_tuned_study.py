@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.studies.tuned import cells as tuned_cells
+
 pytestmark = pytest.mark.slow
 
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -59,15 +61,14 @@ def test_every_method_gets_the_same_draws_of_the_shared_hyperparameters(study):
 
 
 def test_learner_scores_use_the_evaluations_only():
-    study = _load("tuned_study")
     nan = np.nan
     metrics = {
         "eval/return_deterministic": np.array([[[nan, 10.0, nan, 30.0], [nan, 20.0, nan, nan]]]),  # [P=1, S=2, I=4]
         "eval/return_stochastic": np.array([[[nan, 1.0, nan, 3.0], [nan, 2.0, nan, 6.0]]]),
         "episode/return": np.array([[[1.0, 2.0, 3.0, 4.0], [nan, nan, nan, nan]]]),
     }
-    scores = study.learner_scores(metrics)
-    assert set(scores) == set(study.SCORES)
+    scores = tuned_cells.learner_scores(metrics)
+    assert set(scores) == set(tuned_cells.SCORES)
     np.testing.assert_array_equal(scores["learner_auc"], [[20.0, 20.0]])  # seed 1's last evaluation is missing
     np.testing.assert_array_equal(scores["learner_final"], [[30.0, nan]])
     np.testing.assert_array_equal(scores["learner_stochastic_auc"], [[2.0, 4.0]])
@@ -76,13 +77,13 @@ def test_learner_scores_use_the_evaluations_only():
 
 def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
     preset = study.PRESETS["tuned-smoke"]
-    cells = study.cells_of(preset)
+    cells = tuned_cells.cells_of(preset)
     copies: list[bool] = []
     assert sorted(p.stem for p in (smoke / "cells").glob("*.json")) == sorted(c.id for c in cells)
     assert not any(c.stage == "tune" and c.block.env == "Acrobot-v1" for c in cells)  # held out of every search
     for cell in cells:
-        result = json.loads(study.cell_path(smoke, cell).read_text())
-        assert result["fingerprint"] == study.cell_fingerprint(preset, cell, smoke) and result["commit"]
+        result = json.loads(tuned_cells.cell_path(smoke, cell).read_text())
+        assert result["fingerprint"] == tuned_cells.cell_fingerprint(preset, cell, smoke) and result["commit"]
         seeds = result["spec"]["seeds"]
         if cell.stage == "tune":
             assert seeds == list(preset.tuning_seeds) and len(result["points"]) == preset.trials
@@ -91,9 +92,9 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
             assert result["spec"]["config"]["lag"]["k"] == preset.tune_lag  # tuned at the middle lag
         else:
             assert not set(seeds) & set(preset.tuning_seeds)  # fresh test seeds
-            source = study.tuning_cell(preset, cell)  # a held-out block takes CartPole's tuned configuration
+            source = tuned_cells.tuning_cell(preset, cell)  # a held-out block takes CartPole's tuned configuration
             assert source.block.env == "CartPole-v1"
-            tuned = json.loads(study.cell_path(smoke, source).read_text())
+            tuned = json.loads(tuned_cells.cell_path(smoke, source).read_text())
             knobs = [{k: v for k, v in p["point"].items() if k != "lag.k"} for p in result["points"]]
             winner = tuned["best"]["point"]
             if cell.rule == "stochastic":  # the best mean AUC of the learner's sampling policy
@@ -101,7 +102,7 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
                 winner = tuned["points"][int(np.argmax(means))]["point"]
             assert {} in knobs and winner in knobs  # default and tuned, side by side
             if cell.rule != "mode":  # the same trial as the first rule's: that cell's numbers, copied and said so
-                twin = json.loads(study.cell_path(smoke, dataclasses.replace(cell, stage=cell.kind)).read_text())
+                twin = json.loads(tuned_cells.cell_path(smoke, dataclasses.replace(cell, stage=cell.kind)).read_text())
                 same = winner == tuned["best"]["point"]
                 assert ("copied_from" in result) == same and (not same or result["points"] == twin["points"])
                 copies.append(same)
@@ -145,7 +146,7 @@ def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study,
 
     provenance = _load("provenance")
     config = tiny_config(algorithm="ppo")
-    reductions = study.REDUCTIONS
+    reductions = tuned_cells.REDUCTIONS
     base = provenance.program_fingerprint(config, 2, [3], reductions)
     assert provenance.program_fingerprint(config, 2, [3], reductions) == base
     traced = config.replace(ppo=config.ppo.replace(clip_eps=0.3))
@@ -287,7 +288,7 @@ def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_modu
 def test_a_brax_cell_is_one_file_in_the_cells_folder(study, tmp_path):
     """brax env names hold a "/": the cell's file must not land in a folder that does not exist."""
     block = next(b for b in study.PRESETS["tuned"].blocks if b.env.startswith("brax/"))
-    path = study.cell_path(tmp_path, study.Cell(block, "test-fixed", "ppo"))
+    path = tuned_cells.cell_path(tmp_path, tuned_cells.Cell(block, "test-fixed", "ppo"))
     assert path.parent == tmp_path / "cells" and "/" not in path.name
 
 
@@ -299,15 +300,15 @@ def test_a_committed_cell_survives_a_new_config_field_and_another_algorithms_opt
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
     preset = study.PRESETS["tuned-smoke"]
-    cell = next(c for c in study.cells_of(preset) if c.stage == "tune" and c.method == "ppo_decoupled")
-    path = study.cell_path(out, cell)
+    cell = next(c for c in tuned_cells.cells_of(preset) if c.stage == "tune" and c.method == "ppo_decoupled")
+    path = tuned_cells.cell_path(out, cell)
     record = json.loads(path.read_text())
 
     def load_with(edit) -> bool:
         changed = json.loads(json.dumps(record))
         edit(changed["spec"]["config"])
         path.write_text(json.dumps(changed))
-        return study.load_cell(out, preset, cell) is not None
+        return tuned_cells.load_cell(out, preset, cell) is not None
 
     assert load_with(lambda config: None)
     assert load_with(lambda config: config["network"].pop("activation"))  # a field the cell predates, at default
@@ -325,18 +326,18 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
     preset = study.PRESETS["tuned-smoke"]
-    cells = study.cells_of(preset)
-    recorded = {c.id: json.loads(study.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
-    monkeypatch.setattr(study, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    cells = tuned_cells.cells_of(preset)
+    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
     tune = next(c for c in cells if c.stage == "tune" and c.method == "ppo_decoupled")
     dependants = [c for c in cells if c.stage != "tune" and c.method == "ppo_decoupled"]
     assert {c.block.env for c in dependants} == {"CartPole-v1", "Acrobot-v1"}
 
     def current(cell) -> bool:
-        return study.is_current(preset, cell, out, study.load_cell(out, preset, cell))
+        return tuned_cells.is_current(preset, cell, out, tuned_cells.load_cell(out, preset, cell))
 
     assert all(current(c) for c in [tune, *dependants])
-    path = study.cell_path(out, tune)
+    path = tuned_cells.cell_path(out, tune)
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "fingerprint": "0" * 16}))  # as if made by other programs
     assert not current(tune) and not any(current(c) for c in dependants)
@@ -355,25 +356,25 @@ def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, s
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
     preset = study.PRESETS["tuned-smoke"]
-    cell = next(c for c in study.cells_of(preset) if c.stage == "tune" and c.method == "m2po")
-    recorded = json.loads(study.cell_path(smoke, cell).read_text())
-    monkeypatch.setattr(study, "cell_fingerprint", lambda preset, cell, out_dir: recorded["fingerprint"])
-    path = study.cell_path(out, cell)
+    cell = next(c for c in tuned_cells.cells_of(preset) if c.stage == "tune" and c.method == "m2po")
+    recorded = json.loads(tuned_cells.cell_path(smoke, cell).read_text())
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded["fingerprint"])
+    path = tuned_cells.cell_path(out, cell)
 
     def current_with(host) -> bool:
         record = {**recorded, "host": host} if host is not None else {k: v for k, v in recorded.items() if k != "host"}
         path.write_text(json.dumps(record))
-        return study.is_current(preset, cell, out, study.load_cell(out, preset, cell))
+        return tuned_cells.is_current(preset, cell, out, tuned_cells.load_cell(out, preset, cell))
 
     host = recorded["host"]
     assert set(host) == {"code", "backend", "device", "processor", "xla_flags"}
-    assert current_with(host) and not study.host_unrecorded(recorded)
+    assert current_with(host) and not tuned_cells.host_unrecorded(recorded)
     for key, other in (("processor", "another CPU"), ("xla_flags", "--xla_cpu_enable_fast_math=true"), ("code", "0")):
         assert not current_with({**host, key: other}), key
         assert host_differences({**host, key: other}, host) == [f"{key} (cell {other!r}, now {host[key]!r})"]
-    assert current_with(None) and study.host_unrecorded(json.loads(path.read_text()))
+    assert current_with(None) and tuned_cells.host_unrecorded(json.loads(path.read_text()))
     # the winner rule is part of the host code: another rule is another hash
-    monkeypatch.setattr(study, "HOST_CODE", (study.train_points, study.seed_keys))
+    monkeypatch.setattr(tuned_cells, "HOST_CODE", (tuned_cells.train_points, tuned_cells.seed_keys))
     assert not current_with(host)
 
 
@@ -392,14 +393,14 @@ def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_
 def _incomplete_blocks(study, report_module, preset, out):
     full = report_module.collect(preset, out)
     assert full["incomplete"] == [] and {r["env"] for r in full["rows"]} == {"CartPole-v1", "Acrobot-v1"}
-    cell = next(c for c in study.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "stochastic")
-    study.cell_path(out, cell).unlink()
+    cell = next(c for c in tuned_cells.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "stochastic")
+    tuned_cells.cell_path(out, cell).unlink()
     partial = report_module.collect(preset, out)
     assert partial["incomplete"] == ["Acrobot-v1 (aggressive), stochastic rule"]
     assert not [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "stochastic"]
     assert [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "mode"]  # the other rule's stay
-    mode_cell = next(c for c in study.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
-    study.cell_path(out, mode_cell).unlink()
+    mode_cell = next(c for c in tuned_cells.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
+    tuned_cells.cell_path(out, mode_cell).unlink()
     assert not [r for r in report_module.collect(preset, out)["rows"] if r["env"] == "Acrobot-v1"]
 
 
@@ -408,13 +409,13 @@ def test_shards_partition_the_cells_and_keep_each_search_with_its_tests(study, c
     """--shard I/N (a SLURM array) and --devices K (within a host): every cell in exactly one shard, and a test cell
     always beside the search whose winner it tests (a held-out block's and another rule's included)."""
     preset = study.PRESETS["tuned"]
-    every = study.cells_of(preset)
+    every = tuned_cells.cells_of(preset)
     parts = [study.shard_cells(preset, [study.Shard(i, count)]) for i in range(count)]
     assert sorted(c.id for part in parts for c in part) == sorted(c.id for c in every)  # disjoint and complete
     for part in parts:
         ids = {c.id for c in part}
         for cell in part:
-            source = study.tuning_cell(preset, cell) if cell.stage != "tune" else None
+            source = tuned_cells.tuning_cell(preset, cell) if cell.stage != "tune" else None
             assert source is None or source.id in ids, (cell.id, source.id)
     if count > 1:  # a host's share split over two devices is a partition of that share
         within = [study.shard_cells(preset, [study.Shard(0, count), study.Shard(j, 2)]) for j in range(2)]
@@ -446,7 +447,7 @@ def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study,
     with study.fingerprints_memoized():
         for i, part in enumerate(parts):  # a host's shard arrives: its cells are copied into one folder
             for cell in part:
-                shutil.copy(study.cell_path(smoke, cell), study.cell_path(merged, cell))
+                shutil.copy(tuned_cells.cell_path(smoke, cell), tuned_cells.cell_path(merged, cell))
             later = [c.id for p in parts[i + 1 :] for c in p]
             collected = report_module.collect(preset, merged)
             assert sorted(collected["missing"]) == sorted(later)

@@ -29,6 +29,7 @@ from scipy import stats as scipy_stats
 
 from benchmarks.common.provenance import replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
+from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 from vaco_jax import envs
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
@@ -114,7 +115,6 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
-    from benchmarks.studies.tuned.study import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 
     rows, tuning, missing, stale, unrecorded, seconds = [], {}, [], [], [], 0.0
     cells = cells_of(preset)

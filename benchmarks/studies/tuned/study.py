@@ -56,278 +56,24 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import (
-    cell_file,
-    chunk_lengths,
-    config_record,
-    fingerprints_memoized,
-    git_commit,
-    host_differences,
-    host_record,
-    program_fingerprint,
-    refuse_dirty_results,
-    same_cell_spec,
-    spec_hash,
+from benchmarks.common.provenance import fingerprints_memoized, git_commit, host_record, refuse_dirty_results, spec_hash
+from benchmarks.studies.tuned.cells import (
+    ROOT,
+    SCORES,
+    Cell,
+    cell_path,
+    cell_plan,
+    cell_spec,
+    cells_of,
+    host_code,
+    is_current,
+    load_cell,
+    run_cell,
+    tuning_cell,
 )
-from benchmarks.studies.tuned.specs import (
-    ENV_SPECS,
-    METHODS,
-    PRESETS,
-    STUDY_REGIMES,
-    Block,
-    Method,
-    TunedPreset,
-    draw_trials,
-)
-from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
-from vaco_jax.core.config import EvalConfig, with_overrides
+from benchmarks.studies.tuned.report import report
+from benchmarks.studies.tuned.specs import PRESETS, TunedPreset
 from vaco_jax.core.files import write_text_atomic
-from vaco_jax.core.validation import validate
-from vaco_jax.numerics import stats
-from vaco_jax.training.driver import stack_hparams
-from vaco_jax.training.sweep import seed_keys
-
-ROOT = Path(__file__).resolve().parents[3]
-
-# ----------------------------------------------------------------------------- training a list of points
-
-
-def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfig) -> Config:
-    env_spec = ENV_SPECS[block.env]
-    env_fields = {**env_spec["env"], **({"num_envs": block.num_envs} if block.num_envs else {})}
-    config = Config(
-        algorithm=method.algorithm,
-        num_iterations=block.iterations,
-        # the normaliser order and the brax start resets every cell ran with (both options came later)
-        env=EnvConfig(name=block.env, normalizer_update="after", start_pool=0, **env_fields),
-        ppo=PPOConfig(**STUDY_REGIMES[block.regime], **env_spec["ppo"]),
-        lag=lag,
-        eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),
-    )
-    return with_overrides(config, method.overrides)
-
-
-def train_points(config: Config, points: list[dict[str, Any]], seeds: list[int], chunk_size: int):
-    """Train every (point, seed) pair in one compiled program: ``points`` are arbitrary traced-field settings (a
-    random search is a list of points, not a grid). Returns metrics ``{name: [point, seed, iteration]}``."""
-    configs = [validate(with_overrides(config, point)) for point in points]
-    hparams = stack_hparams([c for c in configs for _ in seeds])
-    keys = seed_keys(seeds[0], len(seeds))[np.tile(np.arange(len(seeds)), len(points))]
-    assert seeds == list(range(seeds[0], seeds[0] + len(seeds))), "seeds must be consecutive"
-    out = Driver(TrainProgram(config)).run(keys, hparams, chunk_size=chunk_size)
-    shape = (len(points), len(seeds))
-    return {name: np.asarray(value).reshape(*shape, -1) for name, value in out.metrics.items()}, out.compile_seconds
-
-
-def learner_scores(metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per (point, seed): the learner's AUC and final return, of its deterministic policy (the mode: the primary
-    score) and of its stochastic policy (what an on-policy actor would earn), at the evaluated iterations only; and
-    the same two readings of the training return, earned by the (stale) actors."""
-    scores = {}
-    for name, metric in (("learner", "eval/return_deterministic"), ("learner_stochastic", "eval/return_stochastic")):
-        evaluations = metrics[metric]
-        evaluated = np.isfinite(evaluations).any(axis=tuple(range(evaluations.ndim - 1)))  # iterations with an eval
-        scores[f"{name}_auc"] = stats.area_under_curve(evaluations[..., evaluated])
-        scores[f"{name}_final"] = stats.final_return(evaluations[..., evaluated], fraction=0.2)
-    returns = metrics["episode/return"]
-    return {**scores, "train_auc": stats.area_under_curve(returns), "train_final": stats.final_return(returns)}
-
-
-SCORES = (
-    "learner_auc",
-    "learner_final",
-    "learner_stochastic_auc",
-    "learner_stochastic_final",
-    "train_auc",
-    "train_final",
-)
-DIAGNOSTICS = ("entropy", "tv/forward", "tv/backward", "tv/forward_exact", "ppo/clip_frac", "is/weight_mean")
-CURVES = ("eval/return_deterministic", "eval/return_stochastic", "episode/return", "entropy", "tv/forward")
-
-
-# ----------------------------------------------------------------------------- cells
-
-
-RULE_SUFFIX = ".{rule}-rule"  # a test stage of the winners of a rule other than the first: "test-fixed.stochastic-rule"
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    block: Block
-    stage: (
-        str  # "tune", "test-fixed", "test-fleet", or a test stage of another winner rule ("test-fleet.stochastic-rule")
-    )
-    method: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.block.env}__{self.block.regime}__{self.stage}__{self.method}"
-
-    @property
-    def kind(self) -> str:
-        """The stage without its rule: "tune", "test-fixed" or "test-fleet"."""
-        return self.stage.split(".")[0]
-
-    @property
-    def rule(self) -> str:
-        """The winner rule whose configuration a test cell tests: "mode" (the first rule), or the one it names."""
-        return self.stage.split(".")[1].removesuffix("-rule") if "." in self.stage else "mode"
-
-
-def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
-    return block.methods or preset.methods
-
-
-def cells_of(preset: TunedPreset) -> list[Cell]:
-    """Run order: per block, every method's tuning (where it tunes), then every method's tests."""
-    cells = []
-    for block in preset.blocks:
-        methods = block_methods(preset, block)
-        cells += [Cell(block, "tune", m) for m in methods] if block.tuned_here else []
-        cells += [Cell(block, stage, m) for m in methods for stage in block.test_stages]
-        for rule in preset.winner_rules[1:] if not block.untuned else ():  # the other rules' winners, tested alike
-            suffix = RULE_SUFFIX.format(rule=rule)
-            cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
-    return cells
-
-
-def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
-    """The tuning cell a test cell takes its configuration from (its own block's, or the source of a held-out
-    block's), or None for an untuned block."""
-    block = cell.block
-    if block.untuned:
-        return None
-    if block.tune_from is None:
-        return Cell(block, "tune", cell.method)
-    source = next(b for b in preset.blocks if b.env == block.tune_from and b.regime == block.regime and b.tuned_here)
-    return Cell(source, "tune", cell.method)
-
-
-def cell_path(out_dir: Path, cell: Cell) -> Path:
-    return cell_file(out_dir, cell.id)
-
-
-def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, list[dict[str, Any]], list[int]]:
-    """The base config, the points and the seeds of a cell (a test cell reads its method's tuning result)."""
-    method = METHODS[cell.method]
-    if cell.stage == "tune":
-        lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
-        # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
-        # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
-        trials = draw_trials(method, preset.trials, seed=0)
-        return base_config(preset, cell.block, method, lag), trials, list(preset.tuning_seeds)
-    source = tuning_cell(preset, cell)
-    settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)
-    if source is not None:
-        search = json.loads(cell_path(out_dir, source).read_text())
-        winner = search["best"] if cell.rule == "mode" else WINNER_RULES[cell.rule](search["points"])
-        # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
-        # the same default runs, bit for bit: a check that both rules' cells see the same runs)
-        settings.append(winner["point"])
-    seeds = list(range(preset.first_test_seed, preset.first_test_seed + (cell.block.test_seeds or preset.test_seeds)))
-    if cell.kind == "test-fixed":
-        lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
-        points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
-    else:
-        lag = LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k)
-        points = [dict(s) for s in settings]
-    return base_config(preset, cell.block, method, lag), points, seeds
-
-
-def cell_spec(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
-    config, points, seeds = cell_plan(preset, cell, out_dir)
-    return {"config": config_record(config), "points": points, "seeds": seeds}
-
-
-REDUCTIONS = (learner_scores, stats.area_under_curve, stats.final_return, stats._nanmean)
-
-
-def cell_fingerprint(preset: TunedPreset, cell: Cell, out_dir: Path) -> str:
-    """The fingerprint of the programs (and reductions) that make this cell's numbers (``common/provenance.py``)."""
-    config, points, seeds = cell_plan(preset, cell, out_dir)
-    lengths = chunk_lengths(config.num_iterations, preset.chunk_size)
-    return program_fingerprint(config, len(points) * len(seeds), lengths, REDUCTIONS)
-
-
-def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
-    config, points, seeds = cell_plan(preset, cell, out_dir)
-    fingerprint = cell_fingerprint(preset, cell, out_dir)
-    start = time.perf_counter()
-    metrics, compile_seconds = train_points(config, points, seeds, preset.chunk_size)
-    seconds = time.perf_counter() - start
-    scores = learner_scores(metrics)
-    results = []
-    for p, point in enumerate(points):
-        results.append(
-            {
-                "point": point,
-                **{name: values[p].tolist() for name, values in scores.items()},
-                "diagnostics": {m: float(np.nanmedian(metrics[m][p])) for m in DIAGNOSTICS if m in metrics},
-                "skipped_steps": metrics["nonfinite/skipped_steps"][p].sum(axis=-1).tolist(),
-                "curves": {m: stats.iqm(metrics[m][p], axis=0).tolist() for m in CURVES},  # IQM over seeds
-            }
-        )
-    spec = cell_spec(preset, cell, out_dir)
-    result = {
-        "cell": {"env": cell.block.env, "regime": cell.block.regime, "stage": cell.stage, "method": cell.method},
-        "spec": spec,
-        "spec_hash": spec_hash(spec),
-        "fingerprint": fingerprint,
-        "commit": git_commit(ROOT),
-        "seconds": seconds,
-        "compile_seconds": compile_seconds,
-        "env_steps_per_run": config.total_env_steps,
-        "points": results,
-    }
-    if cell.stage == "tune":
-        result["best"] = pick_winner(results)
-    result["host"] = host_record(host_code(cell))
-    return result
-
-
-def pick_winner(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """A search's winner: the trial with the best mean learner-side AUC over the tuning seeds (a NaN run counts as
-    the worst)."""
-    means = [np.mean(stats.worst_filled(np.asarray(r["learner_auc"]), floor=-np.inf)) for r in results]
-    best = int(np.argmax(means))
-    return {"index": best, "point": results[best]["point"], "mean_learner_auc": float(means[best])}
-
-
-def pick_stochastic_winner(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """A search's winner by the learner's sampling policy: the trial with the best mean AUC of its stochastic
-    evaluation over the tuning seeds (a NaN run counts as the worst). Picking by the mode can choose a near-uniform
-    policy whose argmax happens to be good; this rule cannot."""
-    means = [np.mean(stats.worst_filled(np.asarray(r["learner_stochastic_auc"]), floor=-np.inf)) for r in results]
-    best = int(np.argmax(means))
-    return {"index": best, "point": results[best]["point"], "mean_learner_stochastic_auc": float(means[best])}
-
-
-WINNER_RULES = {"stochastic": pick_stochastic_winner}
-"""The winner rules beyond the first (``mode``, :func:`pick_winner`, recorded in each search's cell as ``best``)."""
-
-HOST_CODE = (train_points, seed_keys, pick_winner)
-"""The host code between a cell's spec and its numbers that no compiled program shows (its host record's hash):
-how points and seeds become runs and keys, and how a search picks the winner its test cells use."""
-
-
-def host_code(cell: Cell) -> tuple:
-    """:data:`HOST_CODE`, and the winner rule of a cell that tests another rule's winner."""
-    return HOST_CODE if cell.rule == "mode" else (*HOST_CODE, WINNER_RULES[cell.rule])
-
-
-def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
-    """The cell on disk if it is the current experiment (:func:`provenance.same_cell_spec`: a config field added
-    since at its default, or an option its algorithm never reads, keeps it; a test cell also needs its tuning
-    cell)."""
-    path = cell_path(out_dir, cell)
-    if not path.exists():
-        return None
-    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
-    if source is not None and load_cell(out_dir, preset, source) is None:
-        return None
-    result = json.loads(path.read_text())
-    return result if same_cell_spec(result.get("spec", {}), cell_spec(preset, cell, out_dir)) else None
-
 
 # ----------------------------------------------------------------------------- spreading cells over devices and hosts
 
@@ -459,27 +205,6 @@ def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, An
     }
 
 
-def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:
-    """Whether the checkout would make this cell with the same programs, host code and platform (else the cell is
-    stale; a cell without a host record, written before they existed, is judged on its programs: see
-    :func:`host_unrecorded`). A test cell is current only if its tuning cell is too: a stale search may have picked
-    another winner than the checkout's."""
-    if result.get("fingerprint") != cell_fingerprint(preset, cell, out_dir):
-        return False
-    if host_differences(result.get("host"), host_record(host_code(cell))):
-        return False
-    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
-    if source is None:
-        return True
-    tuned = load_cell(out_dir, preset, source)
-    return tuned is not None and is_current(preset, source, out_dir, tuned)
-
-
-def host_unrecorded(result: dict[str, Any]) -> bool:
-    """Whether a cell predates host records: its programs are checked, its host code and platform cannot be."""
-    return result.get("host") is None
-
-
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
     preset = PRESETS[preset_name]
@@ -546,8 +271,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
-            from benchmarks.studies.tuned.report import report
-
             payload = report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
             missing = payload["cells_missing"]
             if missing:  # e.g. the other shards' cells, until their folders are copied in
