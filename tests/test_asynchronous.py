@@ -19,7 +19,7 @@ from vaco_jax.core.types import ActorSnapshot
 from vaco_jax.runs.calibration import calibrate, per_run, simulator_config
 from vaco_jax.training.actors import Actor, ParameterStore
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, AsyncRunError, check_async_config, lag_histogram
-from vaco_jax.training.sweep import seed_keys
+from vaco_jax.training.plan import seed_keys
 
 
 def async_config(**overrides):

@@ -264,7 +264,7 @@ def test_a_checkpoint_older_than_a_field_resumes_only_with_what_its_runs_had():
 def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
     from tests.conftest import tiny_config
     from vaco_jax.training.driver import stack_hparams
-    from vaco_jax.training.sweep import seed_keys
+    from vaco_jax.training.plan import seed_keys
 
     program = tiny_driver.program
     states = tiny_driver.init(seed_keys(0, 2), stack_hparams([program.config] * 2))

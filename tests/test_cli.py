@@ -42,12 +42,32 @@ TINY = [
 ]
 
 
+VALIDATIONS: list[str] = []  # the configs validated while the sweep_dir fixture's command ran
+
+
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
+    from vaco_jax.training import trainer
+
     out = tmp_path_factory.mktemp("sweep")
     evaluation = ["--eval.every", "4", "--eval.episodes", "2"]  # after iterations 4 and 6
-    assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *evaluation, *TINY]) == 0
+    validate = trainer.validate
+
+    def counted(config, **kwargs):
+        VALIDATIONS.append(f"lag.k={config.lag.k}")
+        return validate(config, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trainer, "validate", counted)
+        assert main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(out), "--tensorboard", *evaluation, *TINY]) == 0
     return out
+
+
+def test_a_sweep_validates_its_config_once_and_each_grid_point_once(sweep_dir):
+    """The command is checked once, into a run plan (vaco_jax.training.plan.RunPlan) that every later stage
+    trusts: the base config, then each grid point's (it was 1 + 2 x points, along ten module hops)."""
+    base_k = 0  # the CLI's default lag.k, which the grid overrides
+    assert VALIDATIONS == [f"lag.k={base_k}", "lag.k=0", "lag.k=4"]
 
 
 def test_resume_of_a_finished_run_says_so_and_changes_nothing(sweep_dir, capsys):

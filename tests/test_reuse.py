@@ -236,7 +236,7 @@ def test_the_asynchronous_learner_reuses_batches_with_their_measured_lags():
     learned: the data lag is the mean of this batch's measured lag and the previous one's plus 1."""
     from vaco_jax.core.config import LagConfig
     from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions
-    from vaco_jax.training.sweep import seed_keys
+    from vaco_jax.training.plan import seed_keys
 
     config = set_field(tiny_config(lag=LagConfig(num_actors=2), num_iterations=6), "reuse.num_batches", 2)
     driver = AsyncDriver(TrainProgram(config), AsyncOptions(queue_size=2, timeout=30.0))

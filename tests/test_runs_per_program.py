@@ -15,7 +15,7 @@ from vaco_jax.cli import main
 from vaco_jax.core.config import ConfigError, set_field
 from vaco_jax.training import memory
 from vaco_jax.training.driver import program_parts, stack_hparams
-from vaco_jax.training.sweep import seed_keys
+from vaco_jax.training.plan import seed_keys
 
 KS, SEEDS = [0, 4, 0, 2], [0, 0, 1, 1]  # every run differs from its neighbours: a shuffled merge shows
 

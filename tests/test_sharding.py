@@ -23,7 +23,7 @@ assert run_sharding(4) is not None
 import numpy as np
 from vaco_jax.runs import checkpoint
 from vaco_jax.training.driver import stack_hparams
-from vaco_jax.training.sweep import seed_keys
+from vaco_jax.training.plan import seed_keys
 driver = Driver(TrainProgram(tiny_config()))
 out = _run(driver, ks=[0, 4, 0, 2], seeds=[0, 0, 1, 1])
 assert len(out.states.iteration.sharding.device_set) == 2

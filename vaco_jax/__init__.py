@@ -20,7 +20,8 @@ from vaco_jax.core.config import (
 from vaco_jax.core.validation import validate
 from vaco_jax.numerics import advantages, lag, losses, reuse, stats, tv
 from vaco_jax.training.driver import Driver, RunOutput, stack_hparams
-from vaco_jax.training.sweep import SweepResult, run_sweep, seed_keys
+from vaco_jax.training.plan import RunPlan, seed_keys
+from vaco_jax.training.sweep import SweepResult, run_plan, run_sweep
 from vaco_jax.training.trainer import TrainProgram, make_train
 
 __version__ = "0.1.0"
@@ -35,6 +36,7 @@ __all__ = [
     "PPOConfig",
     "ReuseConfig",
     "RunOutput",
+    "RunPlan",
     "SweepResult",
     "TrainProgram",
     "advantages",
@@ -44,6 +46,7 @@ __all__ = [
     "make_train",
     "presets",
     "reuse",
+    "run_plan",
     "run_sweep",
     "seed_keys",
     "stack_hparams",

@@ -27,7 +27,7 @@ from vaco_jax.runs import machine
 from vaco_jax.runs.writers import TensorBoardWriter
 from vaco_jax.training.driver import stack_hparams
 from vaco_jax.training.metrics_store import MetricsStore
-from vaco_jax.training.sweep import seed_keys
+from vaco_jax.training.plan import seed_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,8 @@ from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import Output, check_output, execute, format_summary, recorded_output_options
-from vaco_jax.training.sweep import SweepResult, check_seeds, grid_configs
-from vaco_jax.training.trainer import TrainProgram
+from vaco_jax.training.plan import RunPlan, check_seeds
+from vaco_jax.training.sweep import SweepResult
 
 
 def variant_config(config: Config, name: str) -> Config:
@@ -63,8 +63,7 @@ def compare(
         raise ConfigError(f"--algorithms lists {', '.join(repeated)} more than once: name each variant once")
     for name in variants:  # validate every variant, and where it will write, before the first one trains
         check_variant_name(name)
-        TrainProgram(variant_config(config, name))
-        grid_configs(variant_config(config, name), grid)
+        RunPlan.build(variant_config(config, name), grid, num_seeds=num_seeds, seed=seed)
     if output.dry_run:
         for name in variants:
             execute(variant_config(config, name), grid, num_seeds, seed, output)

@@ -29,7 +29,8 @@ from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, describe
 from vaco_jax.training.driver import Driver
 from vaco_jax.training.metrics_store import MetricsStore
-from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, check_seeds, grid_configs, mostly_skipped, run_sweep
+from vaco_jax.training.plan import RunPlan
+from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, mostly_skipped, run_plan
 from vaco_jax.training.trainer import TrainProgram
 
 ReportedMetric = Literal[
@@ -251,24 +252,18 @@ def execute(
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
     check_output(output)
-    program = TrainProgram(config)  # validates before anything compiles or is written
-    driver = AsyncDriver(program, asynchronous) if asynchronous is not None else Driver(program)
-    grid_configs(config, grid)
-    check_seeds(seed, num_seeds)
     if output.metric.startswith("eval/") and config.eval.every == 0:
         raise ConfigError(
             f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
             "(evaluate every N iterations and after the last one)"
         )
-    num_points = int(np.prod([len(v) for v in grid.values()])) if grid else 1
-    num_runs = num_points * num_seeds
-    spec = program.env.action_spec
-    shape = (program.env.observation_size, spec.size, spec.discrete)
-    per_program, split = memory.runs_per_program(config, num_runs, *shape, requested=output.runs_per_program)
-    memory.check_fits(config, per_program or num_runs, *shape)
-    distributed.check_runs(num_runs)
     if asynchronous is not None and distributed.multiprocess():
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
+    # every check of the runs, once, before anything compiles or is written
+    plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
+    program, num_points, num_runs = plan.program, plan.num_points, plan.num_runs
+    per_program, split = plan.runs_per_program, plan.split
+    driver = AsyncDriver(program, asynchronous) if asynchronous is not None else Driver(program)
     if output.dry_run:
         report = memory.estimate(config, num_runs, chunk_size=output.chunk_size, runs_per_program=per_program)
         if distributed.is_primary():
@@ -358,11 +353,8 @@ def execute(
         flush=True,
     )
     try:
-        result = run_sweep(
-            config,
-            grid,
-            num_seeds=num_seeds,
-            seed=seed,
+        result = run_plan(
+            plan,
             chunk_size=output.chunk_size,
             callbacks=[
                 _progress(config, num_runs, output.quiet or not primary, offset),
@@ -375,7 +367,6 @@ def execute(
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
             metrics_dir=run_dir.metrics,
             progress=False,  # the CLI prints one line per chunk instead
-            runs_per_program=per_program,
         )
     except BaseException:
         if logger:

@@ -32,7 +32,7 @@ def program_texts(program: TrainProgram, num_runs: int, chunk_lengths: Iterable[
     (iterations per chunk), lowered for abstract inputs (nothing allocated, compiled or run)."""
     from vaco_jax.training.driver import Driver
     from vaco_jax.training.memory import abstract_batch
-    from vaco_jax.training.sweep import seed_keys
+    from vaco_jax.training.plan import seed_keys
 
     states, hparams = abstract_batch(program, num_runs)
     keys = jax.eval_shape(lambda: seed_keys(0, num_runs))

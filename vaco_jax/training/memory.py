@@ -103,7 +103,7 @@ def _bytes(tree) -> int:
 def abstract_batch(program: TrainProgram, num_runs: int) -> tuple:
     """Shapes of (states, hparams) for ``num_runs`` runs, without allocating them."""
     from vaco_jax.training.driver import stack_hparams
-    from vaco_jax.training.sweep import seed_keys
+    from vaco_jax.training.plan import seed_keys
 
     one = stack_hparams([program.config])  # a few scalars: cheap to build for real
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape[1:]), x.dtype), one)

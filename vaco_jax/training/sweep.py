@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import jax
 import numpy as np
 
-from vaco_jax.core.config import Config, ConfigError, get_field, is_traced, with_overrides
+from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.types import TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.training import distributed
-from vaco_jax.training.driver import ChunkCallback, Driver, StateCallback, stack_hparams
+from vaco_jax.training.driver import ChunkCallback, Driver, StateCallback
 from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
-from vaco_jax.training.trainer import TrainProgram, validate_config
+from vaco_jax.training.plan import RunPlan
 
 
 class Resumable(Protocol):
@@ -164,20 +163,6 @@ class ProgressBar:
         self._bar.close()
 
 
-def grid_configs(config: Config, grid: Mapping[str, Sequence[Any]]) -> list[Config]:
-    """One validated config per grid point (row-major); every grid field must be traced."""
-    for path, values in grid.items():
-        get_field(config, path)
-        if not is_traced(config, path):
-            raise ConfigError(
-                f"{path} is static (it changes a shape, loop length or code path), so it "
-                f"cannot be swept in one program; run one sweep per value of {path}"
-            )
-        if len(values) == 0:
-            raise ConfigError(f"grid for {path} is empty; give at least one value")
-    return [validate_config(with_overrides(config, point)) for point in grid_points(grid)]
-
-
 def metrics_length(metrics: Mapping[str, np.ndarray]) -> int:
     """Iterations in one chunk's metrics ``{name: [S, n]}``."""
     return next(iter(metrics.values())).shape[-1]
@@ -190,27 +175,6 @@ def mostly_skipped(skipped_per_iteration: np.ndarray | float, config: Config) ->
     """Whether the NaN guard skipped more than half of the gradient steps (``skipped_per_iteration``: the mean of
     :data:`SKIPPED_STEPS` over iterations): such a run is not training, and counts as diverged."""
     return np.asarray(skipped_per_iteration) > 0.5 * config.ppo.num_epochs * config.ppo.num_minibatches
-
-
-MAX_SEED = 2**32 - 1  # JAX's 32-bit seeds: a larger one would wrap onto a smaller one's key (2**32 + 5 onto 5)
-
-
-def check_seeds(seed: int, num_seeds: int) -> None:
-    """Refuse seed ranges that do not map one-to-one onto keys: seeds ``seed .. seed + num_seeds - 1`` must lie in
-    ``[0, MAX_SEED]``, and there must be at least one."""
-    if num_seeds < 1:
-        raise ConfigError(f"--num-seeds {num_seeds} must be >= 1 (seeds per grid point)")
-    if seed < 0 or seed + num_seeds - 1 > MAX_SEED:
-        raise ConfigError(
-            f"seeds {seed} .. {seed + num_seeds - 1} are outside 0 .. {MAX_SEED} (2**32 - 1), where every seed "
-            "gets a key of its own (larger ones would wrap onto smaller ones): choose --seed in that range"
-        )
-
-
-def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    """Keys [num_seeds] for seeds ``seed, seed + 1, ...``; seed s gets the same key in every sweep."""
-    check_seeds(seed, num_seeds)
-    return jax.vmap(jax.random.key)(np.arange(seed, seed + num_seeds, dtype=np.uint32))
 
 
 def run_sweep(
@@ -258,14 +222,42 @@ def run_sweep(
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
     """
-    grid = {path: list(values) for path, values in (grid or {}).items()}
-    check_seeds(seed, num_seeds)
+    plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed)
+    return run_plan(
+        plan,
+        chunk_size=chunk_size,
+        callbacks=callbacks,
+        driver=driver,
+        state_callbacks=state_callbacks,
+        resume=resume,
+        should_stop=should_stop,
+        metrics_dir=metrics_dir,
+        progress=progress,
+        runs_per_program=runs_per_program,
+    )
+
+
+def run_plan(
+    plan: RunPlan,
+    *,
+    chunk_size: int | None = None,
+    callbacks: Sequence[ChunkCallback] = (),
+    driver: Driver | None = None,
+    state_callbacks: Sequence[StateCallback] = (),
+    resume: Resumable | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    metrics_dir: str | Path | None = None,
+    progress: bool = True,
+    runs_per_program: int | None = None,
+) -> SweepResult:
+    """Train the runs of a validated :class:`~vaco_jax.training.plan.RunPlan` (:func:`run_sweep`'s arguments
+    otherwise; ``runs_per_program`` defaults to the plan's)."""
     if resume is not None and metrics_dir is None:
         raise ConfigError("run_sweep(resume=...) needs metrics_dir: the directory of the interrupted run's metrics")
-    configs = grid_configs(config, grid)
-    driver = driver or Driver(TrainProgram(config))
-    hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
-    keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), len(configs))]
+    config = plan.config
+    driver = driver or Driver(plan.program)
+    hparams, keys = plan.hparams(), plan.keys()
+    runs_per_program = runs_per_program if runs_per_program is not None else plan.runs_per_program
     done = resume.iterations_done if resume else 0
     # several processes: process 0 streams the metrics to disk, the others keep none (vaco_jax.training.distributed)
     store = MetricsStore(metrics_dir) if metrics_dir is not None and distributed.is_primary() else None
@@ -297,7 +289,7 @@ def run_sweep(
     finally:
         if bar:
             bar.close()
-    shape = (*(len(v) for v in grid.values()), num_seeds)
+    shape = plan.shape
     if store is not None:
         metrics: Mapping[str, np.ndarray] = StoredMetrics(store, shape)
     elif metrics_dir is not None:  # not process 0 of a multi-process run: its metrics are process 0's to write
@@ -306,8 +298,8 @@ def run_sweep(
         metrics = {name: value.reshape(*shape, value.shape[-1]) for name, value in out.metrics.items()}
     return SweepResult(
         config=config,
-        grid=grid,
-        seeds=list(range(seed, seed + num_seeds)),
+        grid=plan.grid,
+        seeds=plan.seeds,
         metrics=metrics,
         compile_seconds=out.compile_seconds,
         run_seconds=out.run_seconds,

@@ -32,7 +32,7 @@ from vaco_jax.core.config import EvalConfig, with_overrides
 from vaco_jax.core.validation import validate
 from vaco_jax.numerics import stats
 from vaco_jax.training.driver import stack_hparams
-from vaco_jax.training.sweep import seed_keys
+from vaco_jax.training.plan import seed_keys
 
 ROOT = Path(__file__).resolve().parents[3]
 
