@@ -16,7 +16,7 @@ from vaco_jax.core.presets import PRESETS, apply_preset
 from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
-from vaco_jax.runs.session import Output, check_output, execute, format_summary, recorded_output_options
+from vaco_jax.runs.session import Output, Variant, check_output, execute, format_summary, recorded_output_options
 from vaco_jax.training.plan import RunPlan, check_seeds
 from vaco_jax.training.sweep import SweepResult
 
@@ -118,12 +118,8 @@ def compare(
             seed,
             sub,
             stop,
-            run_id=run_id,
-            resume_with=target.path,
-            reload_complete=True,
-            published_as=target / name,
             presets=(name,) if name in PRESETS else (),
-            label=name,
+            variant=Variant(run_id=run_id, set_dir=target.path, published_as=target / name, label=name),
         )
         print()
     for axis in grid:

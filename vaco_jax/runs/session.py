@@ -14,6 +14,7 @@ import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -219,6 +220,20 @@ class Interrupted(Exception):
         self.exit_code = exit_code
 
 
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A run that is one variant of a multi-variant result set (the demo), staged until the set is complete."""
+
+    run_id: str
+    """The set's run id, written in every variant's files."""
+    set_dir: Path
+    """The set's --out-dir: what the user passes to --resume to finish an interrupted set."""
+    published_as: Path
+    """Where this variant's folder will be once the set is published (named in the final message)."""
+    label: str
+    """The variant's name in plots."""
+
+
 def execute(
     config: Config,
     grid: dict[str, list],
@@ -227,27 +242,20 @@ def execute(
     output: Output,
     stop: GracefulStop | None = None,
     *,
-    run_id: str | None = None,
-    resume_with: Path | None = None,
-    reload_complete: bool = False,
-    published_as: Path | None = None,
     presets: tuple[str, ...] = (),
-    label: str | None = None,
     asynchronous: AsyncOptions | None = None,
+    variant: Variant | None = None,
 ) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None).
 
     With ``stop`` (a :class:`~vaco_jax.runs.interrupt.GracefulStop`), a stop request ends the run at the next chunk
     boundary: the checkpoint and the results so far are written (``summary.json`` rows say ``partial``), and
-    :class:`Interrupted` is raised. ``run_id`` names the run in every file (a new one if None); ``resume_with`` is
-    the directory the user passes to ``--resume`` to finish an interrupted run (default: the output directory).
-    ``--resume`` of a run that is already complete says so, changes nothing and returns None, unless
-    ``reload_complete`` (a demo collecting its finished variants), which reloads its results. ``published_as``
-    is where a staged folder will be once its result set is complete (named in the final message). ``presets``
-    are the presets that made ``config`` (recorded in config.json); ``label`` names the run in plots (default: the
-    algorithm, with its presets). ``asynchronous``: run real actor threads (:mod:`vaco_jax.training.asynchronous`)
-    instead of the simulated lag; its options are recorded in config.json and the checkpoints.
+    :class:`Interrupted` is raised. ``--resume`` of a run that is already complete says so, changes nothing and
+    returns None (a demo's ``variant`` reloads its results instead). ``presets`` are the presets that made
+    ``config`` (recorded in config.json). ``asynchronous``: run real actor threads
+    (:mod:`vaco_jax.training.asynchronous`) instead of the simulated lag; its options are recorded in config.json and
+    the checkpoints. ``variant``: this run is one variant of a staged result set (:class:`Variant`).
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
@@ -261,17 +269,10 @@ def execute(
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     # every check of the runs, once, before anything compiles or is written
     plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
-    program, num_points, num_runs = plan.program, plan.num_points, plan.num_runs
-    per_program, split = plan.runs_per_program, plan.split
-    driver = AsyncDriver(program, asynchronous) if asynchronous is not None else Driver(program)
+    # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
+    driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
     if output.dry_run:
-        report = memory.estimate(config, num_runs, chunk_size=output.chunk_size, runs_per_program=per_program)
-        if distributed.is_primary():
-            print(
-                f"vaco-jax: dry run of {num_points} grid point(s) x {num_seeds} seeds; nothing runs, nothing is written"
-                + (f"\nvaco-jax: {split}" if split else "")
-            )
-            print(report.format())
+        _dry_run(plan, output)
         return None
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
@@ -279,50 +280,16 @@ def execute(
     meta["output"] = recorded_output_options(output)
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
-    restored = None
     # the programs' fingerprint, lowered at most once (a split sweep's: one part's program)
-    programs = functools.cache(lambda: fingerprint.run_fingerprint(program, per_program or num_runs))
+    programs = functools.cache(lambda: fingerprint.run_fingerprint(plan.program, plan.program_runs))
+    restored = None
     if output.resume is not None:
-        restored = _restore(output.resume, program, num_runs, meta)
-        finished = restored.iterations_done >= config.num_iterations
-        missing = RunDirectory(output.resume).missing_results(grid, config.num_iterations) if finished else []
-        if finished and not reload_complete and not missing:
-            print(
-                f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
-                "iterations): nothing to resume, nothing was changed",
-                flush=True,
-            )
+        restored = _resumed_state(plan, output, meta, programs, reload_complete=variant is not None)
+        if restored is None:
             return None
-        if finished and missing and not reload_complete:
-            print(
-                f"vaco-jax: {output.resume} finished training but its final results were not all written "
-                f"({', '.join(missing)}): writing them from its stored metrics",
-                flush=True,
-            )
-        else:
-            extended = checkpoint.extension(restored.meta, meta)
-            # the code's programs for the checkpoint's own runs (an extension changes only the iteration count)
-            saved_program = TrainProgram(config.replace(num_iterations=extended[0])) if extended else program
-            current = fingerprint.run_fingerprint(saved_program, per_program or num_runs) if extended else programs()
-            meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
-            if extended:
-                print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
-            print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
-    run_id = run_id or new_run_id()
-    entries = train_entries(grid, output.tensorboard, output.wandb)
-    primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
-    if primary:
-        try:
-            run_dir = RunDirectory(output.out_dir).prepare(
-                run_id, entries, overwrite=output.overwrite, resume=output.resume is not None
-            )
-        except ConfigError:
-            distributed.agree(False)  # the other processes stop too, rather than wait for this one
-            raise
-    else:
-        run_dir = RunDirectory(output.out_dir)
-    out = run_dir.path
-    distributed.agree(True)
+    run_id = variant.run_id if variant is not None else new_run_id()
+    run_dir = _open_run_directory(output, run_id, grid)
+    resume_with = variant.set_dir if variant is not None else run_dir.path  # what --resume takes to finish it
     offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
         run_dir.checkpoints,
@@ -334,30 +301,22 @@ def execute(
         programs=programs,
     )
     if stop is not None:
-        stop.abort_hint = lambda: _abort_hint(saver, resume_with or out)
+        stop.abort_hint = lambda: _abort_hint(saver, resume_with)
+    primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
     tensorboard = (
         _tensorboard_writer(run_dir, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
     )
     logger = None
     if output.wandb and primary:
         options = WandbOptions(output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode)
-        seeds = list(range(seed, seed + num_seeds))
-        logger = WandbWriter(options, config, grid, seeds, run_id, out, offset=offset)  # W&B writes out/wandb/
-    print(
-        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {num_points} grid point(s) x "
-        f"{num_seeds} seeds, "
-        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
-        f"({config.total_env_steps * num_runs:,} env steps in all)"
-        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
-        + (f"; {split}" if split else ""),
-        flush=True,
-    )
+        logger = WandbWriter(options, config, grid, plan.seeds, run_id, run_dir.path, offset=offset)  # out/wandb/
+    print(_run_line(plan, presets), flush=True)
     try:
         result = run_plan(
             plan,
             chunk_size=output.chunk_size,
             callbacks=[
-                _progress(config, num_runs, output.quiet or not primary, offset),
+                _progress(config, plan.num_runs, output.quiet or not primary, offset),
                 *([tensorboard.on_chunk] if tensorboard else []),
                 *([logger.on_chunk] if logger else []),
             ],
@@ -375,52 +334,138 @@ def execute(
     finally:
         if tensorboard:
             tensorboard.close()
+    exit_code = stop.exit_code if stop is not None and stop.requested else 1  # else: another process stopped it
     if not primary:  # process 0 writes the results; this one says where and ends as it does
         done = saver.last_saved  # a run saves where it ends
         print(
             f"vaco-jax: {distributed.describe()}: {done} of {config.num_iterations} iterations done; process 0 "
-            f"writes the results in {out}",
+            f"writes the results in {run_dir}",
             flush=True,
         )
         if done < config.num_iterations:
-            raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)
+            raise Interrupted(exit_code)
         return result
-    done = result.num_iterations
-    partial = done < config.num_iterations
     result.extra["presets"] = list(presets)
     if meta.get("program_changes"):
         result.extra["program_changes"] = meta["program_changes"]
     if asynchronous is not None:
         result.extra["async"] = dataclasses.asdict(asynchronous)
         print(f"\n{describe(result.metrics)}")
-    result.extra["label"] = label or run_label(config.algorithm, presets)
-    rows = write_results(result, out, output.metric, run_id)
+    result.extra["label"] = variant.label if variant is not None else run_label(config.algorithm, presets)
+    rows = write_results(result, run_dir.path, output.metric, run_id)
     if logger:
         logger.finish(rows)
+    _print_results(result, rows, output, run_dir, variant)
+    if result.num_iterations < config.num_iterations:
+        by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
+        print(
+            f"\nvaco-jax: stopped after {result.num_iterations} of {config.num_iterations} iterations"
+            + (" (another process of the run was interrupted)" if by_another else "")
+            + f"; the results in {run_dir} are partial (summary.json says so). To finish, run the same command"
+            + (" on every process" if distributed.multiprocess() else "")
+            + f" with --resume {resume_with}",
+            flush=True,
+        )
+        raise Interrupted(exit_code)
+    return result
+
+
+def _dry_run(plan: RunPlan, output: Output) -> None:
+    """``--dry-run``: print the device memory the plan's runs need (compiling their programs), run nothing."""
+    per_program = plan.runs_per_program
+    report = memory.estimate(plan.config, plan.num_runs, chunk_size=output.chunk_size, runs_per_program=per_program)
+    if distributed.is_primary():
+        print(
+            f"vaco-jax: dry run of {plan.num_points} grid point(s) x {plan.num_seeds} seeds; nothing runs, nothing "
+            "is written" + (f"\nvaco-jax: {plan.split}" if plan.split else "")
+        )
+        print(report.format())
+
+
+def _resumed_state(
+    plan: RunPlan, output: Output, meta: dict[str, Any], programs: Callable[[], str], *, reload_complete: bool
+) -> checkpoint.Restored | None:
+    """The checkpoint ``--resume`` continues from, checked against this command (``meta``) and this code's
+    programs; None where the run is complete and there is nothing to do (said so; nothing is changed). A finished run
+    whose results were not all written resumes to write them; a demo's variant (``reload_complete``) reloads its
+    results."""
+    config = plan.config
+    restored = _restore(output.resume, plan.program, plan.num_runs, meta)
+    finished = restored.iterations_done >= config.num_iterations
+    missing = RunDirectory(output.resume).missing_results(plan.grid, config.num_iterations) if finished else []
+    if finished and not reload_complete and not missing:
+        print(
+            f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
+            "iterations): nothing to resume, nothing was changed",
+            flush=True,
+        )
+        return None
+    if finished and missing and not reload_complete:
+        print(
+            f"vaco-jax: {output.resume} finished training but its final results were not all written "
+            f"({', '.join(missing)}): writing them from its stored metrics",
+            flush=True,
+        )
+        return restored
+    extended = checkpoint.extension(restored.meta, meta)
+    if extended:  # the code's programs for the checkpoint's own runs (an extension changes the iteration count)
+        saved_program = TrainProgram(config.replace(num_iterations=extended[0]))
+        current = fingerprint.run_fingerprint(saved_program, plan.program_runs)
+    else:
+        current = programs()
+    meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
+    if extended:
+        print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
+    print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
+    return restored
+
+
+def _open_run_directory(output: Output, run_id: str, grid: dict[str, list]) -> RunDirectory:
+    """The run's output directory, prepared by process 0 (the only one that writes); every process learns whether
+    it could be, so that a refusal stops them all at once rather than after a timeout."""
+    run_dir = RunDirectory(output.out_dir)
+    if distributed.is_primary():
+        try:
+            entries = train_entries(grid, output.tensorboard, output.wandb)
+            run_dir.prepare(run_id, entries, overwrite=output.overwrite, resume=output.resume is not None)
+        except ConfigError:
+            distributed.agree(False)  # the other processes stop too, rather than wait for this one
+            raise
+    distributed.agree(True)
+    return run_dir
+
+
+def _run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
+    """The first line of a run: what trains, how much, and where (processes, programs)."""
+    config = plan.config
+    return (
+        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {plan.num_points} grid point(s) x "
+        f"{plan.num_seeds} seeds, "
+        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
+        f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
+        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
+        + (f"; {plan.split}" if plan.split else "")
+    )
+
+
+def _print_results(
+    result: SweepResult, rows: list[dict], output: Output, run_dir: RunDirectory, variant: Variant | None
+) -> None:
+    """Timing, the summary table, and what was written where."""
     print(
         f"\ncompile {result.compile_seconds:.1f}s, total {result.run_seconds:.1f}s; "
         f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
     )
     print(format_summary(result, rows))
+    published = f" (moved to {variant.published_as}/ when every variant is done)" if variant is not None else ""
     print(
-        f"\nwrote {out}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ checkpoints/"
-        + "".join(f" final_vs_{axis}.png" for axis in grid)
+        f"\nwrote {run_dir}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ "
+        "checkpoints/"
+        + "".join(f" final_vs_{axis}.png" for axis in result.grid)
         + (" tb/" if output.tensorboard else "")
         + (" wandb/" if output.wandb else "")
-        + (f" (moved to {published_as}/ when every variant is done)" if published_as is not None else "")
+        + published
     )
-    if partial:
-        by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
-        print(
-            f"\nvaco-jax: stopped after {done} of {config.num_iterations} iterations"
-            + (" (another process of the run was interrupted)" if by_another else "")
-            + f"; the results in {out} are partial (summary.json says so). To finish, run the same command"
-            + (" on every process" if distributed.multiprocess() else "")
-            + f" with --resume {resume_with or out}",
-            flush=True,
-        )
-        raise Interrupted(stop.exit_code if stop is not None and stop.requested else 1)  # else: another process's
-    return result
 
 
 def _check_programs(restored: checkpoint.Restored, current: str, allow: bool) -> list[dict[str, Any]]:

@@ -132,6 +132,11 @@ class RunPlan:
         return self.num_points * self.num_seeds
 
     @property
+    def program_runs(self) -> int:
+        """The runs one compiled program trains (all of them, unless the plan splits them)."""
+        return self.runs_per_program or self.num_runs
+
+    @property
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.num_seeds))
 
