@@ -378,7 +378,9 @@ def test_every_bad_input_in_the_readme_gets_its_error(capsys, monkeypatch):
             out_dir = Path(argv[argv.index("--out-dir") + 1]) if "--out-dir" in argv else None
             before = sorted(out_dir.iterdir()) if out_dir is not None and out_dir.is_dir() else None
             assert main(argv) == 2, command
-            assert error in capsys.readouterr().err, command
+            said = capsys.readouterr().err
+            assert error in said, command
+            assert said.startswith("vaco-jax: error: ") and said.count("\n") == 1, said  # one line, as promised
             if before is not None:  # an existing folder (the repository's docs/, or '' = here) is left as it was
                 assert sorted(out_dir.iterdir()) == before, command
             else:  # nothing was created
@@ -534,3 +536,33 @@ def test_a_run_whose_nan_guard_skips_most_steps_is_reported_as_diverged(tmp_path
     assert "of gradient steps skipped (non-finite gradients" in stdout and "2 (2 diverged)" in stdout
     summary = json.loads((out / "summary.json").read_text())[0]
     assert summary["final"]["diverged"] == 2 and summary["auc"]["diverged"] == 2
+
+
+def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():
+    """In a terminal tyro draws its errors in a box (pytest's capture gets the plain-text form, run above)."""
+    from vaco_jax.cli import condense_parse_error
+
+    box = (
+        "╭─ Unrecognized options ─────────────────────────────────────╮\n"
+        "│ Unrecognized options: --ppo.num-epoch, 3                   │\n"
+        "│ ────────────────────────────────────────────────────────── │\n"
+        "│ Perhaps you meant:                                         │\n"
+        "│     --ppo.num-epochs INT                                   │\n"
+        "│         Epochs over each batch (forward lag). (default: 4) │\n"
+        "│         in vaco-jax train --help                           │\n"
+        "│ ────────────────────────────────────────────────────────── │\n"
+        "│ For full helptext, run vaco-jax --help                     │\n"
+        "╰────────────────────────────────────────────────────────────╯\n"
+    )
+    assert condense_parse_error(box, "train") == (
+        "Unrecognized options: --ppo.num-epoch, 3; did you mean --ppo.num-epochs? (see vaco-jax train --help)"
+    )
+    wrapped = (
+        "╭─ Invalid choice ──────────────────────────────────────────╮\n"
+        "│ invalid choice 'nope' for argument '--lag.kind'. Expected  │\n"
+        "│ one of ('fixed', 'uniform').                               │\n"
+        "╰────────────────────────────────────────────────────────────╯\n"
+    )
+    assert condense_parse_error(wrapped) == (
+        "invalid choice 'nope' for argument '--lag.kind'. Expected one of ('fixed', 'uniform') (see vaco-jax --help)"
+    )

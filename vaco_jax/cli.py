@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import sys
 from pathlib import Path
@@ -356,9 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2
-    args = tyro.cli(
-        commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
-    )
+    try:
+        args = _parse(commands, argv)
+    except SystemExit as exit:  # tyro's: help (0) goes on, a parse error (said in one line) is exit code 2
+        if exit.code in (0, None):
+            raise
+        return 2
     try:
         with _exclusive(_directory_written(args)):
             return _run_command(args, argv)
@@ -389,6 +393,56 @@ def _join_processes(argv: list[str]) -> None:
         return
     values = {name.removeprefix("distributed.").replace("-", "_"): v for name, v in given.items() if v is not None}
     distributed.initialize(DistributedOptions(**values))
+
+
+_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "eval")
+
+
+def _parse(commands, argv: list[str]):
+    """tyro's parse of ``argv``; a parse error is condensed from tyro's box into the one line on stderr (and exit
+    code 2) of every other vaco-jax error. Help, and anything tyro says on success, pass through as they are."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = tyro.cli(
+                commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
+            )
+    except SystemExit as exit:
+        text = said.getvalue()
+        if exit.code not in (0, None) and text.strip():
+            command = argv[0] if argv and argv[0] in _SUBCOMMANDS else None
+            print(f"vaco-jax: error: {condense_parse_error(text, command)}", file=sys.stderr)
+        else:
+            sys.stderr.write(text)
+        raise
+    sys.stderr.write(said.getvalue())
+    return args
+
+
+def condense_parse_error(box: str, command: str | None = None) -> str:
+    """One line from a tyro error box (drawn with box characters, or in plain text where the output is not a
+    terminal): its message, the first suggestion (a flag it may have meant, or the subcommands), and where the help
+    is (``vaco-jax COMMAND --help``)."""
+    frame = "\u2502\u256d\u256e\u2570\u256f\u2500| "  # the box's sides, corners and rules
+    rows = [line.strip(frame).strip() for line in box.splitlines()]
+    rows = ["" if set(row) == {"-"} else row for row in rows]  # a plain-text rule
+    title = next((i for i, row in enumerate(rows) if row), len(rows))  # the box's title, which its message repeats
+    sections: list[list[str]] = [[]]
+    for row in rows[title + 1 :]:
+        if row:
+            sections[-1].append(row)
+        else:  # a rule between sections, the bottom, or a blank line
+            sections.append([])
+    sections = [section for section in sections if section]
+    hint = ""
+    for section in sections[1:]:
+        if section[0].startswith("Perhaps you meant") and len(section) > 1 and not hint:
+            hint = f"; did you mean {section[1].split()[0]}?"
+        elif section[0].startswith("Available subcommands") and not hint:
+            hint = f"; {section[0][0].lower()}{section[0][1:]}"
+    sections = [section for section in sections if not section[0].startswith("For full helptext")]
+    message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
+    return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import format_table
-from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, lag_histogram
+from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_async_config, lag_histogram
 from vaco_jax.training.sweep import SweepResult, run_sweep
 from vaco_jax.training.trainer import TrainProgram
 
@@ -172,6 +172,23 @@ class Calibration:
         }
 
 
+def check_calibration(config: Config, num_seeds: int, options: AsyncOptions | None = None) -> None:
+    """Refuse, before anything runs or is written, a calibration that cannot be made: no evaluation to compare, fewer
+    than two seeds per side, lag flags the real actors would ignore, or bad asynchronous options."""
+    if config.eval.every == 0:
+        raise ConfigError(
+            "calibration compares the learner's evaluation returns: add --eval.every N (e.g. 5), which evaluates "
+            "every N iterations in both modes"
+        )
+    if num_seeds < 2:
+        raise ConfigError(
+            f"--num-seeds {num_seeds}: a comparison needs at least 2 seeds per side (one run has no spread to "
+            f"test against); give e.g. --num-seeds 8, or {seeds_for_equivalence()} to be able to show equivalence"
+        )
+    check_async_config(TrainProgram(config).config)
+    (options or AsyncOptions()).check()
+
+
 def calibrate(
     config: Config,
     *,
@@ -187,16 +204,7 @@ def calibrate(
     ``lag.num_actors`` (the number of actor threads). ``independent``: each real seed runs alone, with its own actor
     threads and lag sequence (else the seeds share them).
     """
-    if config.eval.every == 0:
-        raise ConfigError(
-            "calibration compares the learner's evaluation returns: add --eval.every N (e.g. 5), which evaluates "
-            "every N iterations in both modes"
-        )
-    if num_seeds < 2:
-        raise ConfigError(
-            f"--num-seeds {num_seeds}: a comparison needs at least 2 seeds per side (one run has no spread to "
-            f"test against); give e.g. --num-seeds 8, or {seeds_for_equivalence()} to be able to show equivalence"
-        )
+    check_calibration(config, num_seeds, options)
     if num_seeds < seeds_for_equivalence():
         sys.stderr.write(
             f"vaco-jax: with {num_seeds} seeds per side the calibration can find a difference but cannot show "
@@ -275,7 +283,7 @@ def run_and_write(
     run_dir = RunDirectory(out_dir)
     run_dir.check_location("--out-dir")
     run_dir.refuse_foreign("nothing was written or removed there")
-    TrainProgram(config)  # validates before anything runs or is written
+    check_calibration(config, num_seeds, options)  # before anything runs or is written
     out = run_dir.prepare(new_run_id(), OUTPUTS, overwrite=overwrite, resume=False).path
     print(
         f"vaco-jax: calibrating {run_label(config.algorithm, presets)} on {config.env.name}: {num_seeds} seeds x "
