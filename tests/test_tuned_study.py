@@ -437,6 +437,20 @@ def test_shard_flags_are_checked_and_device_workers_see_one_device_each(study):
     ]
 
 
+def test_block_runs_only_that_blocks_cells_and_a_held_out_block_needs_its_search(study, tmp_path):
+    """--block ENV/REGIME: a block's cells alone (a regime added to the study runs without the rest); a held-out
+    block alone is refused while the search whose winners it tests is not on disk."""
+    preset = study.PRESETS["tuned"]
+    standard = study.shard_cells(preset, blocks=["CartPole-v1/standard"])
+    assert standard and {(c.block.env, c.block.regime) for c in standard} == {("CartPole-v1", "standard")}
+    assert {c.kind for c in standard} == {"tune", "test-fixed", "test-fleet"}
+    with pytest.raises(SystemExit, match="--block CartPole-v1/easy: the preset's blocks are CartPole-v1/aggressive"):
+        study.shard_cells(preset, blocks=["CartPole-v1/easy"])
+    with pytest.raises(SystemExit, match="add --block CartPole-v1/aggressive"):
+        study.run("tuned-smoke", tmp_path, blocks=["Acrobot-v1/aggressive"])
+    assert list((tmp_path / "cells").iterdir()) == []  # refused before any cell ran
+
+
 def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study, report_module, smoke, tmp_path):
     import shutil
 

@@ -33,6 +33,7 @@ Usage:
   python -m benchmarks.studies.tuned --preset tuned --check          # rerun one random committed cell and compare
   python -m benchmarks.studies.tuned --preset tuned --shard 2/8      # this host's eighth of the cells (0-based)
   python -m benchmarks.studies.tuned --preset tuned --devices 4      # four cells at once, one per local device
+  python -m benchmarks.studies.tuned --preset tuned --block CartPole-v1/standard   # one block's cells only
 
 Spreading the cells: the cells are independent programs, except that a test cell uses its search's winner. A
 search and every cell that uses it (held-out blocks' included) form a group; ``--shard I/N`` runs the groups
@@ -72,7 +73,7 @@ from benchmarks.studies.tuned.cells import (
     tuning_cell,
 )
 from benchmarks.studies.tuned.report import report
-from benchmarks.studies.tuned.specs import PRESETS, TunedPreset
+from benchmarks.studies.tuned.specs import PRESETS, Block, TunedPreset
 from vaco_jax.core.files import write_text_atomic
 
 # ----------------------------------------------------------------------------- spreading cells over devices and hosts
@@ -109,10 +110,22 @@ def cell_group(preset: TunedPreset, cell: Cell) -> str:
     return source.id if source is not None else f"{cell.block.env}__{cell.block.regime}__untuned__{cell.method}"
 
 
-def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = ()) -> list[Cell]:
+def block_name(block: Block) -> str:
+    """A block as ``--block`` names it: ``ENV/REGIME`` (``CartPole-v1/standard``)."""
+    return f"{block.env}/{block.regime}"
+
+
+def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = (), blocks: Sequence[str] = ()) -> list[Cell]:
     """The cells of a host's shard, then of a device's shard within it (``shards`` in that order): the groups
-    (:func:`cell_group`) in run order, dealt round-robin. Every cell lands in exactly one shard, with its search."""
+    (:func:`cell_group`) in run order, dealt round-robin. Every cell lands in exactly one shard, with its search.
+    ``blocks``: only the cells of these blocks (``ENV/REGIME``, :func:`block_name`)."""
     cells = cells_of(preset)
+    if blocks:
+        known = list(dict.fromkeys(block_name(block) for block in preset.blocks))
+        unknown = [name for name in blocks if name not in known]
+        if unknown:
+            raise SystemExit(f"--block {', '.join(unknown)}: the preset's blocks are {', '.join(known)}")
+        cells = [cell for cell in cells if block_name(cell.block) in blocks]
     for shard in shards:
         groups = list(dict.fromkeys(cell_group(preset, cell) for cell in cells))
         mine = {group for i, group in enumerate(groups) if i % shard.count == shard.index}
@@ -161,11 +174,20 @@ def run(
     max_cells: int | None = None,
     keep_stale: bool = False,
     shards: Sequence[Shard] = (),
+    blocks: Sequence[str] = (),
 ) -> None:
     preset = PRESETS[preset_name]
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     ran = 0
-    for cell in shard_cells(preset, shards):
+    cells = shard_cells(preset, shards, blocks)
+    for cell in cells:  # a held-out block run alone needs its source's search on disk
+        source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+        if source is not None and source not in cells and load_cell(out_dir, preset, source) is None:
+            raise SystemExit(
+                f"{cell.id} tests the winner of {source.id}, which is neither on disk in {out_dir} nor among the "
+                f"cells to run: add --block {block_name(source.block)}"
+            )
+    for cell in cells:
         done = load_cell(out_dir, preset, cell)
         if done is not None and (keep_stale or is_current(preset, cell, out_dir, done)):
             continue  # a stale cell (made by other programs) is run again, unless --keep-stale
@@ -252,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--shard", type=Shard.parse, default=None, help="run only part I of N of the cells (0-based), e.g. 0/4"
     )
     parser.add_argument("--devices", type=int, default=None, help="run this host's cells on K local devices at once")
+    parser.add_argument(
+        "--block", action="append", default=[], help="run only this block's cells (ENV/REGIME; repeatable)"
+    )
     parser.add_argument("--device-shard", type=Shard.parse, default=None, help=argparse.SUPPRESS)  # a worker's part
     args = parser.parse_args(argv)
     if args.devices is not None and args.devices < 1:
@@ -267,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.report = True  # the workers ran the cells; this process reports
     with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once
         if not args.report:
-            run(args.preset, out_dir, args.max_cells, args.keep_stale, shards)
+            run(args.preset, out_dir, args.max_cells, args.keep_stale, shards, args.block)
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
