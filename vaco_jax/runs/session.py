@@ -27,7 +27,7 @@ from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_run_id, train_entries
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
-from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, describe
+from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
 from vaco_jax.training.driver import Driver
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
@@ -271,6 +271,8 @@ def execute(
     plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
     # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
     driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
+    if asynchronous is not None:
+        check_one_program(plan.num_runs, plan.runs_per_program)
     if output.dry_run:
         _dry_run(plan, output)
         return None

@@ -91,6 +91,15 @@ def check_async_config(config: Config) -> None:
         )
 
 
+def check_one_program(num_runs: int, runs_per_program: int | None) -> None:
+    """Refuse a split of the runs into several programs: the actors step every run's environments at once."""
+    if runs_per_program is not None and runs_per_program < num_runs:
+        raise ConfigError(
+            f"--async trains its {num_runs} runs as one program: --runs-per-program {runs_per_program} "
+            "cannot split them; run fewer seeds per command instead"
+        )
+
+
 class AsyncDriver:
     """The learner side of the asynchronous mode, with :class:`vaco_jax.training.driver.Driver`'s ``run`` interface."""
 
@@ -206,11 +215,7 @@ class AsyncDriver:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` learner updates, with
         actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run). The runs are
         one program (``runs_per_program`` below S is refused: the actors step every run's environments at once)."""
-        if runs_per_program is not None and runs_per_program < keys.shape[0]:
-            raise ConfigError(
-                f"--async trains its {keys.shape[0]} runs as one program: --runs-per-program {runs_per_program} "
-                "cannot split them; run fewer seeds per command instead"
-            )
+        check_one_program(keys.shape[0], runs_per_program)
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         hparams = jax.device_put(hparams, self.learner_device)
         start = time.perf_counter()
