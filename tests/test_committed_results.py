@@ -1,0 +1,50 @@
+"""What the documentation says of the committed results' provenance is what the result files record: every count
+of results written from a work tree with uncommitted changes (a ``+dirty`` commit) is the count on disk, so a rerun
+from a clean worktree cannot leave a stale "provisional" note behind, nor a new dirty result go unmentioned."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def dirty_results() -> collections.Counter:
+    """The result files recording a ``+dirty`` commit, counted by study folder (``lag_robustness/tuned``, ``async``)."""
+    counts: collections.Counter = collections.Counter()
+    for path in RESULTS.rglob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        commit = record.get("commit") if isinstance(record, dict) else None
+        if isinstance(commit, str) and commit.endswith("+dirty"):
+            parts = path.relative_to(RESULTS).parts
+            counts["/".join(parts[:2]) if parts[0] == "lag_robustness" else parts[0]] += 1
+    return counts
+
+
+def _text(name: str) -> str:
+    return " ".join((ROOT / name).read_text().split())  # one space between words, whatever the line breaks
+
+
+def test_the_docs_count_the_provisional_results_there_are():
+    counts = dirty_results()
+    assert set(counts) <= {"lag_robustness/tuned", "lag_robustness/cpu", "async"}, counts  # no new study unmentioned
+    readme, lag, asynchronous = _text("README.md"), _text("docs/lag-benchmark.md"), _text("docs/asynchronous.md")
+    tuned, earlier = counts["lag_robustness/tuned"], counts["lag_robustness/cpu"]
+    if tuned:
+        assert f"Provisional: {tuned} of the table's cells" in readme
+        assert f"**Provisional cells.** {tuned} committed cells (" in lag
+    else:
+        assert "Provisional" not in readme and "Provisional cells" not in lag
+    if earlier:
+        assert f"The same holds for {earlier} cells of the earlier study" in lag
+    else:
+        assert "cells of the earlier study (`benchmarks/results/lag_robustness/cpu`)" not in lag
+    assert ("Provisional: `benchmarks/results/async/calibration.json` records a `+dirty` commit" in asynchronous) == (
+        counts["async"] > 0
+    )
