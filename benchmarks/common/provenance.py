@@ -37,7 +37,7 @@ from typing import Any
 
 import jax
 
-from vaco_jax import Config, TrainProgram
+from vaco_jax import Config, EnvConfig, TrainProgram
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.core.config import LEGACY_VALUES
 from vaco_jax.core.files import write_text_atomic
@@ -226,6 +226,17 @@ def git_commit(root: Path) -> str:
         return "unknown"
 
 
+STUDY_ENV_PINS = {"normalizer_update": "after", "start_pool": 0}
+"""The environment options every committed study ran with from before they existed (the normaliser's order, see
+``studies/normalizer_order.py``; brax's start resets, see ``speed/start_pool.py``): a study's configs pin them, so
+that the options' newer defaults leave its cells current."""
+
+
+def study_env(name: str, **fields: Any) -> EnvConfig:
+    """An environment config of a study: ``fields``, with :data:`STUDY_ENV_PINS`."""
+    return EnvConfig(name=name, **STUDY_ENV_PINS, **fields)
+
+
 def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -> None:
     """Refuse to write study cells into the repository's committed results (``benchmarks/results``) from a work tree
     with uncommitted changes to tracked files: such a cell records a ``+dirty`` commit, so nobody can tell which
@@ -242,6 +253,7 @@ def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -
 
 
 __all__ = [
+    "STUDY_ENV_PINS",
     "chunk_lengths",
     "fingerprints_memoized",
     "git_commit",
@@ -249,5 +261,6 @@ __all__ = [
     "host_record",
     "program_fingerprint",
     "refuse_dirty_results",
+    "study_env",
     "write_result",
 ]

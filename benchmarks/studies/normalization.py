@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
+from benchmarks.common.provenance import study_env
+from vaco_jax import Config, Driver, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
 from vaco_jax.runs.plotting import save_figure
@@ -53,11 +54,7 @@ def task_config(name: str, spec: tuple, normalize: bool) -> Config:
     env_fields, ppo_fields, iterations, hidden = spec
     return Config(
         num_iterations=iterations,
-        # the normaliser order and brax's start resets its committed results ran with (before env.normalizer_update
-        # and env.start_pool existed); see normalizer_order.py
-        env=EnvConfig(
-            name=name, normalize_observations=normalize, normalizer_update="after", start_pool=0, **env_fields
-        ),
+        env=study_env(name, normalize_observations=normalize, **env_fields),  # the options its results ran with
         network=NetworkConfig(actor_hidden=hidden, critic_hidden=hidden),
         ppo=PPOConfig(**ppo_fields),
     )

@@ -20,9 +20,10 @@ from benchmarks.common.provenance import (
     program_fingerprint,
     same_cell_spec,
     spec_hash,
+    study_env,
 )
 from benchmarks.studies.lag.specs import CURVE_METRICS, ENVS, REGIMES, SUMMARY_METRICS, VARIANTS, Block, Preset
-from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
+from vaco_jax import Config, LagConfig, PPOConfig, run_sweep
 from vaco_jax.core.config import VACOConfig, with_overrides
 from vaco_jax.numerics import stats
 from vaco_jax.runs.writers import write_text_atomic
@@ -70,8 +71,7 @@ def cell_config(preset: Preset, cell: Cell) -> tuple[Config, dict[str, list[Any]
     config = Config(
         algorithm=variant.algorithm,
         num_iterations=block.iterations,
-        # the normaliser order and the brax start resets every cell ran with (both options came later)
-        env=EnvConfig(name=cell.env, normalizer_update="after", start_pool=0, **env_fields),
+        env=study_env(cell.env, **env_fields),  # with the options every cell ran with from before they existed
         ppo=PPOConfig(**REGIMES[cell.regime], **env_spec["ppo"]),
         lag=lag,
         # this study ran VACO's filter on the importance-weighted TV estimate (the default until the exact per-state

@@ -25,9 +25,10 @@ from benchmarks.common.provenance import (
     program_fingerprint,
     same_cell_spec,
     spec_hash,
+    study_env,
 )
 from benchmarks.studies.tuned.specs import ENV_SPECS, METHODS, STUDY_REGIMES, Block, Method, TunedPreset, draw_trials
-from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram
+from vaco_jax import Config, Driver, LagConfig, PPOConfig, TrainProgram
 from vaco_jax.core.config import EvalConfig, with_overrides
 from vaco_jax.core.validation import validate
 from vaco_jax.numerics import stats
@@ -45,8 +46,7 @@ def base_config(preset: TunedPreset, block: Block, method: Method, lag: LagConfi
     config = Config(
         algorithm=method.algorithm,
         num_iterations=block.iterations,
-        # the normaliser order and the brax start resets every cell ran with (both options came later)
-        env=EnvConfig(name=block.env, normalizer_update="after", start_pool=0, **env_fields),
+        env=study_env(block.env, **env_fields),  # with the options every cell ran with from before they existed
         ppo=PPOConfig(**STUDY_REGIMES[block.regime], **env_spec["ppo"]),
         lag=lag,
         eval=EvalConfig(every=preset.eval_every, episodes=preset.eval_episodes),
