@@ -443,7 +443,7 @@ def test_block_runs_only_that_blocks_cells_and_a_held_out_block_needs_its_search
     preset = study.PRESETS["tuned"]
     standard = study.shard_cells(preset, blocks=["CartPole-v1/standard"])
     assert standard and {(c.block.env, c.block.regime) for c in standard} == {("CartPole-v1", "standard")}
-    assert {c.kind for c in standard} == {"tune", "test-fixed", "test-fleet"}
+    assert {c.kind for c in standard} == {"tune", "test-fixed", "test-fleet", "probe"}
     with pytest.raises(SystemExit, match="--block CartPole-v1/easy: the preset's blocks are CartPole-v1/aggressive"):
         study.shard_cells(preset, blocks=["CartPole-v1/easy"])
     with pytest.raises(SystemExit, match="add --block CartPole-v1/aggressive"):
@@ -466,3 +466,66 @@ def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study,
             collected = report_module.collect(preset, merged)
             assert sorted(collected["missing"]) == sorted(later)
         assert collected["rows"] == report_module.collect(preset, smoke)["rows"]  # merged: the one-host study
+
+
+def test_the_probe_steps_each_knob_once_around_the_winner():
+    """The winner-neighbourhood probe, by its definition: the winner, then each knob alone halved and doubled (log
+    knobs) or moved a quarter of its range (the entropy coefficient, floored at 0), beyond the range where the step
+    leads there."""
+    specs = _load("tuned_specs")
+    winner = {"ppo.learning_rate": 2.5e-3, "ppo.ent_coef": 0.003, "ppo.clip_eps": 0.06}
+    points = specs.probe_points(specs.METHODS["impact"], winner)
+    assert points == [
+        winner,
+        {**winner, "ppo.learning_rate": 1.25e-3},
+        {**winner, "ppo.learning_rate": 5e-3},  # beyond the range's 3e-3
+        {**winner, "ppo.ent_coef": 0.0},  # 0.003 - 0.005, floored
+        {**winner, "ppo.ent_coef": 0.008},
+        {**winner, "ppo.clip_eps": 0.03},  # beyond the range's 0.05
+        {**winner, "ppo.clip_eps": 0.12},
+    ]
+    assert [specs.COMMON_KNOBS["ppo.learning_rate"].contains(p["ppo.learning_rate"]) for p in points[1:3]] == [
+        True,
+        False,
+    ]
+
+
+def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_module, smoke, tmp_path):
+    """Every search of a preset with probe seeds gets a probe cell, in its search's group; a missing probe is
+    listed as missing but never holds a block out of the tables. A probe trains the winner at the search's lag and
+    budget: on a tuning seed it reproduces the search's scores for that seed."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    smoke_preset = study.PRESETS["tuned-smoke"]
+    preset = dataclasses.replace(smoke_preset, probe_seeds=(101,))  # a tuning seed: the search's runs again
+    probes = [c for c in tuned_cells.cells_of(preset) if c.stage == "probe"]
+    assert [(c.block.env, c.method) for c in probes] == [("CartPole-v1", "ppo_decoupled"), ("CartPole-v1", "m2po")]
+    assert {study.cell_group(preset, c) for c in probes} == {
+        f"CartPole-v1__aggressive__tune__{c.method}" for c in probes
+    }
+    tuned_preset = study.PRESETS["tuned"]
+    probed = {(c.block.env, c.block.regime) for c in tuned_cells.cells_of(tuned_preset) if c.stage == "probe"}
+    assert probed == {(b.env, b.regime) for b in tuned_preset.blocks if b.tuned_here}
+    with study.fingerprints_memoized():
+        before = report_module.collect(smoke_preset, out)
+        without = report_module.collect(preset, out)
+        assert without["incomplete"] == [] and sorted(without["missing"]) == sorted(c.id for c in probes)
+        assert without["rows"] == before["rows"]
+        cell = probes[0]
+        result = tuned_cells.run_cell(preset, cell, out)
+    search = json.loads(tuned_cells.cell_path(out, tuned_cells.tuning_cell(preset, cell)).read_text())
+    points = [p["point"] for p in result["points"]]
+    assert points[0] == search["best"]["point"] and len(points) == 7 and result["spec"]["seeds"] == [101]
+    winner_in_search = search["points"][search["best"]["index"]]
+    np.testing.assert_allclose(result["points"][0]["learner_auc"], winner_in_search["learner_auc"][1:], rtol=1e-4)
+    summary = report_module.probe_summaries({("CartPole-v1", "aggressive", cell.method): result}, without["tuning"])
+    knobs = summary[0]["knobs"]
+    assert [row["knob"] for row in knobs] == ["ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"]
+    for row, (down, up) in zip(knobs, zip(result["points"][1::2], result["points"][2::2], strict=True), strict=True):
+        assert row["down"]["value"] == down["point"][row["knob"]] and row["up"]["value"] == up["point"][row["knob"]]
+        assert row["down"]["mean_auc"] == pytest.approx(np.mean(down["learner_auc"]))
+        assert "holm_p" in row["down"]["pi"] and "holm_p" in row["up"]["pi"]
+    table = report_module.probe_table(summary)
+    assert len(table) == 2 + 3 and all(line.count(" | ") == 6 for line in table[2:])

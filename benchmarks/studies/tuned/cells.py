@@ -27,7 +27,16 @@ from benchmarks.common.provenance import (
     spec_hash,
     study_env,
 )
-from benchmarks.studies.tuned.specs import ENV_SPECS, METHODS, STUDY_REGIMES, Block, Method, TunedPreset, draw_trials
+from benchmarks.studies.tuned.specs import (
+    ENV_SPECS,
+    METHODS,
+    STUDY_REGIMES,
+    Block,
+    Method,
+    TunedPreset,
+    draw_trials,
+    probe_points,
+)
 from vaco_jax import Config, Driver, LagConfig, PPOConfig, TrainProgram
 from vaco_jax.core.config import EvalConfig, with_overrides
 from vaco_jax.core.validation import validate
@@ -101,9 +110,9 @@ RULE_SUFFIX = ".{rule}-rule"  # a test stage of the winners of a rule other than
 @dataclasses.dataclass(frozen=True)
 class Cell:
     block: Block
-    stage: (
-        str  # "tune", "test-fixed", "test-fleet", or a test stage of another winner rule ("test-fleet.stochastic-rule")
-    )
+    # "tune", "test-fixed", "test-fleet", a test stage of another winner rule ("test-fleet.stochastic-rule"), or
+    # "probe" (the search winner's neighbourhood on fresh seeds: specs.probe_points)
+    stage: str
     method: str
 
     @property
@@ -112,7 +121,7 @@ class Cell:
 
     @property
     def kind(self) -> str:
-        """The stage without its rule: "tune", "test-fixed" or "test-fleet"."""
+        """The stage without its rule: "tune", "test-fixed", "test-fleet" or "probe"."""
         return self.stage.split(".")[0]
 
     @property
@@ -126,7 +135,8 @@ def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
 
 
 def cells_of(preset: TunedPreset) -> list[Cell]:
-    """Run order: per block, every method's tuning (where it tunes), then every method's tests."""
+    """Run order: per block, every method's tuning (where it tunes), then every method's tests, then the probes of
+    its searches' winners (where the preset has probe seeds)."""
     cells = []
     for block in preset.blocks:
         methods = block_methods(preset, block)
@@ -135,12 +145,13 @@ def cells_of(preset: TunedPreset) -> list[Cell]:
         for rule in preset.winner_rules[1:] if not block.untuned else ():  # the other rules' winners, tested alike
             suffix = RULE_SUFFIX.format(rule=rule)
             cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
+        cells += [Cell(block, "probe", m) for m in methods] if block.tuned_here and preset.probe_seeds else []
     return cells
 
 
 def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
-    """The tuning cell a test cell takes its configuration from (its own block's, or the source of a held-out
-    block's), or None for an untuned block."""
+    """The tuning cell a test or probe cell takes its configuration from (its own block's, or the source of a
+    held-out block's), or None for an untuned block."""
     block = cell.block
     if block.untuned:
         return None
@@ -155,14 +166,19 @@ def cell_path(out_dir: Path, cell: Cell) -> Path:
 
 
 def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, list[dict[str, Any]], list[int]]:
-    """The base config, the points and the seeds of a cell (a test cell reads its method's tuning result)."""
+    """The base config, the points and the seeds of a cell (a test or probe cell reads its method's tuning
+    result)."""
     method = METHODS[cell.method]
+    tune_lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
+    if cell.stage == "probe":  # the search's program (lag, budget) around its winner, on seeds no search saw
+        search = json.loads(cell_path(out_dir, Cell(cell.block, "tune", cell.method)).read_text())
+        points = probe_points(method, search["best"]["point"])
+        return base_config(preset, cell.block, method, tune_lag), points, list(preset.probe_seeds)
     if cell.stage == "tune":
-        lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
         # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
         trials = draw_trials(method, preset.trials, seed=0)
-        return base_config(preset, cell.block, method, lag), trials, list(preset.tuning_seeds)
+        return base_config(preset, cell.block, method, tune_lag), trials, list(preset.tuning_seeds)
     source = tuning_cell(preset, cell)
     settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)
     if source is not None:

@@ -30,6 +30,7 @@ from scipy import stats as scipy_stats
 from benchmarks.common.provenance import replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
+from benchmarks.studies.tuned.specs import METHODS, search_space
 from vaco_jax import envs
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
@@ -114,13 +115,17 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
 
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
-    """Rows of every test result on disk, the tuning results, and which cells are missing or stale."""
+    """Rows of every test result on disk, the tuning and probe results, and which cells are missing or stale."""
 
-    rows, tuning, missing, stale, unrecorded, seconds = [], {}, [], [], [], 0.0
+    rows, tuning, probes, missing, stale, unrecorded, seconds = [], {}, {}, [], [], [], 0.0
     cells = cells_of(preset)
     # a block's table rows wait until all its cells of that winner rule are in (its search's too): a half-run block
-    # would change the comparisons, and so the corrected marks, of the whole table
-    absent = {(c.block.env, c.block.regime, c.rule) for c in cells if load_cell(out_dir, preset, c) is None}
+    # would change the comparisons, and so the corrected marks, of the whole table (a probe is in no table)
+    absent = {
+        (c.block.env, c.block.regime, c.rule)
+        for c in cells
+        if c.stage != "probe" and load_cell(out_dir, preset, c) is None
+    }
     absent |= {(env, regime, "stochastic") for env, regime, rule in absent if rule == "mode"}
     for cell in cells:
         result = load_cell(out_dir, preset, cell)
@@ -141,6 +146,9 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                     for p in result["points"]
                 ],
             }
+            continue
+        if cell.stage == "probe":
+            probes[(*block, cell.method)] = result
             continue
         source = tuning_cell(preset, cell)
         if (*block, cell.rule) in absent or (source is not None and (*_block_of(source), "mode") in absent):
@@ -172,6 +180,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     return {
         "rows": rows,
         "tuning": tuning,
+        "probes": probes,
         "incomplete": sorted(f"{env} ({regime}), {rule} rule" for env, regime, rule in absent),
         "missing": missing,
         "stale": stale,
@@ -266,15 +275,12 @@ def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -
     """Where each search's winner lies in each searched range: its value, the range, its position in it (0 = low
     end, 1 = high end, on the knob's own scale: log for a log-uniform knob) and its rank among the trials' values
     of that knob; ``edge`` where it is the lowest or highest value tried (the range may be too narrow there)."""
-    from benchmarks.studies.tuned.specs import COMMON_KNOBS, METHODS
-
     lines = [
         "| env | method | knob | winner | range | position in range | rank among trials | |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for (env, regime, method), search in tuning.items():
-        knobs = {**COMMON_KNOBS, **METHODS[method].knob}
-        for name, knob in knobs.items():
+        for name, knob in search_space(METHODS[method]).items():
             values = [trial["point"][name] for trial in search["trials"] if name in trial["point"]]
             if not values:
                 continue
@@ -286,6 +292,82 @@ def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -
             lines.append(
                 f"| {env} ({regime}) | {method} | {name} | {won:.3g} | [{knob.low:g}, {knob.high:g}] "
                 f"| {position:.2f} | {rank} of {len(values)} | {edge} |"
+            )
+    return lines
+
+
+def probe_summary(probe: dict[str, Any], search: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per searched knob, the winner-neighbourhood probe's reading (``specs.probe_points``: the winner, then each
+    knob one step down and up): the step's value, whether it lies inside the searched range, its mean learner AUC
+    over the probe's fresh seeds (a run without a finite score counts as the worst, as in the search) and the
+    paired P(step > winner) with its bootstrap interval; the winner's own mean on those seeds beside its mean in
+    the search (the gap is the search's optimism: the best of many noisy means)."""
+    knobs = search_space(METHODS[probe["cell"]["method"]])  # in the order of specs.probe_points
+    points = probe["points"]
+    winner = points[0]
+
+    def mean(point: dict[str, Any]) -> float:
+        return float(np.mean(stats.worst_filled(np.asarray(point["learner_auc"], np.float64), floor=-np.inf)))
+
+    summary = []
+    for i, (name, knob) in enumerate(knobs.items()):
+        steps = []
+        for point in points[1 + 2 * i : 3 + 2 * i]:
+            value = point["point"][name]
+            pi = _pi(point["learner_auc"], winner["learner_auc"])
+            steps.append({"value": value, "inside": knob.contains(value), "mean_auc": mean(point), "pi": pi})
+        summary.append(
+            {
+                "knob": name,
+                "winner": winner["point"][name],
+                "winner_mean_auc": mean(winner),
+                "winner_search_mean_auc": search["best"]["mean_learner_auc"],
+                "down": steps[0],
+                "up": steps[1],
+            }
+        )
+    return summary
+
+
+def probe_summaries(probes: dict[tuple[str, str, str], dict[str, Any]], tuning: dict) -> list[dict[str, Any]]:
+    """Every probe's :func:`probe_summary`, with Holm's correction over all their comparisons (``holm_p``)."""
+    summaries = [
+        {"env": env, "regime": regime, "method": method, "knobs": probe_summary(probe, tuning[(env, regime, method)])}
+        for (env, regime, method), probe in probes.items()
+    ]
+    pis = [row[side]["pi"] for summary in summaries for row in summary["knobs"] for side in ("down", "up")]
+    for pi, adjusted in zip(pis, holm_adjusted([pi["wilcoxon_p"] for pi in pis]), strict=True):
+        pi["holm_p"] = adjusted
+    return summaries
+
+
+def probe_table(summaries: list[dict[str, Any]]) -> list[str]:
+    """The winner-neighbourhood probes (:func:`probe_summaries`), one row per search and knob; the last column
+    names a step that scores a higher mean than the winner, and whether it lies beyond the searched range (there,
+    a wider range might have found a better configuration)."""
+    if not summaries:
+        return ["(no probe is in yet)"]
+    lines = [
+        "| env | method | knob | winner: AUC on the probe seeds (in the search) | one step down: value, AUC, "
+        "P(> winner) | one step up: value, AUC, P(> winner) | higher than the winner |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def step(s: dict[str, Any]) -> str:
+        where = "" if s["inside"] else " (outside)"
+        return f"{s['value']:.3g}{where}, {s['mean_auc']:.1f}, {format_pi(s['pi'])}"
+
+    for summary in summaries:
+        for row in summary["knobs"]:
+            higher = [
+                f"{side}{'' if s['inside'] else ', beyond the range'}"
+                for side, s in (("down", row["down"]), ("up", row["up"]))
+                if s["mean_auc"] > row["winner_mean_auc"]
+            ]
+            lines.append(
+                f"| {summary['env']} ({summary['regime']}) | {summary['method']} | {row['knob']} | "
+                f"{row['winner']:.3g}: {row['winner_mean_auc']:.1f} ({row['winner_search_mean_auc']:.1f}) | "
+                f"{step(row['down'])} | {step(row['up'])} | {'; '.join(higher) or '-'} |"
             )
     return lines
 
@@ -346,6 +428,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "study_seconds": collected["seconds"],
         "comparisons_per_table": collected["comparisons"],
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
+        "probes": probe_summaries(collected["probes"], collected["tuning"]),
         "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
     }
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
@@ -400,6 +483,17 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "## Where each search's winner lies in its ranges (selection rule: the best mean AUC of the learner's mode)",
         "",
         *winner_positions_table(collected["tuning"]),
+        "",
+        "## Around each winner: one step down and up per knob, on fresh seeds (the winner-neighbourhood probe)",
+        "",
+        f"Each search's winner and, for each knob in turn, the winner with that knob halved and doubled (a quarter "
+        f"of the range down and up for the entropy coefficient), at the search's lag and budget, on "
+        f"{len(preset.probe_seeds)} seeds no search or test used. AUC: the mean learner AUC of the mode (the "
+        "search's rule); P: paired by seed against the winner, marked where Holm-corrected Wilcoxon rejects "
+        "equality over the table's comparisons. A step that scores higher beyond the range says the range may have "
+        "cut the search short.",
+        "",
+        *probe_table(payload["probes"]),
         "",
         "## Two readings: the learner's evaluation against the stale actors' training return (tuned)",
         "",

@@ -47,6 +47,19 @@ class Knob:
             return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
         return float(rng.uniform(self.low, self.high))
 
+    def neighbours(self, value: float) -> tuple[float, float]:
+        """The values one step below and above ``value`` (the winner-neighbourhood probe): halved and doubled on a
+        log-uniform knob; a quarter of the range's width on a uniform one, never below 0 on a range that starts at
+        0 or above (an entropy coefficient). They may lie outside [low, high]: whether the range cut a search short
+        is what the probe asks."""
+        if self.log:
+            return value / 2.0, value * 2.0
+        step = (self.high - self.low) / 4.0
+        return (max(value - step, 0.0) if self.low >= 0 else value - step), value + step
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
 
 COMMON_KNOBS = {"ppo.learning_rate": Knob(1e-4, 3e-3), "ppo.ent_coef": Knob(0.0, 0.02, log=False)}
 
@@ -94,6 +107,16 @@ def draw_trials(method: Method, trials: int, seed: int) -> list[dict[str, float]
     return [{path: knob.draw(rng) for path, knob in space.items()} for _ in range(trials)]
 
 
+def probe_points(method: Method, winner: dict[str, float]) -> list[dict[str, float]]:
+    """The winner-neighbourhood probe of a search: the winner first, then for each searched knob in turn the winner
+    with that knob one step down and one step up (:meth:`Knob.neighbours`), the others held at the winner's values:
+    1 + 2 x (number of knobs) points."""
+    points = [dict(winner)]
+    for path, knob in search_space(method).items():
+        points += [{**winner, path: value} for value in knob.neighbours(winner[path])]
+    return points
+
+
 # ----------------------------------------------------------------------------- presets
 
 
@@ -133,6 +156,9 @@ class TunedPreset:
     # how a search picks its winner: "mode", the best mean AUC of the learner's mode (its deterministic policy), and
     # "stochastic", of its sampling policy; each rule beyond the first adds its own test cells of the tuned winners
     winner_rules: tuple[str, ...] = ("mode",)
+    # fresh seeds of the winner-neighbourhood probe (:func:`probe_points`, at the search's lag and budget): whether
+    # a step away from each search's winner, inside or beyond its range, scores higher; empty: no probe
+    probe_seeds: tuple[int, ...] = ()
 
 
 PRESETS: dict[str, TunedPreset] = {
@@ -189,6 +215,7 @@ PRESETS: dict[str, TunedPreset] = {
         first_test_seed=3000,
         eval_every=5,
         winner_rules=("mode", "stochastic"),
+        probe_seeds=tuple(range(200, 208)),  # never used by a search or a test
     ),
     # the same protocol at an accelerator's scale: 32 trials, 64 test seeds, every lag, longer budgets
     "tuned-gpu": TunedPreset(
@@ -207,5 +234,6 @@ PRESETS: dict[str, TunedPreset] = {
         first_test_seed=3000,
         eval_every=5,
         winner_rules=("mode", "stochastic"),
+        probe_seeds=tuple(range(200, 216)),
     ),
 }
