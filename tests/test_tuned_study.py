@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -529,3 +530,25 @@ def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_modu
         assert "holm_p" in row["down"]["pi"] and "holm_p" in row["up"]["pi"]
     table = report_module.probe_table(summary)
     assert len(table) == 2 + 3 and all(line.count(" | ") == 6 for line in table[2:])
+
+
+def test_every_block_of_every_preset_is_a_valid_config_for_each_of_its_methods(study):
+    """A block whose config the trainer refuses (a batch its minibatches do not divide, an env name that does not
+    exist) would fail hours into a study: every block's base config, under the tests' fixed lags and fleet, is
+    validated here, its env made."""
+    from vaco_jax import LagConfig, envs
+    from vaco_jax.core.validation import validate
+
+    for name, preset in study.PRESETS.items():
+        for block in preset.blocks:
+            lags = [
+                LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1),
+                LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k),
+            ]
+            for method in tuned_cells.block_methods(preset, block):
+                for lag in lags:
+                    config = tuned_cells.base_config(preset, block, _load("tuned_specs").METHODS[method], lag)
+                    assert validate(config) is not None, (name, block.env, method)
+            brax_missing = importlib.util.find_spec("brax") is None and os.environ.get("VACO_JAX_REQUIRE_BRAX") != "1"
+            if not (block.env.startswith("brax/") and brax_missing):  # brax: an optional extra, required in CI
+                assert envs.from_config(config.env) is not None
