@@ -289,10 +289,19 @@ def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path, capsys):
     assert set(PRESETS) >= {"vaco-paper", "vaco-decoupled", "ppo-decoupled"}
 
 
-def test_demo_compares_algorithms_and_presets_side_by_side(tmp_path):
+def test_demo_compares_algorithms_and_presets_side_by_side(tmp_path, monkeypatch):
+    """... and checks each variant's plan once, before the first trains: 1 + 2 grid points per variant (the run
+    itself trusts that plan; it was twice that)."""
+    from vaco_jax.training import trainer
+
+    validated, validate = [], trainer.validate
+    monkeypatch.setattr(
+        trainer, "validate", lambda config, **kw: validated.append(config.algorithm) or validate(config, **kw)
+    )
     out = tmp_path / "demo"
     argv = ["demo", "--algorithms", "ppo", "vaco-paper", "--grid", "lag.k=0,2", "--out-dir", str(out), *TINY]
     assert main([*argv, "--num-iterations", "2"]) == 0
+    assert validated == ["ppo"] * 3 + ["vaco"] * 3
     assert (out / "final_vs_lag.k.png").stat().st_size > 0
     assert json.loads((out / "ppo" / "config.json").read_text())["algorithm"] == "ppo"
     paper = json.loads((out / "vaco-paper" / "config.json").read_text())

@@ -61,12 +61,15 @@ def compare(
     repeated = sorted({name for name in variants if variants.count(name) > 1})
     if repeated:
         raise ConfigError(f"--algorithms lists {', '.join(repeated)} more than once: name each variant once")
+    plans = {}
     for name in variants:  # validate every variant, and where it will write, before the first one trains
         check_variant_name(name)
-        RunPlan.build(variant_config(config, name), grid, num_seeds=num_seeds, seed=seed)
+        plans[name] = RunPlan.build(
+            variant_config(config, name), grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program
+        )
     if output.dry_run:
         for name in variants:
-            execute(variant_config(config, name), grid, num_seeds, seed, output)
+            execute(variant_config(config, name), grid, num_seeds, seed, output, plan=plans[name])
             print()
         return {}
     if output.resume is not None:
@@ -120,6 +123,7 @@ def compare(
             stop,
             presets=(name,) if name in PRESETS else (),
             variant=Variant(run_id=run_id, set_dir=target.path, published_as=target / name, label=name),
+            plan=plans[name],
         )
         print()
     for axis in grid:

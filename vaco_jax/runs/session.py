@@ -245,6 +245,7 @@ def execute(
     presets: tuple[str, ...] = (),
     asynchronous: AsyncOptions | None = None,
     variant: Variant | None = None,
+    plan: RunPlan | None = None,
 ) -> SweepResult | None:
     """Run a sweep (a plain train is a sweep with an empty grid) and write every output (``--dry-run``: report
     the device memory instead, and return None).
@@ -255,7 +256,9 @@ def execute(
     returns None (a demo's ``variant`` reloads its results instead). ``presets`` are the presets that made
     ``config`` (recorded in config.json). ``asynchronous``: run real actor threads
     (:mod:`vaco_jax.training.asynchronous`) instead of the simulated lag; its options are recorded in config.json and
-    the checkpoints. ``variant``: this run is one variant of a staged result set (:class:`Variant`).
+    the checkpoints. ``variant``: this run is one variant of a staged result set (:class:`Variant`). ``plan``: the
+    run plan of these arguments (``config``, ``grid``, seeds, ``output.runs_per_program``), where the caller built it
+    already (a demo checks every variant's before the first trains); built here otherwise.
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
@@ -268,7 +271,10 @@ def execute(
     if asynchronous is not None and distributed.multiprocess():
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     # every check of the runs, once, before anything compiles or is written
-    plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
+    if plan is None:
+        plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
+    elif (plan.grid, plan.num_seeds, plan.seed) != ({k: list(v) for k, v in grid.items()}, num_seeds, seed):
+        raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
     # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
     driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
     if asynchronous is not None:
