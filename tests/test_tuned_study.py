@@ -226,8 +226,10 @@ def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tr
 def test_the_report_says_where_each_winner_lies_in_its_ranges(study, report_module):
     """A winner at the smallest learning rate tried is at an edge of the search; its position in a log-uniform range
     is measured on the log scale (1e-4 to 3e-3: 1e-3 sits at 0.68)."""
+    specs = _load("tuned_specs")
     trials = [{"point": {"ppo.learning_rate": lr, "ppo.ent_coef": 0.01, "ppo.clip_eps": 0.2}} for lr in (1e-4, 1e-3)]
-    tuning = {("CartPole-v1", "aggressive", "ppo"): {"best": trials[0], "trials": trials}}
+    ranges = {path: dataclasses.asdict(knob) for path, knob in specs.search_space(specs.METHODS["ppo"]).items()}
+    tuning = {("CartPole-v1", "aggressive", "ppo"): {"ranges": ranges, "best": trials[0], "trials": trials}}
     lines = report_module.winner_positions_table(tuning)
     rows = {line.split(" | ")[2]: line for line in lines[2:]}
     assert set(rows) == {"ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"}
@@ -552,3 +554,27 @@ def test_every_block_of_every_preset_is_a_valid_config_for_each_of_its_methods(s
             brax_missing = importlib.util.find_spec("brax") is None and os.environ.get("VACO_JAX_REQUIRE_BRAX") != "1"
             if not (block.env.startswith("brax/") and brax_missing):  # brax: an optional extra, required in CI
                 assert envs.from_config(config.env) is not None
+
+
+def test_a_block_can_widen_a_knobs_range_keeping_the_draws_common_random_numbers():
+    """A block's own range for a knob replaces the common (or the method's) range in that block's searches and
+    probes, for the methods that search that knob only; trial i keeps its uniform draw, so its position in the
+    range (on the knob's scale) is the same as under the default range."""
+    specs = _load("tuned_specs")
+    wide = specs.Knob(1e-4, 1e-2)
+    block = specs.Block("Pendulum-v1", "aggressive", 4, ranges=(("ppo.learning_rate", wide), ("ppo.clip_eps", wide)))
+    ppo, m2po = specs.METHODS["ppo"], specs.METHODS["m2po"]
+    assert specs.search_space(ppo, block)["ppo.learning_rate"] == wide
+    assert specs.search_space(ppo, block)["ppo.clip_eps"] == wide
+    assert set(specs.search_space(m2po, block)) == set(specs.search_space(m2po))  # m2po searches no clip
+    default, widened = specs.draw_trials(ppo, 16, seed=0), specs.draw_trials(ppo, 16, seed=0, block=block)
+    narrow = specs.COMMON_KNOBS["ppo.learning_rate"]
+    for before, after in zip(default, widened, strict=True):
+        position = np.log(before["ppo.learning_rate"] / narrow.low) / np.log(narrow.high / narrow.low)
+        assert np.log(after["ppo.learning_rate"] / wide.low) / np.log(wide.high / wide.low) == pytest.approx(position)
+        assert after["ppo.ent_coef"] == before["ppo.ent_coef"]
+    winner = widened[0]
+    assert specs.probe_points(ppo, winner, block)[1:3] == [
+        {**winner, "ppo.learning_rate": winner["ppo.learning_rate"] / 2},
+        {**winner, "ppo.learning_rate": winner["ppo.learning_rate"] * 2},
+    ]

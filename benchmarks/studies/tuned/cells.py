@@ -172,12 +172,12 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
     tune_lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
     if cell.stage == "probe":  # the search's program (lag, budget) around its winner, on seeds no search saw
         search = json.loads(cell_path(out_dir, Cell(cell.block, "tune", cell.method)).read_text())
-        points = probe_points(method, search["best"]["point"])
+        points = probe_points(method, search["best"]["point"], cell.block)
         return base_config(preset, cell.block, method, tune_lag), points, list(preset.probe_seeds)
     if cell.stage == "tune":
         # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
-        trials = draw_trials(method, preset.trials, seed=0)
+        trials = draw_trials(method, preset.trials, seed=0, block=cell.block)
         return base_config(preset, cell.block, method, tune_lag), trials, list(preset.tuning_seeds)
     source = tuning_cell(preset, cell)
     settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)

@@ -20,6 +20,7 @@ README block between ``<!-- tuned verdict: start -->`` and ``<!-- tuned verdict:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from scipy import stats as scipy_stats
 from benchmarks.common.provenance import replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
-from benchmarks.studies.tuned.specs import METHODS, search_space
+from benchmarks.studies.tuned.specs import METHODS, Knob, search_space
 from vaco_jax import envs
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
@@ -140,6 +141,10 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
         block = (cell.block.env, cell.block.regime)
         if cell.stage == "tune":
             tuning[(*block, cell.method)] = {
+                "ranges": {
+                    path: dataclasses.asdict(knob)
+                    for path, knob in search_space(METHODS[cell.method], cell.block).items()
+                },
                 "best": result["best"],
                 "trials": [
                     {"point": p["point"], "mean_learner_auc": float(np.mean(p["learner_auc"]))}
@@ -280,7 +285,7 @@ def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -
         "|---|---|---|---|---|---|---|---|",
     ]
     for (env, regime, method), search in tuning.items():
-        for name, knob in search_space(METHODS[method]).items():
+        for name, knob in ((path, Knob(**fields)) for path, fields in search["ranges"].items()):
             values = [trial["point"][name] for trial in search["trials"] if name in trial["point"]]
             if not values:
                 continue
@@ -302,7 +307,7 @@ def probe_summary(probe: dict[str, Any], search: dict[str, Any]) -> list[dict[st
     over the probe's fresh seeds (a run without a finite score counts as the worst, as in the search) and the
     paired P(step > winner) with its bootstrap interval; the winner's own mean on those seeds beside its mean in
     the search (the gap is the search's optimism: the best of many noisy means)."""
-    knobs = search_space(METHODS[probe["cell"]["method"]])  # in the order of specs.probe_points
+    knobs = {path: Knob(**fields) for path, fields in search["ranges"].items()}  # specs.probe_points' order
     points = probe["points"]
     winner = points[0]
 

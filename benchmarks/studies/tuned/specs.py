@@ -102,23 +102,30 @@ METHODS: dict[str, Method] = {
 }
 
 
-def search_space(method: Method) -> dict[str, Knob]:
-    return {**COMMON_KNOBS, **method.knob}
+def search_space(method: Method, block: Block | None = None) -> dict[str, Knob]:
+    """The knobs a search of ``method`` draws, in order: the common ones, then the method's own, each with the
+    ``block``'s own range where it sets one (:attr:`Block.ranges`)."""
+    space = {**COMMON_KNOBS, **method.knob}
+    for path, knob in block.ranges if block is not None else ():
+        if path in space:
+            space[path] = knob
+    return space
 
 
-def draw_trials(method: Method, trials: int, seed: int) -> list[dict[str, float]]:
-    """``trials`` configurations of ``method``'s search space, from a sampler seeded by ``seed`` alone."""
+def draw_trials(method: Method, trials: int, seed: int, block: Block | None = None) -> list[dict[str, float]]:
+    """``trials`` configurations of ``method``'s search space (in ``block``), from a sampler seeded by ``seed``
+    alone: trial i draws the same uniform numbers for every method, whatever the ranges."""
     rng = random.Random(seed)
-    space = search_space(method)
+    space = search_space(method, block)
     return [{path: knob.draw(rng) for path, knob in space.items()} for _ in range(trials)]
 
 
-def probe_points(method: Method, winner: dict[str, float]) -> list[dict[str, float]]:
+def probe_points(method: Method, winner: dict[str, float], block: Block | None = None) -> list[dict[str, float]]:
     """The winner-neighbourhood probe of a search: the winner first, then for each searched knob in turn the winner
     with that knob one step down and one step up (:meth:`Knob.neighbours`), the others held at the winner's values:
     1 + 2 x (number of knobs) points."""
     points = [dict(winner)]
-    for path, knob in search_space(method).items():
+    for path, knob in search_space(method, block).items():
         points += [{**winner, path: value} for value in knob.neighbours(winner[path])]
     return points
 
@@ -139,6 +146,9 @@ class Block:
     methods: tuple[str, ...] | None = None  # the preset's methods unless given
     test_seeds: int | None = None  # the preset's test seeds unless given
     test_stages: tuple[str, ...] = ("test-fixed", "test-fleet")  # fixed lags, and the fleet
+    # this block's own search range for some knobs, (path, Knob) pairs replacing the common or the method's range
+    # (a task whose budget wants larger steps); a knob a method does not search is left out for that method
+    ranges: tuple[tuple[str, Knob], ...] = ()
 
     @property
     def tuned_here(self) -> bool:
