@@ -471,6 +471,62 @@ def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study,
         assert collected["rows"] == report_module.collect(preset, smoke)["rows"]  # merged: the one-host study
 
 
+def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_one(study, smoke, tmp_path, monkeypatch):
+    """--adopt: a clean worktree's cells come back into the committed folder; a '+dirty' or stale source cell is
+    refused, a '+dirty' committed cell is replaced (same numbers or not), and a current, clean committed cell with
+    other numbers is kept and reported, not overwritten."""
+    import shutil
+
+    preset = study.PRESETS["tuned-smoke"]
+    cells = tuned_cells.cells_of(preset)
+    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    source, committed = tmp_path / "worktree", tmp_path / "committed"
+    shutil.copytree(smoke, source)
+    shutil.copytree(smoke, committed)
+    tests = [cell for cell in cells if cell.stage != "tune"]  # editing one changes no other cell's currency
+    new, renewed, dirty_source, stale_source, replaced, kept = tests[:6]
+
+    def edit(folder, cell, **fields):
+        path = tuned_cells.cell_path(folder, cell)
+        record = json.loads(path.read_text())
+        for name, value in fields.items():
+            record[name] = value(record) if callable(value) else value
+        path.write_text(json.dumps(record))
+
+    def shifted(record):  # the same cell with other numbers
+        points = json.loads(json.dumps(record["points"]))
+        points[0]["learner_auc"][0] += 1.0
+        return points
+
+    for folder in (source, committed):  # as if made from a clean tree, whatever the tree running this test
+        for cell in cells:
+            edit(folder, cell, commit="0123abc")
+    tuned_cells.cell_path(committed, new).unlink()
+    edit(committed, renewed, commit="0123abc+dirty")
+    edit(source, dirty_source, commit="0123abc+dirty")
+    edit(source, stale_source, fingerprint="0" * 16)
+    edit(committed, replaced, commit="0123abc+dirty", points=shifted)
+    edit(committed, kept, points=shifted)
+    before_kept = tuned_cells.cell_path(committed, kept).read_text()
+
+    outcome = study.adopt("tuned-smoke", source, committed)
+
+    assert outcome[new.id] == study.ADOPTED[0] and outcome[renewed.id] == study.ADOPTED[1]
+    assert outcome[replaced.id] == study.ADOPTED[2]
+    assert outcome[dirty_source.id].startswith("refused: written from a tree with uncommitted changes")
+    assert outcome[stale_source.id].startswith("refused: stale")
+    assert outcome[kept.id].startswith("refused: a current, clean committed cell has other numbers")
+    assert len(outcome) == 6  # every other cell was the same file already
+    for cell in (new, renewed, replaced):
+        copied, original = (
+            json.loads(tuned_cells.cell_path(folder, cell).read_text()) for folder in (committed, source)
+        )
+        assert copied == original
+    assert tuned_cells.cell_path(committed, kept).read_text() == before_kept
+    assert json.loads(tuned_cells.cell_path(committed, dirty_source).read_text())["commit"] == "0123abc"  # kept
+
+
 def test_the_probe_steps_each_knob_once_around_the_winner():
     """The winner-neighbourhood probe, by its definition: the winner, then each knob alone halved and doubled (log
     knobs) or moved a quarter of its range (the entropy coefficient, floored at 0), beyond the range where the step

@@ -34,6 +34,7 @@ Usage:
   python -m benchmarks.studies.tuned --preset tuned --shard 2/8      # this host's eighth of the cells (0-based)
   python -m benchmarks.studies.tuned --preset tuned --devices 4      # four cells at once, one per local device
   python -m benchmarks.studies.tuned --preset tuned --block CartPole-v1/standard   # one block's cells only
+  python -m benchmarks.studies.tuned --preset tuned --adopt /tmp/clean/runs/tuned    # a clean worktree's cells, back
 
 Spreading the cells: the cells are independent programs, except that a test cell uses its search's winner. A
 search and every cell that uses it (held-out blocks' included) form a group; ``--shard I/N`` runs the groups
@@ -227,6 +228,58 @@ def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, An
     }
 
 
+ADOPTED = ("new", "same numbers, provenance renewed", "replaces a stale or '+dirty' cell, numbers differ")
+"""What ``--adopt`` does with a cell it copies (:func:`adopt`)."""
+
+
+def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[str] = ()) -> dict[str, str]:
+    """Copy the cells that a clean worktree wrote into ``source_dir`` into ``out_dir`` (the committed results), and
+    say for each cell of the preset (of ``blocks``) found there what happened (:data:`ADOPTED`, or why not).
+
+    A study writes into ``benchmarks/results`` only from a tree without uncommitted changes, so long reruns go to a
+    worktree's folder; this brings them back without losing anything: a source cell is taken only if its commit is
+    clean and it is current at this checkout (its programs, host code and search); a committed cell is replaced
+    only if the copy has the same numbers (a clean rerun of a '+dirty' cell), or the committed one is stale or
+    '+dirty'. A current, clean committed cell whose numbers differ is kept and reported: two clean runs of one
+    program disagreeing is a determinism defect to look at, not a file to overwrite."""
+    preset = PRESETS[preset_name]
+    outcome: dict[str, str] = {}
+    for cell in shard_cells(preset, (), blocks):
+        source = load_cell(source_dir, preset, cell)
+        if source is None:
+            continue  # not made there (or made for another spec)
+        if str(source.get("commit", "")).endswith("+dirty"):
+            outcome[cell.id] = "refused: written from a tree with uncommitted changes"
+            continue
+        if not is_current(preset, cell, source_dir, source):
+            outcome[cell.id] = "refused: stale at this checkout (made by other programs or host code)"
+            continue
+        path = cell_path(out_dir, cell)
+        committed = json.loads(path.read_text()) if path.exists() else None
+        if committed == source:
+            continue  # already there
+        if committed is None:
+            outcome[cell.id] = ADOPTED[0]
+        elif (committed.get("points"), committed.get("best")) == (source.get("points"), source.get("best")):
+            outcome[cell.id] = ADOPTED[1]
+        elif (
+            str(committed.get("commit", "")).endswith("+dirty")
+            or load_cell(out_dir, preset, cell) is None
+            or (not is_current(preset, cell, out_dir, committed))
+        ):
+            outcome[cell.id] = ADOPTED[2]
+        else:
+            outcome[cell.id] = "refused: a current, clean committed cell has other numbers (a determinism defect?)"
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(source, indent=1, allow_nan=True))
+    for cell_id, what in outcome.items():
+        print(f"{cell_id}: {what}")
+    adopted = sum(what in ADOPTED for what in outcome.values())
+    print(f"{adopted} of {len(outcome)} cells adopted from {source_dir} into {out_dir}")
+    return outcome
+
+
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
     preset = PRESETS[preset_name]
@@ -277,6 +330,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--block", action="append", default=[], help="run only this block's cells (ENV/REGIME; repeatable)"
     )
+    parser.add_argument(
+        "--adopt",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="copy the clean, current cells a worktree wrote into DIR (its --out-dir) into --out-dir, then report",
+    )
     parser.add_argument("--device-shard", type=Shard.parse, default=None, help=argparse.SUPPRESS)  # a worker's part
     args = parser.parse_args(argv)
     if args.devices is not None and args.devices < 1:
@@ -287,6 +347,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         refuse_dirty_results(out_dir, ROOT, args.allow_dirty)
     if args.check:
         raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
+    if args.adopt is not None:
+        if not (args.adopt / "cells").is_dir():
+            parser.error(f"--adopt {args.adopt}: no cells/ folder there (give the --out-dir the other worktree used)")
+        with fingerprints_memoized():
+            adopt(args.preset, args.adopt, out_dir, args.block)
+        args.report = True
     if args.devices and not (args.report or args.check):
         run_on_devices(sys.argv[1:] if argv is None else list(argv), args.devices)
         args.report = True  # the workers ran the cells; this process reports
