@@ -210,6 +210,10 @@ def chunk_lengths(total: int, chunk_size: int | None) -> list[int]:
     return sorted(set(chunk_plan(total, chunk_size)))
 
 
+DIRTY = "+dirty"
+"""The suffix :func:`git_commit` adds to a commit recorded from a work tree with uncommitted code changes."""
+
+
 def git_commit(root: Path) -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or "unknown". Changes under
     ``benchmarks/results`` do not count: they are what the studies write (a study's second cell would otherwise
@@ -221,9 +225,14 @@ def git_commit(root: Path) -> str:
             cwd=root,
             capture_output=True,
         )
-        return commit.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")
+        return commit.stdout.strip()[:12] + (DIRTY if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def is_dirty(commit: object) -> bool:
+    """Whether a recorded commit (:func:`git_commit`) was a work tree with uncommitted changes to its code."""
+    return str(commit).endswith(DIRTY)
 
 
 STUDY_ENV_PINS = {"normalizer_update": "after", "start_pool": 0}
@@ -243,7 +252,7 @@ def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -
     code made it. A scratch folder elsewhere is always fine; ``allow_dirty`` overrides (the cells still say so)."""
     results = (root / "benchmarks" / "results").resolve()
     inside = out_dir.resolve() == results or results in out_dir.resolve().parents
-    if inside and not allow_dirty and git_commit(root).endswith("+dirty"):
+    if inside and not allow_dirty and is_dirty(git_commit(root)):
         raise SystemExit(
             f"the work tree at {root} has uncommitted changes, and cells written into {out_dir} would record a "
             "'+dirty' commit that no one can check out: commit first, or run from a clean worktree of HEAD "

@@ -58,7 +58,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import fingerprints_memoized, git_commit, host_record, refuse_dirty_results, spec_hash
+from benchmarks.common.provenance import (
+    fingerprints_memoized,
+    git_commit,
+    host_record,
+    is_dirty,
+    refuse_dirty_results,
+    spec_hash,
+)
 from benchmarks.studies.tuned.cells import (
     ROOT,
     SCORES,
@@ -248,7 +255,7 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
         source = load_cell(source_dir, preset, cell)
         if source is None:
             continue  # not made there (or made for another spec)
-        if str(source.get("commit", "")).endswith("+dirty"):
+        if is_dirty(source.get("commit", "")):
             outcome[cell.id] = "refused: written from a tree with uncommitted changes"
             continue
         if not is_current(preset, cell, source_dir, source):
@@ -263,7 +270,7 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
         elif (committed.get("points"), committed.get("best")) == (source.get("points"), source.get("best")):
             outcome[cell.id] = ADOPTED[1]
         elif (
-            str(committed.get("commit", "")).endswith("+dirty")
+            is_dirty(committed.get("commit", ""))
             or load_cell(out_dir, preset, cell) is None
             or (not is_current(preset, cell, out_dir, committed))
         ):
