@@ -46,7 +46,15 @@ from vaco_jax.runs.writers import write_text_atomic
 from vaco_jax.training.asynchronous import AsyncOptions
 
 ROOT = Path(__file__).resolve().parents[2]
-README_MARKERS = ("<!-- async calibration: start -->", "<!-- async calibration: end -->")
+BLOCK = "async calibration"
+"""The documentation block a table goes into by default: between ``<!-- async calibration: start -->`` and its end."""
+
+
+def markers(block: str) -> tuple[str, str]:
+    """The start and end comments of the documentation block named ``block``."""
+    return f"<!-- {block}: start -->", f"<!-- {block}: end -->"
+
+
 REGIMES = {  # name: (env.num_steps, queue size, learner updates, ppo overrides)
     "balanced": (128, 2, 60, {}),
     "fast-actors": (32, 8, 100, {}),
@@ -121,6 +129,12 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
+    parser.add_argument(
+        "--block",
+        default=BLOCK,
+        help=f"the documentation block --update-readme rewrites (default {BLOCK!r}; the high-lag regime's: "
+        "'async calibration, high lag')",
+    )
     parser.add_argument("--report", action="store_true", help="only the table from the runs in --out (no new runs)")
     args = parser.parse_args()
     if args.report:
@@ -129,7 +143,7 @@ def main() -> None:
         print(payload["table"])
         write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
         if args.update_readme is not None:
-            replace_readme_block(args.update_readme, README_MARKERS, ["", payload["table"], ""])
+            replace_readme_block(args.update_readme, markers(args.block), ["", payload["table"], ""])
         return
     records = []
     for regime in args.regimes:
@@ -159,7 +173,7 @@ def main() -> None:
     write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
     print(f"wrote {args.out}")
     if args.update_readme is not None:
-        replace_readme_block(args.update_readme, README_MARKERS, ["", text, ""])
+        replace_readme_block(args.update_readme, markers(args.block), ["", text, ""])
         print(f"updated {args.update_readme}")
 
 

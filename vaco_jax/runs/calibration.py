@@ -4,8 +4,9 @@
 
 1. *real*: the asynchronous actor-learner mode (:mod:`vaco_jax.training.asynchronous`), whose batches record the lag
    each one had (in learner updates);
-2. *simulated*: the one-program simulator with ``lag.kind=empirical`` on the histogram the real run measured
-   (``lag.max_lag`` = the largest lag seen, ``lag.num_actors`` = the number of actor threads),
+2. *simulated*: the one-program simulator with ``lag.kind=empirical`` on the histogram the real runs measured
+   (every run's batches, past the warm-up where the real lag is clamped to the updates done: the simulator applies
+   that clamp itself; ``lag.max_lag`` = the largest lag seen, ``lag.num_actors`` = the number of actor threads),
 
 and compares what a user would read off each (:meth:`Calibration.rows`): the learner's evaluation return (AUC and
 final value, deterministic and stochastic policies), the training return, and the TV and entropy diagnostics, each
@@ -119,7 +120,7 @@ class Calibration:
     """The real asynchronous runs, the simulated ones on their measured lag, and how they compare."""
 
     config: Config  # the real runs' config
-    counts: np.ndarray  # measured lag histogram: counts of lags 0, 1, ...
+    counts: np.ndarray  # measured lag histogram past the warm-up, every real run: counts of lags 0, 1, ...
     real: SweepResult
     simulated: SweepResult
     options: AsyncOptions
@@ -221,7 +222,7 @@ def calibrate(
         real = concatenate_seeds(runs)
     else:
         real = run_sweep(config, num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, driver=driver, progress=False)
-    counts = lag_histogram(real.metrics)
+    counts = lag_histogram(real.metrics, steady_state=True)  # the simulator clamps early lags itself
     simulated = run_sweep(
         simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
     )
