@@ -112,7 +112,7 @@ def test_an_asynchronous_run_trains_with_measured_lags(driver):
     assert np.isnan(metrics["eval/return_deterministic"][:, [0, 1, 3, 4]]).all()
     assert (metrics["async/actors_alive"] == 2).all()
     assert int(np.asarray(out.states.iteration)[0]) == 6
-    assert lag_histogram(metrics).sum() == 2 * 6
+    assert lag_histogram(metrics, shared=True).sum() == 2 * 6
 
 
 class FailingActor(Actor):
@@ -254,17 +254,19 @@ def test_lag_histogram_and_the_simulator_config_built_from_it():
 
 
 def test_the_lag_histogram_counts_every_run_and_its_steady_state_is_past_the_warm_up():
-    """Independent runs each add their batches (the calibration replayed the first run's alone); runs that shared
-    their actor threads count once; the steady state starts at the update equal to the largest lag seen (2 here),
-    before which the real clamp lag <= T binds and the simulator would apply it a second time."""
+    """Independent runs each add their batches, even where two runs' lags happen to be equal (the calibration
+    replayed the first run's alone); runs that shared their actor threads count once; the steady state starts at
+    the update equal to the largest lag seen (2 here), before which the real clamp lag <= T binds and the
+    simulator would apply it a second time."""
     independent = {
         "async/lag_0": np.array([[0, 1, 2, 2, 2, 2], [0, 1, 1, 2, 2, 2]]),
         "async/lag_1": np.array([[0, 1, 2, 2, 1, 2], [0, 0, 2, 2, 2, 2]]),
     }
     np.testing.assert_array_equal(lag_histogram(independent), [5, 5, 14])  # 2 runs x 2 actors x 6 updates
     np.testing.assert_array_equal(lag_histogram(independent, steady_state=True), [0, 2, 14])  # updates 2 to 5
-    shared = {name: np.stack([values[0], values[0]]) for name, values in independent.items()}
-    np.testing.assert_array_equal(lag_histogram(shared), [2, 3, 7])
+    same = {name: np.stack([values[0], values[0]]) for name, values in independent.items()}
+    np.testing.assert_array_equal(lag_histogram(same), [4, 6, 14])
+    np.testing.assert_array_equal(lag_histogram(same, shared=True), [2, 3, 7])
     short = {"async/lag_0": np.array([[0, 1, 3]])}  # no update at or past the largest lag: every update counts
     np.testing.assert_array_equal(lag_histogram(short, steady_state=True), [1, 1, 0, 1])
 

@@ -222,7 +222,8 @@ def calibrate(
         real = concatenate_seeds(runs)
     else:
         real = run_sweep(config, num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, driver=driver, progress=False)
-    counts = lag_histogram(real.metrics, steady_state=True)  # the simulator clamps early lags itself
+    # every real run's batches past the warm-up (the simulator clamps early lags itself)
+    counts = lag_histogram(real.metrics, steady_state=True, shared=not independent)
     simulated = run_sweep(
         simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
     )

@@ -365,9 +365,10 @@ def _first_run(metrics, name: str) -> np.ndarray:
     return values.reshape(-1, values.shape[-1])[0]
 
 
-def lag_histogram(metrics: dict[str, np.ndarray], *, steady_state: bool = False) -> np.ndarray:
+def lag_histogram(metrics: dict[str, np.ndarray], *, steady_state: bool = False, shared: bool = False) -> np.ndarray:
     """Counts of the realised lags 0, 1, ..., max over the batches of every run in an asynchronous run's metrics
-    (``async/lag_<i>``: [..., runs, updates]); runs that shared their actor threads hold the same lags and count once.
+    (``async/lag_<i>``: [..., runs, updates]); ``shared``: the runs shared their actor threads and so hold the same
+    batches, counted once (the first run's).
 
     ``steady_state``: count only the updates T at or after the largest lag seen, where the real system's own clamp
     (nothing older than the initial parameters exists, so a lag is at most T) cannot bind. The simulator clamps its
@@ -379,9 +380,7 @@ def lag_histogram(metrics: dict[str, np.ndarray], *, steady_state: bool = False)
     if not names:
         raise ValueError("these metrics hold no async/lag_<i>: they were not made by the asynchronous mode")
     lags = np.stack([np.asarray(metrics[name]).reshape(-1, np.shape(metrics[name])[-1]) for name in names], axis=1)
-    if (lags == lags[:1]).all():  # [runs, actors, updates]: the runs shared their batches
-        lags = lags[:1]
-    lags = lags.astype(np.int64)
+    lags = (lags[:1] if shared else lags).astype(np.int64)  # [runs, actors, updates]
     warm_up = int(lags.max())
     if steady_state and warm_up < lags.shape[-1]:
         lags = lags[..., warm_up:]
@@ -391,7 +390,7 @@ def lag_histogram(metrics: dict[str, np.ndarray], *, steady_state: bool = False)
 def describe(metrics) -> str:
     """Lines on what an asynchronous run measured: the lag histogram and percentiles, queue depth, learner waits
     and actor speed (``metrics``: ``{name: [..., I]}``, the runs share these values)."""
-    counts = lag_histogram(metrics)
+    counts = lag_histogram(metrics, shared=True)  # the runs of one command share the actor threads
     lags = np.repeat(np.arange(len(counts)), counts)
     shares = ", ".join(f"{lag}: {count / counts.sum():.0%}" for lag, count in enumerate(counts) if count)
     p50, p90, p99 = np.percentile(lags, [50, 90, 99])
