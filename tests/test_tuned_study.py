@@ -634,3 +634,22 @@ def test_a_block_can_widen_a_knobs_range_keeping_the_draws_common_random_numbers
         {**winner, "ppo.learning_rate": winner["ppo.learning_rate"] / 2},
         {**winner, "ppo.learning_rate": winner["ppo.learning_rate"] * 2},
     ]
+
+
+def test_the_lag_probe_labels_each_point_with_the_knob_value_it_moved():
+    """The lag probe's table names each point by the knob it moved and to what value; a label out of step with
+    :func:`specs.probe_points` would blame the wrong knob."""
+    from benchmarks.studies.tuned.lag_probe import point_labels, searched_block
+    from benchmarks.studies.tuned.specs import METHODS, PRESETS, probe_points
+
+    block = searched_block(PRESETS["tuned"], "Pendulum-v1", "aggressive")
+    winner = {"ppo.learning_rate": 0.004, "ppo.ent_coef": 0.01, "ppo.clip_eps": 0.12}
+    points = probe_points(METHODS["ppo_decoupled"], winner, block)
+    labels = point_labels("ppo_decoupled", block, winner)
+    assert labels[0] == "winner" and len(labels) == len(points) == 7
+    for label, point in zip(labels[1:], points[1:], strict=True):
+        path, value, direction = label.split(" ")
+        assert float(value) == pytest.approx(point[path], rel=1e-2)
+        assert direction == ("(down)" if point[path] < winner[path] else "(up)")
+    with pytest.raises(SystemExit, match="searched blocks: CartPole-v1/aggressive"):
+        searched_block(PRESETS["tuned"], "Acrobot-v1", "aggressive")  # held out: tested on CartPole's winners

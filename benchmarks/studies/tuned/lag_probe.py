@@ -1,0 +1,161 @@
+"""The winner-neighbourhood probe at a test lag: does a search's winner, picked at the search's lag, still sit at the
+best of its neighbourhood when the lag grows?
+
+The study tunes every method at lag 4 and tests the winners at lag 0, 4 and 16. Where a tuned method falls apart at
+a test lag, this asks which of its knobs is to blame: it trains the winner and, for each searched knob in turn, the
+winner with that knob one step down and one step up (the probe's own points: :func:`specs.probe_points`), at the
+given fixed lag, on fresh seeds no search or test used, and reports each point's learner AUC with its paired
+probability of improvement over the winner and the paired Wilcoxon p (uncorrected: a diagnosis, not a table of the
+verdict). It reads the committed search cell and writes nothing the study reads.
+
+Usage:
+  python -m benchmarks.studies.tuned.lag_probe --env Pendulum-v1 --method ppo_decoupled --lag 16
+Writes ``benchmarks/results/lag_robustness/tuned/lag_probe/<env>__<regime>__<method>__lag<k>.json`` (``--out-dir``
+elsewhere) and prints its table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common.provenance import git_commit, host_record, refuse_dirty_results
+from benchmarks.studies.tuned.cells import (
+    HOST_CODE,
+    ROOT,
+    Cell,
+    base_config,
+    learner_scores,
+    load_cell,
+    train_points,
+)
+from benchmarks.studies.tuned.report import paired_probability_of_improvement, paired_wilcoxon_p
+from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
+from vaco_jax import LagConfig
+from vaco_jax.core.config import strict_json
+from vaco_jax.core.files import write_text_atomic
+
+RESULTS = ROOT / "benchmarks/results/lag_robustness/tuned"
+
+
+def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
+    """The preset's block of ``env`` x ``regime`` that runs a search, or an error that names the ones that do."""
+    searched = [block for block in preset.blocks if block.tuned_here]
+    for block in searched:
+        if (block.env, block.regime) == (env, regime):
+            return block
+    names = ", ".join(f"{block.env}/{block.regime}" for block in searched)
+    raise SystemExit(f"--env {env} --regime {regime}: no search runs on that block; searched blocks: {names}")
+
+
+def point_labels(method: str, block: Block, winner: dict[str, float]) -> list[str]:
+    """A label per probe point, in :func:`specs.probe_points`' order: the winner, then each knob down and up."""
+    labels = ["winner"]
+    for path, knob in search_space(METHODS[method], block).items():
+        down, up = knob.neighbours(winner[path])
+        labels += [f"{path} {down:.3g} (down)", f"{path} {up:.3g} (up)"]
+    return labels
+
+
+def lag_probe(
+    preset_name: str, env: str, regime: str, method: str, lag: int, seeds: Sequence[int], results: Path
+) -> dict[str, Any]:
+    """Train the winner's neighbourhood at ``lag`` on ``seeds`` and compare every point with the winner, seed by
+    seed (the record :func:`main` writes)."""
+    preset = PRESETS[preset_name]
+    if method not in METHODS:
+        raise SystemExit(f"--method {method}: not a method of the study; choose one of {', '.join(METHODS)}")
+    block = searched_block(preset, env, regime)
+    search = load_cell(results, preset, Cell(block, "tune", method))
+    if search is None:
+        raise SystemExit(
+            f"{env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's search first: "
+            f"python -m benchmarks.studies.tuned --preset {preset_name} --block {env}/{regime})"
+        )
+    winner = dict(search["best"]["point"])
+    points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, block)]
+    config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
+    start = time.time()
+    metrics, compile_seconds = train_points(config, points, list(seeds), preset.chunk_size)
+    scores = learner_scores(metrics)
+    rows = []
+    for index, (label, point) in enumerate(zip(point_labels(method, block, winner), points, strict=True)):
+        row: dict[str, Any] = {"label": label, "point": point}
+        for reading in ("learner_auc", "learner_stochastic_auc"):
+            values = np.asarray(scores[reading][index], np.float64)
+            reference = np.asarray(scores[reading][0], np.float64)
+            row[reading] = values.tolist()
+            row[f"{reading}_mean"] = float(values.mean())
+            if index:
+                row[f"{reading}_p_above_winner"] = paired_probability_of_improvement(values, reference)
+                row[f"{reading}_wilcoxon_p"] = paired_wilcoxon_p(values, reference)
+        rows.append(row)
+    return {
+        "command": f"python -m benchmarks.studies.tuned.lag_probe --preset {preset_name} --env {env} "
+        f"--regime {regime} --method {method} --lag {lag} --seeds {len(seeds)} --first-seed {seeds[0]}",
+        "search_lag": preset.tune_lag,
+        "lag": lag,
+        "seeds": list(seeds),
+        "winner": winner,
+        "search_commit": search.get("commit"),
+        "rows": rows,
+        "seconds": time.time() - start,
+        "compile_seconds": compile_seconds,
+        "commit": git_commit(ROOT),
+        "host": host_record(HOST_CODE),
+    }
+
+
+def table(record: dict[str, Any]) -> str:
+    """Markdown: each point's mean learner AUC (mode and sampling policy) and P(> winner) with Wilcoxon's p."""
+    lines = [
+        f"lag {record['lag']} (searched at lag {record['search_lag']}), seeds {record['seeds'][0]} to "
+        f"{record['seeds'][-1]}",
+        "",
+        "| point | learner AUC (mode) | P(> winner), p | learner AUC (sampling) | P(> winner), p |",
+        "|---|---|---|---|---|",
+    ]
+    for row in record["rows"]:
+        cells = []
+        for reading in ("learner_auc", "learner_stochastic_auc"):
+            cells.append(f"{row[f'{reading}_mean']:.1f}")
+            p = row.get(f"{reading}_p_above_winner")
+            cells.append("-" if p is None else f"{p:.2f}, p = {row[f'{reading}_wilcoxon_p']:.2g}")
+        lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--regime", default="aggressive")
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--lag", type=int, required=True, help="the fixed lag to probe at (the searches ran at 4)")
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--first-seed", type=int, default=5000, help="fresh seeds: no search, test or probe used them")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the search cells are")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS / "lag_probe")
+    parser.add_argument("--allow-dirty", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.lag < 0 or args.seeds < 2:
+        parser.error(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
+    refuse_dirty_results(args.out_dir, ROOT, args.allow_dirty)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    record = lag_probe(args.preset, args.env, args.regime, args.method, args.lag, seeds, args.results)
+    record["table"] = table(record)
+    print(record["table"])
+    path = args.out_dir / f"{args.env.replace('/', '_')}__{args.regime}__{args.method}__lag{args.lag}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(strict_json(record), indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
