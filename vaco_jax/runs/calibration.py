@@ -299,7 +299,7 @@ def run_and_write(
     record["algorithm"] = run_label(config.algorithm, presets)  # the record, the table and the plot's title
     counts = calibration.counts
     print(
-        f"\nmeasured lag over {int(counts.sum())} batches: "
+        f"\nmeasured lag over {int(counts.sum())} batches past the warm-up (what the simulator replays): "
         + ", ".join(f"{lag}: {c / counts.sum():.0%}" for lag, c in enumerate(counts) if c)
         + f" (mean {record['lag_mean']:.2f})\n"
     )
