@@ -645,7 +645,7 @@ def test_the_lag_probe_labels_each_point_with_the_knob_value_it_moved():
     block = searched_block(PRESETS["tuned"], "Pendulum-v1", "aggressive")
     winner = {"ppo.learning_rate": 0.004, "ppo.ent_coef": 0.01, "ppo.clip_eps": 0.12}
     points = probe_points(METHODS["ppo_decoupled"], winner, block)
-    labels = point_labels("ppo_decoupled", block, winner)
+    labels = point_labels("ppo_decoupled", block, points)
     assert labels[0] == "winner" and len(labels) == len(points) == 7
     for label, point in zip(labels[1:], points[1:], strict=True):
         path, value, direction = label.split(" ")

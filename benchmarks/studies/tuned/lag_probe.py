@@ -54,12 +54,13 @@ def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
     raise SystemExit(f"--env {env} --regime {regime}: no search runs on that block; searched blocks: {names}")
 
 
-def point_labels(method: str, block: Block, winner: dict[str, float]) -> list[str]:
-    """A label per probe point, in :func:`specs.probe_points`' order: the winner, then each knob down and up."""
+def point_labels(method: str, block: Block, points: list[dict[str, float]]) -> list[str]:
+    """A label per point of :func:`specs.probe_points` (the winner, then each searched knob one step down and up, in
+    :func:`specs.search_space`'s order), naming the knob each step moved and its value there."""
     labels = ["winner"]
-    for path, knob in search_space(METHODS[method], block).items():
-        down, up = knob.neighbours(winner[path])
-        labels += [f"{path} {down:.3g} (down)", f"{path} {up:.3g} (up)"]
+    for i, path in enumerate(search_space(METHODS[method], block)):
+        down, up = points[1 + 2 * i : 3 + 2 * i]
+        labels += [f"{path} {down[path]:.3g} (down)", f"{path} {up[path]:.3g} (up)"]
     return labels
 
 
@@ -85,7 +86,7 @@ def lag_probe(
     metrics, compile_seconds = train_points(config, points, list(seeds), preset.chunk_size)
     scores = learner_scores(metrics)
     rows = []
-    for index, (label, point) in enumerate(zip(point_labels(method, block, winner), points, strict=True)):
+    for index, (label, point) in enumerate(zip(point_labels(method, block, points), points, strict=True)):
         row: dict[str, Any] = {"label": label, "point": point}
         for reading in ("learner_auc", "learner_stochastic_auc"):
             values = np.asarray(scores[reading][index], np.float64)
