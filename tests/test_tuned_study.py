@@ -653,3 +653,29 @@ def test_the_lag_probe_labels_each_point_with_the_knob_value_it_moved():
         assert direction == ("(down)" if point[path] < winner[path] else "(up)")
     with pytest.raises(SystemExit, match="searched blocks: CartPole-v1/aggressive"):
         searched_block(PRESETS["tuned"], "Acrobot-v1", "aggressive")  # held out: tested on CartPole's winners
+
+
+def test_the_readme_quotes_the_committed_lag_probe():
+    """The README's reading of decoupled PPO's lag-16 probe on Pendulum-v1 (its clip halved and doubled, its
+    learning rate halved, on 15 of 16 seeds better) is the committed record's, rounded as quoted."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    root = Path(__file__).resolve().parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    record = json.loads(
+        (
+            root
+            / "benchmarks/results/lag_robustness/tuned/lag_probe/Pendulum-v1__aggressive__ppo_decoupled__lag16.json"
+        ).read_text()
+    )
+    rows = {(row["label"].split(" ")[0], row["label"].split(" ")[-1]): row for row in record["rows"][1:]}
+    winner = np.asarray(record["rows"][0]["learner_auc"])
+    clip_down, clip_up = rows["ppo.clip_eps", "(down)"], rows["ppo.clip_eps", "(up)"]
+    lr_down = rows["ppo.learning_rate", "(down)"]
+    better = int((np.asarray(clip_down["learner_auc"]) > winner).sum())
+    assert f"the clip halved scores {clip_down['learner_auc_mean']:.0f} and better on {better} of 16" in readme
+    assert f"(doubled: {clip_up['learner_auc_mean']:.0f})" in readme
+    assert f"({lr_down['learner_auc_mean']:.0f}, p = {lr_down['learner_auc_wilcoxon_p']:.2f};" in readme
