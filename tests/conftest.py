@@ -84,8 +84,10 @@ def committed_table(results: str, marker: str) -> tuple[str, str]:
     the committed results file ``benchmarks/results/<results>``), both stripped: a quoted figure and its source."""
     import json
 
+    from benchmarks.common.provenance import block_markers
+
     root = Path(__file__).resolve().parents[1]
-    block = documentation_block(f"<!-- {marker}: start -->", f"<!-- {marker}: end -->")
+    block = documentation_block(*block_markers(marker))
     return block, json.loads((root / "benchmarks" / "results" / results).read_text())["table"].strip()
 
 

@@ -360,9 +360,10 @@ def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():
 
 
 def _readme_bad_inputs() -> list[tuple[str, str]]:
+    from benchmarks.common.provenance import block_markers
     from tests.conftest import documentation_block
 
-    block = documentation_block("<!-- bad-input table: start -->", "<!-- bad-input table: end -->")
+    block = documentation_block(*block_markers("bad-input table"))
     rows = []
     for line in block.strip().splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]

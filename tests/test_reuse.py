@@ -253,10 +253,11 @@ def test_the_readme_sample_reuse_table_is_the_committed_measurement():
     import json
     from pathlib import Path
 
+    from benchmarks.common.provenance import block_markers
     from tests.conftest import documentation_block
 
     root = Path(__file__).resolve().parents[1]
-    table = documentation_block("<!-- sample-reuse table: start -->", "<!-- sample-reuse table: end -->")
+    table = documentation_block(*block_markers("sample-reuse table"))
     committed = json.loads((root / "benchmarks/results/sample_reuse/sample_reuse.json").read_text())
     assert table.strip() == committed["table"].strip()
     rows = {(r["method"], r["num_batches"]): r for r in committed["rows"]}

@@ -282,7 +282,7 @@ def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_modu
     lines = report_module.verdict_table(
         payload["rows"], study.PRESETS["tuned"].methods, "learner_stochastic_auc", "stochastic"
     )
-    start, end = (marker.format(rule="stochastic") for marker in report_module.README_RULE)
+    start, end = report_module.rule_markers("stochastic")
     assert "\n".join([start, *lines, end]) in (root / "docs" / "lag-benchmark.md").read_text(), (
         "run python -m benchmarks.studies.tuned --preset tuned --report --update-readme README.md"
     )
@@ -653,6 +653,27 @@ def test_the_lag_probe_labels_each_point_with_the_knob_value_it_moved():
         assert direction == ("(down)" if point[path] < winner[path] else "(up)")
     with pytest.raises(SystemExit, match="searched blocks: CartPole-v1/aggressive"):
         searched_block(PRESETS["tuned"], "Acrobot-v1", "aggressive")  # held out: tested on CartPole's winners
+
+
+def test_the_lag_probe_counts_a_diverged_seed_as_the_worst():
+    """A point with a diverged seed (NaN AUC) must not look better than the winner: its mean is the worst possible,
+    as when a search picks its winner, and the pairs rank that seed below the winner's (P and Wilcoxon against)."""
+    from benchmarks.studies.tuned.lag_probe import compare_with_winner
+
+    winner = [-500.0, -480.0, -520.0, -510.0]
+    diverged = [-100.0, float("nan"), -120.0, -90.0]  # far better on three seeds, diverged on the fourth
+    better = [-400.0, -380.0, -420.0, -410.0]
+    scores = {reading: [winner, diverged, better] for reading in ("learner_auc", "learner_stochastic_auc")}
+    points = [{"ppo.clip_eps": 0.1}, {"ppo.clip_eps": 0.05}, {"ppo.clip_eps": 0.2}]
+    rows = compare_with_winner(["winner", "clip (down)", "clip (up)"], points, scores)
+    for reading in ("learner_auc", "learner_stochastic_auc"):
+        assert rows[0][f"{reading}_mean"] == pytest.approx(-502.5) and f"{reading}_p_above_winner" not in rows[0]
+        assert rows[1][f"{reading}_mean"] == float("-inf")
+        assert rows[1][f"{reading}_p_above_winner"] == pytest.approx(0.75)
+        assert rows[2][f"{reading}_mean"] == pytest.approx(-402.5)
+        assert rows[2][f"{reading}_p_above_winner"] == 1.0
+    with pytest.raises(ValueError):
+        compare_with_winner(["winner"], points, scores)  # a label per point, or it would blame the wrong knob
 
 
 def test_the_readme_quotes_the_committed_lag_probe():

@@ -108,6 +108,12 @@ def documentation_pages(readme: Path) -> list[Path]:
     return [readme, *sorted((readme.parent / "docs").glob("*.md"))]
 
 
+def block_markers(name: str) -> tuple[str, str]:
+    """The comments that open and close the documentation block called ``name``: ``<!-- name: start -->`` and
+    ``<!-- name: end -->`` (what :func:`replace_readme_block` rewrites and the tests read back)."""
+    return f"<!-- {name}: start -->", f"<!-- {name}: end -->"
+
+
 def replace_readme_block(readme: Path, markers: tuple[str, str], lines: Iterable[str]) -> None:
     """Replace the block between ``markers`` (kept) with ``lines``, atomically, in every documentation page that
     holds it (:func:`documentation_pages`: a table may be quoted on the README's front page and in a docs page);

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.provenance import block_markers, replace_readme_block
 from vaco_jax.runs import machine
 from vaco_jax.runs.writers import write_text_atomic
 
@@ -73,7 +74,7 @@ def measure(iterations: int, source: Path | None) -> dict:
     }
 
 
-README_START, README_END = "<!-- peak-memory table: start -->", "<!-- peak-memory table: end -->"
+README_START, README_END = block_markers("peak-memory table")
 STREAMED, BEFORE = "streamed metrics", "before (in RAM)"
 
 
@@ -94,8 +95,6 @@ def readme_table(payload: dict) -> str:
 
 def update_readme(payload: dict, readme: Path) -> None:
     """Rewrite the peak-memory table wherever the documentation quotes it (the README or a page of docs/)."""
-    from benchmarks.common.provenance import replace_readme_block
-
     replace_readme_block(readme, (README_START, README_END), [readme_table(payload)])
 
 

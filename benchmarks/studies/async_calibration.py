@@ -36,7 +36,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import numpy as np
 
-from benchmarks.common.provenance import git_commit, replace_readme_block
+from benchmarks.common.provenance import block_markers, git_commit, replace_readme_block
 from vaco_jax.cli import calibrate_config
 from vaco_jax.core.config import strict_json
 from vaco_jax.runs import machine, plotting
@@ -48,11 +48,6 @@ from vaco_jax.training.asynchronous import AsyncOptions
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = "async calibration"
 """The documentation block a table goes into by default: between ``<!-- async calibration: start -->`` and its end."""
-
-
-def markers(block: str) -> tuple[str, str]:
-    """The start and end comments of the documentation block named ``block``."""
-    return f"<!-- {block}: start -->", f"<!-- {block}: end -->"
 
 
 REGIMES = {  # name: (env.num_steps, queue size, learner updates, ppo overrides)
@@ -143,7 +138,7 @@ def main() -> None:
         print(payload["table"])
         write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
         if args.update_readme is not None:
-            replace_readme_block(args.update_readme, markers(args.block), ["", payload["table"], ""])
+            replace_readme_block(args.update_readme, block_markers(args.block), ["", payload["table"], ""])
         return
     records = []
     for regime in args.regimes:
@@ -173,7 +168,7 @@ def main() -> None:
     write_text_atomic(args.out, json.dumps(strict_json(payload), indent=1) + "\n")
     print(f"wrote {args.out}")
     if args.update_readme is not None:
-        replace_readme_block(args.update_readme, markers(args.block), ["", text, ""])
+        replace_readme_block(args.update_readme, block_markers(args.block), ["", text, ""])
         print(f"updated {args.update_readme}")
 
 

@@ -9,9 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import (
-    replace_readme_block,
-)
+from benchmarks.common.provenance import block_markers, replace_readme_block
 from benchmarks.studies.lag.cells import cells_of, is_current, load_cell, write_json
 from benchmarks.studies.lag.figures import plot_all
 from benchmarks.studies.lag.specs import ENVS, REGIMES, VARIANTS, Preset, lag_order
@@ -156,14 +154,14 @@ def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[
     return groups
 
 
-README_START, README_END = "<!-- lag-robustness verdict: start -->", "<!-- lag-robustness verdict: end -->"
+README_START, README_END = block_markers("lag-robustness verdict")
 
 
 def readme_markers(preset: str = "cpu") -> tuple[str, str]:
     """The README markers of a preset's verdict block (the cpu study's are README_START and README_END)."""
     if preset == "cpu":
         return README_START, README_END
-    return f"<!-- lag-robustness verdict {preset}: start -->", f"<!-- lag-robustness verdict {preset}: end -->"
+    return block_markers(f"lag-robustness verdict {preset}")
 
 
 def _readme_table(payload: dict[str, Any]) -> list[str]:

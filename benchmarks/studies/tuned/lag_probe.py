@@ -35,7 +35,11 @@ from benchmarks.studies.tuned.cells import (
     load_cell,
     train_points,
 )
-from benchmarks.studies.tuned.report import paired_probability_of_improvement, paired_wilcoxon_p
+from benchmarks.studies.tuned.report import (
+    mean_diverged_as_worst,
+    paired_probability_of_improvement,
+    paired_wilcoxon_p,
+)
 from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
 from vaco_jax import LagConfig
 from vaco_jax.core.config import strict_json
@@ -64,6 +68,27 @@ def point_labels(method: str, block: Block, points: list[dict[str, float]]) -> l
     return labels
 
 
+def compare_with_winner(
+    labels: Sequence[str], points: Sequence[dict[str, float]], scores: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A row per point (the winner first): its per-seed learner AUCs on both readings (``scores[reading]``: points x
+    seeds), their mean (a diverged seed counts as the worst: :func:`report.mean_diverged_as_worst`, the search's
+    rule) and, for every other point, the paired P(point > winner) and Wilcoxon p over the seeds."""
+    rows = []
+    for index, (label, point) in enumerate(zip(labels, points, strict=True)):
+        row: dict[str, Any] = {"label": label, "point": point}
+        for reading in ("learner_auc", "learner_stochastic_auc"):
+            values = np.asarray(scores[reading][index], np.float64)
+            reference = np.asarray(scores[reading][0], np.float64)
+            row[reading] = values.tolist()
+            row[f"{reading}_mean"] = mean_diverged_as_worst(values)
+            if index:
+                row[f"{reading}_p_above_winner"] = paired_probability_of_improvement(values, reference)
+                row[f"{reading}_wilcoxon_p"] = paired_wilcoxon_p(values, reference)
+        rows.append(row)
+    return rows
+
+
 def lag_probe(
     preset_name: str, env: str, regime: str, method: str, lag: int, seeds: Sequence[int], results: Path
 ) -> dict[str, Any]:
@@ -84,19 +109,7 @@ def lag_probe(
     config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
     start = time.time()
     metrics, compile_seconds = train_points(config, points, list(seeds), preset.chunk_size)
-    scores = learner_scores(metrics)
-    rows = []
-    for index, (label, point) in enumerate(zip(point_labels(method, block, points), points, strict=True)):
-        row: dict[str, Any] = {"label": label, "point": point}
-        for reading in ("learner_auc", "learner_stochastic_auc"):
-            values = np.asarray(scores[reading][index], np.float64)
-            reference = np.asarray(scores[reading][0], np.float64)
-            row[reading] = values.tolist()
-            row[f"{reading}_mean"] = float(values.mean())
-            if index:
-                row[f"{reading}_p_above_winner"] = paired_probability_of_improvement(values, reference)
-                row[f"{reading}_wilcoxon_p"] = paired_wilcoxon_p(values, reference)
-        rows.append(row)
+    rows = compare_with_winner(point_labels(method, block, points), points, learner_scores(metrics))
     return {
         "command": f"python -m benchmarks.studies.tuned.lag_probe --preset {preset_name} --env {env} "
         f"--regime {regime} --method {method} --lag {lag} --seeds {len(seeds)} --first-seed {seeds[0]}",

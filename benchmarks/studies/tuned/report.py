@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-from benchmarks.common.provenance import replace_readme_block
+from benchmarks.common.provenance import block_markers, replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 from benchmarks.studies.tuned.specs import METHODS, Knob, search_space
@@ -38,12 +39,18 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
 from vaco_jax.runs.plotting import save_figure
 
-README_START, README_END = "<!-- tuned verdict: start -->", "<!-- tuned verdict: end -->"
+README_START, README_END = block_markers("tuned verdict")
 # the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy
 # with a good argmax wins on the mode and loses here
-README_STOCHASTIC = "<!-- tuned verdict, stochastic: start -->", "<!-- tuned verdict, stochastic: end -->"
-# another winner rule's table (its winners picked and scored on the learner's stochastic policy)
-README_RULE = "<!-- tuned verdict, {rule} rule: start -->", "<!-- tuned verdict, {rule} rule: end -->"
+README_STOCHASTIC = block_markers("tuned verdict, stochastic")
+
+
+def rule_markers(rule: str) -> tuple[str, str]:
+    """The documentation block of another winner rule's table (``rule``: a key of WINNER_RULES; its winners picked
+    and scored on the learner's stochastic policy)."""
+    return block_markers(f"tuned verdict, {rule} rule")
+
+
 SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
 SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
@@ -81,6 +88,12 @@ def paired_wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float:
     if not np.any(differences != 0):
         return 1.0
     return float(scipy_stats.wilcoxon(differences, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def mean_diverged_as_worst(per_seed: Sequence[float] | np.ndarray) -> float:
+    """The mean over seeds with a run that has no finite score (it diverged) counted as the worst possible, -inf, as
+    a search counts it when it picks its winner: one diverged seed sinks the point's mean."""
+    return float(np.mean(stats.worst_filled(np.asarray(per_seed, np.float64), floor=-np.inf)))
 
 
 def holm_adjusted(p_values: list[float]) -> list[float]:
@@ -312,7 +325,7 @@ def probe_summary(probe: dict[str, Any], search: dict[str, Any]) -> list[dict[st
     winner = points[0]
 
     def mean(point: dict[str, Any]) -> float:
-        return float(np.mean(stats.worst_filled(np.asarray(point["learner_auc"], np.float64), floor=-np.inf)))
+        return mean_diverged_as_worst(point["learner_auc"])
 
     summary = []
     for i, (name, knob) in enumerate(knobs.items()):
@@ -512,7 +525,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         update_readme(readme, verdict)
         update_readme(readme, stochastic, markers=README_STOCHASTIC)
         for rule, table in rules.items():
-            update_readme(readme, table, markers=tuple(m.format(rule=rule) for m in README_RULE))
+            update_readme(readme, table, markers=rule_markers(rule))
     return payload
 
 
