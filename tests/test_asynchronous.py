@@ -16,9 +16,16 @@ from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, cli
 from vaco_jax.core.config import ConfigError, EvalConfig, LagConfig
 from vaco_jax.core.types import ActorSnapshot
-from vaco_jax.runs.calibration import calibrate, per_run, simulator_config
+from vaco_jax.runs.calibration import calibrate, per_run, replay_configs, simulator_config
 from vaco_jax.training.actors import Actor, ParameterStore
-from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, AsyncRunError, check_async_config, lag_histogram
+from vaco_jax.training.asynchronous import (
+    AsyncDriver,
+    AsyncOptions,
+    AsyncRunError,
+    check_async_config,
+    lag_histogram,
+    lag_sequences,
+)
 from vaco_jax.training.plan import seed_keys
 
 
@@ -302,6 +309,37 @@ def test_calibration_runs_both_modes_on_the_measured_lag(monkeypatch):
         calibrate(config.replace(eval=EvalConfig(every=0)), num_seeds=1)
     with pytest.raises(ConfigError, match="--num-seeds 1: a comparison needs at least 2 seeds per side"):
         calibrate(config, num_seeds=1)
+    with pytest.raises(ConfigError, match="lag model 'histogram ' is unknown: choose one of histogram, replay"):
+        calibrate(config, num_seeds=2, lag_model="histogram ")
+
+
+def test_the_replay_calibration_gives_each_simulated_run_its_own_real_runs_lags(monkeypatch):
+    """lag_model=replay: simulated run i, on real run i's seed, acts at every update with the lags real run i
+    measured there, warm-up included. The real runs' sequences are read as measured (checked against the raw
+    metrics); what the simulator replays is then swapped for two hand-made sequences that differ at every update
+    (thread timing could make two real ones equal), whose per-update means the simulator's own lag metric must
+    show run by run: a run replaying the other's, or a shifted update, fails."""
+    import vaco_jax.runs.calibration as calibration_module
+
+    config = async_config(num_iterations=6, eval=EvalConfig(every=3, episodes=2, max_steps=200))
+    made = np.array(
+        [[[0, 0], [1, 0], [1, 2], [2, 2], [0, 1], [3, 1]], [[0, 0], [0, 0], [2, 2], [3, 3], [3, 0], [0, 0]]]
+    )
+    measured = []
+    monkeypatch.setattr(calibration_module, "lag_sequences", lambda metrics: measured.append(metrics) or made)
+    calibration = calibrate(
+        config, num_seeds=2, seed=3, options=AsyncOptions(timeout=30.0), chunk_size=3, lag_model="replay"
+    )
+    real = np.stack([np.asarray(calibration.real.metrics[f"async/lag_{i}"]) for i in range(2)], axis=-1)
+    np.testing.assert_array_equal(lag_sequences(measured[0]), real)  # [runs, updates, batches] as measured
+    assert calibration.lag_model == "replay" == calibration.to_json()["lag_model"]
+    assert calibration.simulated.seeds == [3, 4] and calibration.simulated.config.lag.kind == "replay"
+    assert calibration.simulated.config.lag.max_lag == 3
+    np.testing.assert_allclose(np.asarray(calibration.simulated.metrics["lag/mean"]), made.mean(axis=-1))
+    configs = replay_configs(config, made)
+    assert [c.lag.sequence for c in configs] == [tuple(run.ravel().tolist()) for run in made]
+    with pytest.raises(ValueError, match="needs \\[runs, 6 updates, 2 batches\\] of lags, got \\(2, 5, 2\\)"):
+        replay_configs(config, made[:, :5])
 
 
 def test_the_calibration_verdict_is_an_equivalence_test():

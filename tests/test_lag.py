@@ -114,6 +114,35 @@ def test_empirical_weights_are_traced_one_program_for_two_histograms():
     np.testing.assert_array_equal(out.metrics["lag/mean"], [[0, 0, 0, 0], [0, 1, 2, 2]])
 
 
+def test_replay_gives_each_group_the_given_lag_at_each_iteration():
+    """lag.kind=replay reads group g's lag at iteration T from sequence[T * G + g] (a reference indexes the
+    sequence by hand), clamped to the history there is; past the sequence's end the last iteration's lags hold."""
+    sequence = (0, 0, 1, 0, 2, 1, 0, 3, 3, 3)  # 5 iterations x 2 groups
+    for iteration in range(7):
+        lags = lag.sample_lags(
+            jax.random.key(iteration),
+            kind="replay",
+            k=0,
+            p=0.5,
+            num_actors=2,
+            max_lag=3,
+            iteration=iteration,
+            sequence=sequence,
+        )
+        row = min(iteration, 4)
+        expected = [min(sequence[2 * row + g], iteration) for g in range(2)]
+        assert np.asarray(lags).tolist() == expected, iteration
+    assert np.asarray(
+        lag.sample_lags(
+            jax.random.key(0), kind="replay", k=0, p=0.5, num_actors=2, max_lag=3, iteration=1, sequence=(3, 3, 3, 3)
+        )
+    ).tolist() == [1, 1]  # clamped: only one update has happened
+    with pytest.raises(ValueError, match="needs iterations x 2 lags in sequence, got 3"):
+        lag.sample_lags(
+            jax.random.key(0), kind="replay", k=0, p=0.5, num_actors=2, max_lag=3, iteration=0, sequence=(1, 2, 3)
+        )
+
+
 @pytest.mark.parametrize(
     "lag_config, message",
     [
@@ -121,9 +150,19 @@ def test_empirical_weights_are_traced_one_program_for_two_histograms():
         (dict(kind="empirical", max_lag=1, weights=(1.0, -0.5)), "must be finite and >= 0"),
         (dict(kind="empirical", max_lag=1, weights=(0.0, 0.0)), "must not all be 0"),
         (dict(kind="uniform", max_lag=1, weights=(0.5, 0.5)), "read by lag.kind=empirical only"),
+        (
+            dict(kind="replay", max_lag=2, num_actors=2, sequence=(0, 1)),
+            "needs lag.sequence with num_iterations x lag.num_actors = 6 x 2 = 12 lags",
+        ),
+        (
+            dict(kind="replay", max_lag=1, num_actors=1, sequence=(0, 1, 2, 1, 1, 1)),
+            "holds lags from 0 to 2, outside 0..lag.max_lag=1: raise lag.max_lag to 2",
+        ),
+        (dict(kind="replay", max_lag=2, num_actors=1, sequence=(0, 1.5, 2, 1, 1, 1)), "whole numbers"),
+        (dict(kind="fixed", max_lag=1, sequence=(0, 1, 1, 1, 1, 1)), "read by lag.kind=replay only"),
     ],
 )
-def test_empirical_weights_are_checked(lag_config, message):
+def test_empirical_weights_and_replayed_sequences_are_checked(lag_config, message):
     from tests.conftest import tiny_config
     from vaco_jax import LagConfig
     from vaco_jax.core.config import ConfigError

@@ -147,6 +147,10 @@ class CalibrateArgs:
     async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
         default_factory=AsyncOptions
     )
+    lag_model: Literal["histogram", "replay"] = "histogram"
+    """How the simulated runs take the measured lags: histogram, drawn independently per update from the histogram
+    past the warm-up (lag.kind=empirical, what a user of the simulator would set); replay, each real run's own lag
+    sequence in order, warm-up included (lag.kind=replay: what is left is the machinery, not the lag model)."""
     out_dir: Path = Path("runs/calibration")
     """Where calibration.json and calibration.png go."""
     overwrite: bool = False
@@ -484,6 +488,7 @@ def _run_command(args, argv: list[str]) -> int:
             out_dir=args.out_dir,
             overwrite=args.overwrite,
             presets=tuple(args.preset),
+            lag_model=args.lag_model,
         )
         return 0
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}

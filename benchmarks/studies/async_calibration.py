@@ -3,11 +3,13 @@
 For each method and queue size: ``--seeds`` runs of the real asynchronous mode (two actor threads of 8 CartPole
 environments each, one learner; :mod:`vaco_jax.training.asynchronous`), whose batches record their measured lag; then
 the same config and seeds in the one-program simulator with ``lag.kind=empirical`` on the measured histogram
-(:func:`vaco_jax.runs.calibration.calibrate`). Reported: the measured lag distribution; the learner's evaluation return
-(AUC over the evaluated iterations, deterministic and stochastic policies) and the TV diagnostics of both sides, with
-P(simulated > real), its 95% CI and an equivalence test's verdict per score (:func:`vaco_jax.runs.calibration.verdict`:
-equivalent within P = 0.5 +- 0.1, different, or undecided); and env-steps/s of the asynchronous mode against the
-synchronous simulator on the same config, measured in the same run (compilation excluded). The config is the demo's
+(:func:`vaco_jax.runs.calibration.calibrate`), or with ``--lag-model replay`` each real run's own lag sequence
+replayed in order (``lag.kind=replay``: the lag model's share of a gap, against the machinery's). Reported: the
+measured lag distribution; the learner's evaluation return (AUC over the evaluated iterations, deterministic and
+stochastic policies) and the TV diagnostics of both sides, with P(simulated > real), its 95% CI and an equivalence
+test's verdict per score (:func:`vaco_jax.runs.calibration.verdict`: equivalent within P = 0.5 +- 0.1, different,
+or undecided); and env-steps/s of the asynchronous mode against the synchronous simulator on the same config,
+measured in the same run (compilation excluded). The config is the demo's
 aggressive CartPole regime, where one update moves the policy far, so lag matters.
 
 Three regimes (``REGIMES``): *balanced* (rollouts of 128 steps, queue 2: the actors are about as fast as the learner,
@@ -15,7 +17,7 @@ lags mostly 1), *fast actors* (rollouts of 32 steps, queue 8: the queue fills an
 *high lag* (rollouts of 16 steps, queue 16, one pass of one minibatch per update: a mean lag above 4). The real seeds
 run one at a time, each with its own actor threads and lag sequence (independent samples of the real system).
 
-Usage: python -m benchmarks.studies.async_calibration [--seeds 46] [--first-seed 0]
+Usage: python -m benchmarks.studies.async_calibration [--seeds 46] [--first-seed 0] [--lag-model replay]
        [--regimes balanced fast-actors high-lag] [--methods ppo ppo-decoupled vaco-decoupled]
        [--update-readme README.md]
        python -m benchmarks.studies.async_calibration --report [--out FILE] [--update-readme README.md]
@@ -40,7 +42,7 @@ from benchmarks.common.provenance import block_markers, git_commit, replace_read
 from vaco_jax.cli import calibrate_config
 from vaco_jax.core.config import strict_json
 from vaco_jax.runs import machine, plotting
-from vaco_jax.runs.calibration import calibrate, verdict
+from vaco_jax.runs.calibration import LAG_MODELS, calibrate, verdict
 from vaco_jax.runs.comparison import variant_config
 from vaco_jax.runs.writers import write_text_atomic
 from vaco_jax.training.asynchronous import AsyncOptions
@@ -66,14 +68,16 @@ def env_steps_per_second(result) -> float:
     return steps / max(result.run_seconds - result.compile_seconds, 1e-9)
 
 
-def run_one(method: str, regime: str, seeds: int, first_seed: int = 0) -> dict[str, Any]:
+def run_one(method: str, regime: str, seeds: int, first_seed: int = 0, lag_model: str = "histogram") -> dict[str, Any]:
     num_steps, queue_size, iterations, ppo = REGIMES[regime]
     config = calibrate_config()
     config = config.replace(
         num_iterations=iterations, env=config.env.replace(num_steps=num_steps), ppo=config.ppo.replace(**ppo)
     )
     config = variant_config(config, method)
-    calibration = calibrate(config, num_seeds=seeds, seed=first_seed, options=AsyncOptions(queue_size=queue_size))
+    calibration = calibrate(
+        config, num_seeds=seeds, seed=first_seed, options=AsyncOptions(queue_size=queue_size), lag_model=lag_model
+    )
     record = calibration.to_json()
     record["method"], record["regime"], record["num_steps"] = method, regime, num_steps
     record["env_steps_per_second"] = {
@@ -122,6 +126,13 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="the runs use seeds first-seed, first-seed + 1, ...")
     parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
     parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
+    parser.add_argument(
+        "--lag-model",
+        default="histogram",
+        choices=LAG_MODELS,
+        help="how the simulator takes the measured lags: drawn from their histogram (what a user sets), or each "
+        "real run's sequence replayed in order (what is left is the machinery, not the lag model)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
     parser.add_argument(
@@ -144,7 +155,7 @@ def main() -> None:
     for regime in args.regimes:
         for method in args.methods:
             print(f"{regime}, {method}: {args.seeds} seeds asynchronous, then simulated ...", flush=True)
-            record = run_one(method, regime, args.seeds, args.first_seed)
+            record = run_one(method, regime, args.seeds, args.first_seed, args.lag_model)
             records.append(record)
             figure = args.out.parent / f"{regime}_{method}.png"
             figure.parent.mkdir(parents=True, exist_ok=True)
@@ -154,12 +165,13 @@ def main() -> None:
     print(text)
     payload = {
         "command": f"python -m benchmarks.studies.async_calibration --seeds {args.seeds} "
-        f"--first-seed {args.first_seed} "
+        f"--first-seed {args.first_seed} --lag-model {args.lag_model} "
         f"--regimes {' '.join(args.regimes)} --methods {' '.join(args.methods)}",
         "regimes": {
             name: dict(zip(("num_steps", "queue_size", "iterations", "ppo"), REGIMES[name], strict=True))
             for name in args.regimes
         },
+        "lag_model": args.lag_model,
         "commit": git_commit(ROOT),
         "records": records,
         "table": text,

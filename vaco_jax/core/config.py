@@ -30,7 +30,7 @@ from vaco_jax.core.algorithm_options import (
 from vaco_jax.core.config_fields import ConfigError, group, static
 
 NORMALIZER_UPDATES = ("after", "before")
-LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical")
+LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
@@ -128,10 +128,11 @@ class PPOConfig:
 class LagConfig:
     """Backward lag: the simulated fleet of stale actors (spec section 2)."""
 
-    kind: Literal["fixed", "uniform", "geometric", "spread", "empirical"] = static("fixed")
+    kind: Literal["fixed", "uniform", "geometric", "spread", "empirical", "replay"] = static("fixed")
     """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at
-    max_lag), spread (groups evenly over 0..k) or empirical (from the histogram lag.weights, e.g. the lags a real
-    asynchronous system measured)."""
+    max_lag), spread (groups evenly over 0..k), empirical (from the histogram lag.weights, e.g. the lags a real
+    asynchronous system measured) or replay (each group's lag at each iteration given in lag.sequence, e.g. the
+    sequence a real asynchronous run measured, in order)."""
     max_lag: int = static(0)
     """Buffer holds max_lag + 1 snapshots (static: it sets the buffer shape)."""
     num_actors: int = static(1)
@@ -143,6 +144,10 @@ class LagConfig:
     weights: tuple[float, ...] = ()
     """lag.kind=empirical: relative frequencies of lags 0, 1, ..., max_lag (max_lag + 1 values >= 0, normalised
     here; traced, so runs with different histograms share one program); empty for the other kinds."""
+    sequence: tuple[int, ...] = ()
+    """lag.kind=replay: the lag of every actor group at every iteration, num_iterations x num_actors integers in
+    0..max_lag, iteration-major (iteration 0's groups first); traced, so runs replaying different sequences share
+    one program; empty for the other kinds."""
 
 
 @struct.dataclass

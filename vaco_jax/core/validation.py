@@ -26,6 +26,36 @@ from vaco_jax.core.config_fields import unknown_choice
 from vaco_jax.core.config_fields import values as _values
 
 
+def _check_lag_sequence(lag: LagConfig, num_iterations: int) -> None:
+    """lag.sequence: every group's lag at every iteration for the replay kind, nothing for the others."""
+    sequence = tuple(lag.sequence)
+    if lag.kind != "replay":
+        _check(
+            not sequence,
+            f"lag.sequence (of {len(sequence)} lags) is read by lag.kind=replay only (lag.kind={lag.kind!r}): drop "
+            "it, or set lag.kind=replay",
+        )
+        return
+    expected = num_iterations * lag.num_actors
+    _check(
+        len(sequence) == expected,
+        f"lag.kind=replay needs lag.sequence with num_iterations x lag.num_actors = {num_iterations} x "
+        f"{lag.num_actors} = {expected} lags (each group's lag at each iteration, iteration 0's groups first); got "
+        f"{len(sequence)}",
+    )
+    values = np.stack([np.asarray(k, dtype=np.float64) for k in sequence]) if sequence else np.zeros(0)
+    _check(
+        bool(np.all(np.isfinite(values)) and np.all(values == np.round(values))),
+        "lag.sequence must hold whole numbers of learner updates",
+    )
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    _check(
+        low >= 0 and high <= lag.max_lag,
+        f"lag.sequence holds lags from {low} to {high}, outside 0..lag.max_lag={lag.max_lag}: raise lag.max_lag to "
+        f"{max(high, 0)} (the buffer keeps max_lag + 1 snapshots)",
+    )
+
+
 def _check_lag_weights(lag: LagConfig) -> None:
     """lag.weights: a histogram over lags 0..max_lag for the empirical kind, nothing for the others."""
     weights = tuple(lag.weights)
@@ -144,6 +174,7 @@ def validate(
         )
     _check_number("lag.p", lag.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
     _check_lag_weights(lag)
+    _check_lag_sequence(lag, config.num_iterations)
     _check_number("env.reward_scale", env.reward_scale, low=0, low_open=True)
     _check_number("ppo.learning_rate", ppo.learning_rate, low=0, low_open=True)
     _check_number("ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True)

@@ -52,6 +52,7 @@ def sample_lags(
     max_lag: int,
     iteration: jax.Array,
     weights: tuple[jax.Array, ...] = (),
+    sequence: tuple[jax.Array, ...] = (),
 ) -> jax.Array:
     """Lag k_g [G] (int32) of each actor group at ``iteration``, clamped to ``min(k_g, T)``.
 
@@ -60,6 +61,7 @@ def sample_lags(
         geometric:  k_g ~ Geometric(p) - 1 (failures before the first success), truncated at max_lag
         spread:     k_g = round(g * k / (G - 1)), a heterogeneous fleet from 0 to k (k if G = 1)
         empirical:  P(k_g = j) = w_j / sum(w), j = 0..max_lag, drawn per group per iteration
+        replay:     k_g = sequence[T * G + g], a given sequence (e.g. the one a real asynchronous run measured)
 
     Args:
       key: PRNG key (used by uniform and geometric).
@@ -70,6 +72,8 @@ def sample_lags(
       max_lag: buffer depth minus one (static).
       iteration: T, learner updates done so far.
       weights: empirical: max_lag + 1 relative frequencies w_j >= 0 (traced).
+      sequence: replay: I x G lags, iteration-major, for iterations 0..I - 1 (traced); an iteration past the end
+        replays the last one's.
 
     Returns:
       [G] int32 lags, each in ``[0, min(max_lag, T)]``.
@@ -94,6 +98,13 @@ def sample_lags(
         if frequencies.shape != (max_lag + 1,):
             raise ValueError(f"lag.kind=empirical needs max_lag + 1 = {max_lag + 1} weights, got {len(weights)}")
         lags = jax.random.categorical(key, jnp.log(frequencies), shape=(num_actors,)).astype(jnp.int32)
+    elif kind == "replay":
+        if not sequence or len(sequence) % num_actors:
+            raise ValueError(f"lag.kind=replay needs iterations x {num_actors} lags in sequence, got {len(sequence)}")
+        table = jnp.stack([jnp.asarray(lag, jnp.int32) for lag in sequence]).reshape(-1, num_actors)
+        lags = table[jnp.minimum(jnp.asarray(iteration, jnp.int32), table.shape[0] - 1)]
     else:
-        raise ValueError(f"lag.kind={kind!r} is unknown; choose one of fixed, uniform, geometric, spread, empirical")
+        raise ValueError(
+            f"lag.kind={kind!r} is unknown; choose one of fixed, uniform, geometric, spread, empirical, replay"
+        )
     return jnp.clip(lags, 0, jnp.minimum(max_lag, jnp.asarray(iteration, jnp.int32)))

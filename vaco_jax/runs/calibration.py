@@ -8,6 +8,10 @@
    (every run's batches, past the warm-up where the real lag is clamped to the updates done: the simulator applies
    that clamp itself; ``lag.max_lag`` = the largest lag seen, ``lag.num_actors`` = the number of actor threads),
 
+or, with ``lag_model="replay"``, with ``lag.kind=replay``: each simulated run replays the lag sequence one real run
+measured, update by update and batch by batch (its warm-up and its lags' correlation in time included), with that
+run's seed,
+
 and compares what a user would read off each (:meth:`Calibration.rows`): the learner's evaluation return (AUC and
 final value, deterministic and stochastic policies), the training return, and the TV and entropy diagnostics, each
 as an IQM with a 95% bootstrap interval per side, and the probability that a simulated run scores above a real one
@@ -15,9 +19,12 @@ as an IQM with a 95% bootstrap interval per side, and the probability that a sim
 *equivalent* (P is shown to lie within 0.5 +- :data:`EQUIVALENCE_MARGIN`), *different* (P is shown not to be 0.5)
 or *undecided*: an interval that merely contains 0.5 is absence of evidence, not agreement.
 
-What the simulator cannot reproduce by construction: it draws each group's lag independently every iteration from
-the histogram, while a real system's lags are correlated in time (a slow stretch delays several batches in a row),
-and the real learner may take two batches of the same actor in one update.
+What the histogram model cannot reproduce by construction: it draws each group's lag independently every iteration,
+while a real system's lags are correlated in time (a slow stretch delays several batches in a row), and its warm-up
+differs (the real queue fills over the first updates). The replay model reproduces both: what is left between it and
+the real runs is the machinery (which actor's environments make a batch: the real learner may take two batches of
+one actor in one update; the actors' own random streams), so the two models together tell how much of a gap is the
+lag model's.
 
 Independent real runs (``independent=True``, the default of ``vaco-jax calibrate``): the real seeds run one after
 another, each with actor threads of its own, so each has its own lag sequence. Run together (``False``), the seeds
@@ -32,6 +39,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -41,9 +49,22 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import format_table
-from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_async_config, lag_histogram
+from vaco_jax.training.asynchronous import (
+    AsyncDriver,
+    AsyncOptions,
+    check_async_config,
+    lag_histogram,
+    lag_sequences,
+)
+from vaco_jax.training.driver import Driver, stack_hparams
+from vaco_jax.training.plan import seed_keys
 from vaco_jax.training.sweep import SweepResult, run_sweep
-from vaco_jax.training.trainer import TrainProgram
+from vaco_jax.training.trainer import TrainProgram, validate_config
+
+LagModel = Literal["histogram", "replay"]
+LAG_MODELS = ("histogram", "replay")
+"""How the simulator takes the real runs' lags: as a histogram drawn from independently (``lag.kind=empirical``), or
+each real run's own sequence replayed in order (``lag.kind=replay``)."""
 
 SCORES = {
     "eval AUC (deterministic)": ("eval/return_deterministic", "auc"),
@@ -99,6 +120,48 @@ def simulator_config(config: Config, counts: np.ndarray) -> Config:
     return config.replace(lag=lag)
 
 
+def replay_configs(config: Config, sequences: np.ndarray) -> list[Config]:
+    """One validated config per real run: ``config`` replaying that run's measured lags (``sequences`` [runs,
+    updates, batches], :func:`~vaco_jax.training.asynchronous.lag_sequences`) with ``lag.kind=replay``; the buffer
+    deep enough for the largest lag any run saw, so that every run shares one program."""
+    sequences = np.asarray(sequences)
+    expected = (config.num_iterations, config.lag.num_actors)
+    if sequences.ndim != 3 or sequences.shape[1:] != expected or sequences.shape[0] == 0:
+        raise ValueError(
+            f"replaying needs [runs, {expected[0]} updates, {expected[1]} batches] of lags, got {sequences.shape}"
+        )
+    max_lag = int(sequences.max())
+    return [
+        validate_config(
+            config.replace(
+                lag=LagConfig(
+                    kind="replay",
+                    max_lag=max_lag,
+                    num_actors=config.lag.num_actors,
+                    sequence=tuple(int(k) for k in run.ravel()),
+                )
+            )
+        )
+        for run in sequences
+    ]
+
+
+def run_replayed(config: Config, sequences: np.ndarray, *, seed: int, chunk_size: int | None) -> SweepResult:
+    """The simulator's runs in one program, run i on seed ``seed + i`` replaying ``sequences[i]`` (the real run of
+    that seed): :func:`replay_configs`. Metrics ``[runs, iteration]``, as a seeds-only sweep's."""
+    configs = replay_configs(TrainProgram(config).config, sequences)
+    driver = Driver(TrainProgram(configs[0]))
+    out = driver.run(seed_keys(seed, len(configs)), stack_hparams(configs), chunk_size=chunk_size)
+    return SweepResult(
+        config=driver.program.config,
+        grid={},
+        seeds=list(range(seed, seed + len(configs))),
+        metrics=dict(out.metrics),
+        compile_seconds=out.compile_seconds,
+        run_seconds=out.run_seconds,
+    )
+
+
 def logged_values(metrics: Mapping[str, np.ndarray], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(values [S, L], iterations [L] counted from 1) of ``metric`` at the iterations where some run logged a value
     (evaluations: only every eval.every iterations)."""
@@ -124,6 +187,7 @@ class Calibration:
     real: SweepResult
     simulated: SweepResult
     options: AsyncOptions
+    lag_model: LagModel = "histogram"  # how the simulated runs took the real runs' lags (LAG_MODELS)
 
     def rows(self, seed: int = 0) -> list[dict]:
         """One row per score and diagnostic: IQM [95% CI] of each side, P(simulated > real) [95% CI] and the
@@ -163,6 +227,7 @@ class Calibration:
             "env": self.config.env.name,
             "num_iterations": self.config.num_iterations,
             "actor_threads": self.config.lag.num_actors,
+            "lag_model": self.lag_model,
             "async": dataclasses.asdict(self.options),
             "seeds": self.real.seeds,
             "lag_counts": self.counts.tolist(),
@@ -173,9 +238,14 @@ class Calibration:
         }
 
 
-def check_calibration(config: Config, num_seeds: int, options: AsyncOptions | None = None) -> None:
+def check_calibration(
+    config: Config, num_seeds: int, options: AsyncOptions | None = None, lag_model: str = "histogram"
+) -> None:
     """Refuse, before anything runs or is written, a calibration that cannot be made: no evaluation to compare, fewer
-    than two seeds per side, lag flags the real actors would ignore, or bad asynchronous options."""
+    than two seeds per side, lag flags the real actors would ignore, bad asynchronous options or an unknown lag
+    model."""
+    if lag_model not in LAG_MODELS:
+        raise ConfigError(f"lag model {lag_model!r} is unknown: choose one of {', '.join(LAG_MODELS)}")
     if config.eval.every == 0:
         raise ConfigError(
             "calibration compares the learner's evaluation returns: add --eval.every N (e.g. 5), which evaluates "
@@ -198,14 +268,16 @@ def calibrate(
     options: AsyncOptions | None = None,
     chunk_size: int | None = 10,
     independent: bool = True,
+    lag_model: LagModel = "histogram",
 ) -> Calibration:
     """Run ``config`` asynchronously, then in the simulator on the lag histogram it measured (module docstring).
 
     ``config`` needs ``eval.every`` > 0 (the comparison is on the learner's evaluation) and no lag settings besides
     ``lag.num_actors`` (the number of actor threads). ``independent``: each real seed runs alone, with its own actor
-    threads and lag sequence (else the seeds share them).
+    threads and lag sequence (else the seeds share them). ``lag_model``: the simulator draws from the measured
+    histogram, or replays each real run's lag sequence (:data:`LAG_MODELS`).
     """
-    check_calibration(config, num_seeds, options)
+    check_calibration(config, num_seeds, options, lag_model)
     if num_seeds < seeds_for_equivalence():
         sys.stderr.write(
             f"vaco-jax: with {num_seeds} seeds per side the calibration can find a difference but cannot show "
@@ -224,10 +296,13 @@ def calibrate(
         real = run_sweep(config, num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, driver=driver, progress=False)
     # every real run's batches past the warm-up (the simulator clamps early lags itself)
     counts = lag_histogram(real.metrics, steady_state=True, shared=not independent)
-    simulated = run_sweep(
-        simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
-    )
-    return Calibration(config, counts, real, simulated, options)
+    if lag_model == "replay":
+        simulated = run_replayed(config, lag_sequences(real.metrics), seed=seed, chunk_size=chunk_size)
+    else:
+        simulated = run_sweep(
+            simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
+        )
+    return Calibration(config, counts, real, simulated, options, lag_model)
 
 
 def concatenate_seeds(results: list[SweepResult]) -> SweepResult:
@@ -279,27 +354,31 @@ def run_and_write(
     overwrite: bool,
     chunk_size: int | None = 10,
     presets: tuple[str, ...] = (),
+    lag_model: LagModel = "histogram",
 ) -> Path:
     """``vaco-jax calibrate``: :func:`calibrate`, a table on stdout, ``calibration.json`` and ``calibration.png``
     in ``out_dir`` (refused if it holds anything vaco-jax did not write; earlier results only with ``overwrite``)."""
     run_dir = RunDirectory(out_dir)
     run_dir.check_location("--out-dir")
     run_dir.refuse_foreign("nothing was written or removed there")
-    check_calibration(config, num_seeds, options)  # before anything runs or is written
+    check_calibration(config, num_seeds, options, lag_model)  # before anything runs or is written
     out = run_dir.prepare(new_run_id(), OUTPUTS, overwrite=overwrite, resume=False).path
     print(
         f"vaco-jax: calibrating {run_label(config.algorithm, presets)} on {config.env.name}: {num_seeds} seeds x "
         f"{config.num_iterations} "
         f"updates with {config.lag.num_actors} actor threads (queue {options.queue_size}), then the simulator on "
-        "the lag they measured",
+        + ("the lag sequences they measured, replayed" if lag_model == "replay" else "the lag they measured"),
         flush=True,
     )
-    calibration = calibrate(config, num_seeds=num_seeds, seed=seed, options=options, chunk_size=chunk_size)
+    calibration = calibrate(
+        config, num_seeds=num_seeds, seed=seed, options=options, chunk_size=chunk_size, lag_model=lag_model
+    )
     record = calibration.to_json()
     record["algorithm"] = run_label(config.algorithm, presets)  # the record, the table and the plot's title
     counts = calibration.counts
     print(
-        f"\nmeasured lag over {int(counts.sum())} batches past the warm-up (what the simulator replays): "
+        f"\nmeasured lag over {int(counts.sum())} batches past the warm-up"
+        + (": " if lag_model == "replay" else " (what the simulator draws from): ")
         + ", ".join(f"{lag}: {c / counts.sum():.0%}" for lag, c in enumerate(counts) if c)
         + f" (mean {record['lag_mean']:.2f})\n"
     )
@@ -312,13 +391,16 @@ def run_and_write(
 
 __all__ = [
     "EQUIVALENCE_MARGIN",
+    "LAG_MODELS",
     "Calibration",
     "calibrate",
     "concatenate_seeds",
     "format_rows",
     "logged_values",
     "per_run",
+    "replay_configs",
     "run_and_write",
+    "run_replayed",
     "seeds_for_equivalence",
     "simulator_config",
     "verdict",

@@ -84,7 +84,7 @@ class AsyncRunError(RuntimeError):
 def check_async_config(config: Config) -> None:
     """Refuse lag settings the asynchronous mode would ignore: its lags are measured, not drawn."""
     lag = config.lag
-    if lag.kind != "fixed" or lag.k != 0 or lag.weights:
+    if lag.kind != "fixed" or lag.k != 0 or lag.weights or lag.sequence:
         raise ConfigError(
             f"--async measures the lag of real actor threads, so lag.kind={lag.kind} lag.k={lag.k} would be "
             "ignored: drop the lag flags (keep --lag.num-actors: it sets the number of actor threads)"
@@ -376,15 +376,24 @@ def lag_histogram(metrics: dict[str, np.ndarray], *, steady_state: bool = False,
     would be clamped twice and draw lags too small (at a mean lag of 7 the simulated mean fell 6 to 11% below the
     real one). Every update counts when no update is that late.
     """
+    lags = lag_sequences(metrics)  # [runs, updates, batches]
+    lags = lags[:1] if shared else lags
+    warm_up = int(lags.max())
+    if steady_state and warm_up < lags.shape[1]:
+        lags = lags[:, warm_up:]
+    return np.bincount(lags.ravel())
+
+
+def lag_sequences(metrics: dict[str, np.ndarray]) -> np.ndarray:
+    """[runs, updates, batches] int: the realised lag of the i-th batch each update of each run used
+    (``async/lag_<i>``), in order: what ``lag.kind=replay`` gives the simulator to replay run by run."""
     names = sorted((name for name in metrics if name.startswith("async/lag_")), key=lambda n: int(n.rsplit("_", 1)[1]))
     if not names:
         raise ValueError("these metrics hold no async/lag_<i>: they were not made by the asynchronous mode")
-    lags = np.stack([np.asarray(metrics[name]).reshape(-1, np.shape(metrics[name])[-1]) for name in names], axis=1)
-    lags = (lags[:1] if shared else lags).astype(np.int64)  # [runs, actors, updates]
-    warm_up = int(lags.max())
-    if steady_state and warm_up < lags.shape[-1]:
-        lags = lags[..., warm_up:]
-    return np.bincount(lags.ravel())
+    lags = np.stack([np.asarray(metrics[name]).reshape(-1, np.shape(metrics[name])[-1]) for name in names], axis=-1)
+    if not np.all(np.isfinite(lags)):
+        raise ValueError("these metrics hold updates without a measured lag (an interrupted run?)")
+    return lags.astype(np.int64)
 
 
 def describe(metrics) -> str:
@@ -410,4 +419,5 @@ __all__ = [
     "check_async_config",
     "describe",
     "lag_histogram",
+    "lag_sequences",
 ]

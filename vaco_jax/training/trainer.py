@@ -179,6 +179,7 @@ class TrainProgram:
             max_lag=config.lag.max_lag,
             iteration=iteration,
             weights=hparams.lag.weights,
+            sequence=hparams.lag.sequence,
         )
         behaviour = lag.gather(state.lag_buffer, iteration - lags)  # [G] snapshots
         learner = ActorSnapshot(state.params.actor, state.obs_norm)  # pi_T, the buffer's slot T
