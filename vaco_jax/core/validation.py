@@ -26,16 +26,25 @@ from vaco_jax.core.config_fields import unknown_choice
 from vaco_jax.core.config_fields import values as _values
 
 
+def _read_by_this_kind(lag: LagConfig, field: str, kind: str) -> bool:
+    """Whether lag.kind is the one kind that reads the tuple field ``lag.<field>``; any other kind must leave it
+    empty (it would be ignored silently)."""
+    values = tuple(getattr(lag, field))
+    if lag.kind == kind:
+        return True
+    _check(
+        not values,
+        f"lag.{field} (of {len(values)} values) is read by lag.kind={kind} only (lag.kind={lag.kind!r}): drop it, "
+        f"or set lag.kind={kind}",
+    )
+    return False
+
+
 def _check_lag_sequence(lag: LagConfig, num_iterations: int) -> None:
     """lag.sequence: every group's lag at every iteration for the replay kind, nothing for the others."""
-    sequence = tuple(lag.sequence)
-    if lag.kind != "replay":
-        _check(
-            not sequence,
-            f"lag.sequence (of {len(sequence)} lags) is read by lag.kind=replay only (lag.kind={lag.kind!r}): drop "
-            "it, or set lag.kind=replay",
-        )
+    if not _read_by_this_kind(lag, "sequence", "replay"):
         return
+    sequence = tuple(lag.sequence)
     expected = num_iterations * lag.num_actors
     _check(
         len(sequence) == expected,
@@ -58,14 +67,9 @@ def _check_lag_sequence(lag: LagConfig, num_iterations: int) -> None:
 
 def _check_lag_weights(lag: LagConfig) -> None:
     """lag.weights: a histogram over lags 0..max_lag for the empirical kind, nothing for the others."""
-    weights = tuple(lag.weights)
-    if lag.kind != "empirical":
-        _check(
-            not weights,
-            f"lag.weights={weights!r} is read by lag.kind=empirical only (lag.kind={lag.kind!r}): drop it, or set "
-            "lag.kind=empirical",
-        )
+    if not _read_by_this_kind(lag, "weights", "empirical"):
         return
+    weights = tuple(lag.weights)
     _check(
         len(weights) == lag.max_lag + 1,
         f"lag.kind=empirical needs lag.weights with lag.max_lag + 1 = {lag.max_lag + 1} values (the frequencies "
