@@ -313,12 +313,14 @@ def test_calibration_runs_both_modes_on_the_measured_lag(monkeypatch):
         calibrate(config, num_seeds=2, lag_model="histogram ")
 
 
-def test_the_replay_calibration_gives_each_simulated_run_its_own_real_runs_lags(monkeypatch):
+@pytest.mark.parametrize("lag_model", ["replay", "replay-shuffled"])
+def test_the_replay_calibration_gives_each_simulated_run_its_own_real_runs_lags(monkeypatch, lag_model):
     """lag_model=replay: simulated run i, on real run i's seed, acts at every update with the lags real run i
-    measured there, warm-up included. The real runs' sequences are read as measured (checked against the raw
-    metrics); what the simulator replays is then swapped for two hand-made sequences that differ at every update
-    (thread timing could make two real ones equal), whose per-update means the simulator's own lag metric must
-    show run by run: a run replaying the other's, or a shifted update, fails."""
+    measured there, warm-up included (replay-shuffled: the same lags, shuffled past the warm-up). The real runs'
+    sequences are read as measured (checked against the raw metrics); what the simulator replays is then swapped
+    for two hand-made sequences that differ at every update (thread timing could make two real ones equal), whose
+    per-update means the simulator's own lag metric must show run by run: a run replaying the other's, a shifted
+    update, or a shuffle left out, fails."""
     import vaco_jax.runs.calibration as calibration_module
 
     config = async_config(num_iterations=6, eval=EvalConfig(every=3, episodes=2, max_steps=200))
@@ -328,18 +330,43 @@ def test_the_replay_calibration_gives_each_simulated_run_its_own_real_runs_lags(
     measured = []
     monkeypatch.setattr(calibration_module, "lag_sequences", lambda metrics: measured.append(metrics) or made)
     calibration = calibrate(
-        config, num_seeds=2, seed=3, options=AsyncOptions(timeout=30.0), chunk_size=3, lag_model="replay"
+        config, num_seeds=2, seed=3, options=AsyncOptions(timeout=30.0), chunk_size=3, lag_model=lag_model
     )
+    replayed = made if lag_model == "replay" else calibration_module.shuffled_past_warm_up(made, seed=3)
+    assert np.array_equal(replayed, made) == (lag_model == "replay")
     real = np.stack([np.asarray(calibration.real.metrics[f"async/lag_{i}"]) for i in range(2)], axis=-1)
     np.testing.assert_array_equal(lag_sequences(measured[0]), real)  # [runs, updates, batches] as measured
-    assert calibration.lag_model == "replay" == calibration.to_json()["lag_model"]
+    assert calibration.lag_model == lag_model == calibration.to_json()["lag_model"]
     assert calibration.simulated.seeds == [3, 4] and calibration.simulated.config.lag.kind == "replay"
     assert calibration.simulated.config.lag.max_lag == 3
-    np.testing.assert_allclose(np.asarray(calibration.simulated.metrics["lag/mean"]), made.mean(axis=-1))
+    np.testing.assert_allclose(np.asarray(calibration.simulated.metrics["lag/mean"]), replayed.mean(axis=-1))
     configs = replay_configs(config, made)
     assert [c.lag.sequence for c in configs] == [tuple(run.ravel().tolist()) for run in made]
     with pytest.raises(ValueError, match="needs \\[runs, 6 updates, 2 batches\\] of lags, got \\(2, 5, 2\\)"):
         replay_configs(config, made[:, :5])
+
+
+def test_the_shuffled_replay_keeps_each_runs_warm_up_and_lags_and_breaks_their_order():
+    """replay-shuffled: each run's updates before its warm-up ends (the update equal to its largest lag) stay in
+    place, the later ones are a permutation of that run's own (batches of one update together), and the order
+    changes; the input is not modified."""
+    from vaco_jax.runs.calibration import shuffled_past_warm_up
+
+    rng = np.random.default_rng(0)
+    runs = []
+    for largest in (3, 5):  # two runs with different warm-ups
+        steady = rng.integers(0, largest + 1, size=(45 - largest, 2))  # 45 updates each
+        steady[0] = largest
+        runs.append(np.concatenate([np.minimum(np.arange(largest)[:, None], [[1, 2]]), steady]))
+    sequences = np.stack(runs)
+    before = sequences.copy()
+    shuffled = shuffled_past_warm_up(sequences, seed=1)
+    np.testing.assert_array_equal(sequences, before)
+    for run, mixed, largest in zip(sequences, shuffled, (3, 5), strict=True):
+        np.testing.assert_array_equal(mixed[:largest], run[:largest])
+        assert sorted(map(tuple, mixed[largest:])) == sorted(map(tuple, run[largest:]))
+        assert not np.array_equal(mixed[largest:], run[largest:])
+    np.testing.assert_array_equal(shuffled_past_warm_up(sequences, seed=1), shuffled)  # reproducible
 
 
 def test_the_calibration_verdict_is_an_equivalence_test():

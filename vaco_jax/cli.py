@@ -147,10 +147,12 @@ class CalibrateArgs:
     async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
         default_factory=AsyncOptions
     )
-    lag_model: Literal["histogram", "replay"] = "histogram"
+    lag_model: Literal["histogram", "replay", "replay-shuffled"] = "histogram"
     """How the simulated runs take the measured lags: histogram, drawn independently per update from the histogram
     past the warm-up (lag.kind=empirical, what a user of the simulator would set); replay, each real run's own lag
-    sequence in order, warm-up included (lag.kind=replay: what is left is the machinery, not the lag model)."""
+    sequence in order, warm-up included (lag.kind=replay: what is left is the machinery, not the lag model);
+    replay-shuffled, the same with each run's updates past its warm-up shuffled in time (the lags' correlation in
+    time broken, all else kept)."""
     out_dir: Path = Path("runs/calibration")
     """Where calibration.json and calibration.png go."""
     overwrite: bool = False

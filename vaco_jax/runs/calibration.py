@@ -10,7 +10,8 @@
 
 or, with ``lag_model="replay"``, with ``lag.kind=replay``: each simulated run replays the lag sequence one real run
 measured, update by update and batch by batch (its warm-up and its lags' correlation in time included), with that
-run's seed,
+run's seed; or, with ``lag_model="replay-shuffled"``, the same sequence with the updates past the run's warm-up in a
+random order (:func:`shuffled_past_warm_up`),
 
 and compares what a user would read off each (:meth:`Calibration.rows`): the learner's evaluation return (AUC and
 final value, deterministic and stochastic policies), the training return, and the TV and entropy diagnostics, each
@@ -24,7 +25,8 @@ while a real system's lags are correlated in time (a slow stretch delays several
 differs (the real queue fills over the first updates). The replay model reproduces both: what is left between it and
 the real runs is the machinery (which actor's environments make a batch: the real learner may take two batches of
 one actor in one update; the actors' own random streams), so the two models together tell how much of a gap is the
-lag model's.
+lag model's; the shuffled replay, which keeps each run's warm-up and lag distribution and breaks only the
+correlation in time, tells which part of the lag model.
 
 Independent real runs (``independent=True``, the default of ``vaco-jax calibrate``): the real seeds run one after
 another, each with actor threads of its own, so each has its own lag sequence. Run together (``False``), the seeds
@@ -61,10 +63,12 @@ from vaco_jax.training.plan import seed_keys
 from vaco_jax.training.sweep import SweepResult, run_sweep
 from vaco_jax.training.trainer import TrainProgram, validate_config
 
-LagModel = Literal["histogram", "replay"]
-LAG_MODELS = ("histogram", "replay")
-"""How the simulator takes the real runs' lags: as a histogram drawn from independently (``lag.kind=empirical``), or
-each real run's own sequence replayed in order (``lag.kind=replay``)."""
+LagModel = Literal["histogram", "replay", "replay-shuffled"]
+LAG_MODELS = ("histogram", "replay", "replay-shuffled")
+"""How the simulator takes the real runs' lags: as a histogram drawn from independently (``lag.kind=empirical``),
+each real run's own sequence replayed in order (``lag.kind=replay``), or replayed with the updates past that run's
+warm-up shuffled in time (:func:`shuffled_past_warm_up`: its warm-up and its own lag distribution kept, their
+correlation in time broken)."""
 
 SCORES = {
     "eval AUC (deterministic)": ("eval/return_deterministic", "auc"),
@@ -118,6 +122,19 @@ def simulator_config(config: Config, counts: np.ndarray) -> Config:
     weights = tuple(float(c) for c in counts / counts.sum())
     lag = LagConfig(kind="empirical", max_lag=len(weights) - 1, num_actors=config.lag.num_actors, weights=weights)
     return config.replace(lag=lag)
+
+
+def shuffled_past_warm_up(sequences: np.ndarray, seed: int = 0) -> np.ndarray:
+    """``sequences`` [runs, updates, batches] with each run's updates from its warm-up on (the update equal to the
+    largest lag the run saw, before which its lags are clamped to the updates done) put in a random order, the
+    batches of one update kept together: each run keeps its warm-up and its own lag distribution, and loses the
+    lags' correlation in time (a slow stretch that delays several updates in a row)."""
+    sequences = np.array(sequences, copy=True)
+    rng = np.random.default_rng(seed)
+    for run in sequences:
+        warm_up = min(int(run.max()), len(run))
+        run[warm_up:] = run[warm_up:][rng.permutation(len(run) - warm_up)]
+    return sequences
 
 
 def replay_configs(config: Config, sequences: np.ndarray) -> list[Config]:
@@ -275,7 +292,7 @@ def calibrate(
     ``config`` needs ``eval.every`` > 0 (the comparison is on the learner's evaluation) and no lag settings besides
     ``lag.num_actors`` (the number of actor threads). ``independent``: each real seed runs alone, with its own actor
     threads and lag sequence (else the seeds share them). ``lag_model``: the simulator draws from the measured
-    histogram, or replays each real run's lag sequence (:data:`LAG_MODELS`).
+    histogram, or replays each real run's lag sequence, in order or shuffled past its warm-up (:data:`LAG_MODELS`).
     """
     check_calibration(config, num_seeds, options, lag_model)
     if num_seeds < seeds_for_equivalence():
@@ -296,8 +313,11 @@ def calibrate(
         real = run_sweep(config, num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, driver=driver, progress=False)
     # every real run's batches past the warm-up (the simulator clamps early lags itself)
     counts = lag_histogram(real.metrics, steady_state=True, shared=not independent)
-    if lag_model == "replay":
-        simulated = run_replayed(config, lag_sequences(real.metrics), seed=seed, chunk_size=chunk_size)
+    if lag_model in ("replay", "replay-shuffled"):
+        sequences = lag_sequences(real.metrics)
+        if lag_model == "replay-shuffled":
+            sequences = shuffled_past_warm_up(sequences, seed=seed)
+        simulated = run_replayed(config, sequences, seed=seed, chunk_size=chunk_size)
     else:
         simulated = run_sweep(
             simulator_config(config, counts), num_seeds=num_seeds, seed=seed, chunk_size=chunk_size, progress=False
@@ -367,7 +387,10 @@ def run_and_write(
         f"vaco-jax: calibrating {run_label(config.algorithm, presets)} on {config.env.name}: {num_seeds} seeds x "
         f"{config.num_iterations} "
         f"updates with {config.lag.num_actors} actor threads (queue {options.queue_size}), then the simulator on "
-        + ("the lag sequences they measured, replayed" if lag_model == "replay" else "the lag they measured"),
+        + {
+            "replay": "the lag sequences they measured, replayed",
+            "replay-shuffled": "the lag sequences they measured, replayed shuffled in time past the warm-up",
+        }.get(lag_model, "the lag they measured"),
         flush=True,
     )
     calibration = calibrate(
@@ -378,7 +401,7 @@ def run_and_write(
     counts = calibration.counts
     print(
         f"\nmeasured lag over {int(counts.sum())} batches past the warm-up"
-        + (": " if lag_model == "replay" else " (what the simulator draws from): ")
+        + (" (what the simulator draws from): " if lag_model == "histogram" else ": ")
         + ", ".join(f"{lag}: {c / counts.sum():.0%}" for lag, c in enumerate(counts) if c)
         + f" (mean {record['lag_mean']:.2f})\n"
     )
@@ -401,6 +424,7 @@ __all__ = [
     "replay_configs",
     "run_and_write",
     "run_replayed",
+    "shuffled_past_warm_up",
     "seeds_for_equivalence",
     "simulator_config",
     "verdict",
