@@ -676,6 +676,45 @@ def test_the_lag_probe_counts_a_diverged_seed_as_the_worst():
         compare_with_winner(["winner"], points, scores)  # a label per point, or it would blame the wrong knob
 
 
+def test_a_probe_reads_a_step_as_clearly_higher_only_after_holm_over_its_steps():
+    """probe_reading: a step counts only if its mean beats the winner's and its Wilcoxon p survives Holm over the
+    probe's steps: p = 0.03 alone among six steps does not (0.18 adjusted), p = 0.001 does (0.006); a step far
+    lower with a tiny p never counts as a move; with no step left, the winner holds."""
+    from benchmarks.studies.tuned.lag_probe import probe_reading, summary_table
+
+    def record(*steps: tuple[float, float]) -> dict:
+        rows = [{"label": "winner", "learner_auc_mean": -500.0, "learner_auc": [-500.0] * 4}]
+        for i, (mean, p) in enumerate(steps):
+            rows.append(
+                {
+                    "label": f"knob{i} (up)",
+                    "learner_auc_mean": mean,
+                    "learner_auc": [mean] * 4,
+                    "learner_auc_wilcoxon_p": p,
+                }
+            )
+        return {"rows": rows, "search_lag": 4, "lag": 16, "seeds": [0, 1, 2, 3]}
+
+    lower = (-900.0, 1e-4)  # far lower, tiny p: not a move
+    holds = record((-450.0, 0.03), lower, (-510.0, 0.5), (-490.0, 0.4), (-505.0, 0.6), (-495.0, 0.7))
+    assert probe_reading(holds)["best"] is None
+    moves = record((-450.0, 0.03), lower, (-420.0, 0.001), (-490.0, 0.4), (-505.0, 0.6), (-495.0, 0.7))
+    best, adjusted = probe_reading(moves)["best"]
+    assert best["label"] == "knob2 (up)" and adjusted == pytest.approx(0.005)  # second smallest of six: x 5
+    table = summary_table([holds, moves], ["A, m", "B, m"]).splitlines()
+    assert table[2].startswith("| A, m | 4, 16 | -500 | holds (none of 6 steps clearly higher)")
+    assert table[3] == "| B, m | 4, 16 | -500 | moves: knob2 (up) | -420 | 4 of 4 | 0.005 |"
+
+
+def test_the_docs_lag_probe_summary_is_the_committed_probes():
+    """The docs' lag probe summary is :func:`summary_table` over every committed probe record."""
+    from benchmarks.common.provenance import block_markers
+    from benchmarks.studies.tuned.lag_probe import RESULTS, SUMMARY_BLOCK, probe_records, summary_table
+    from tests.conftest import documentation_block
+
+    assert documentation_block(*block_markers(SUMMARY_BLOCK)) == summary_table(*probe_records(RESULTS / "lag_probe"))
+
+
 def test_the_readme_quotes_the_committed_lag_probe():
     """The README's reading of decoupled PPO's lag-16 probe on Pendulum-v1 (its clip halved and doubled, its
     learning rate halved, on 15 of 16 seeds better) is the committed record's, rounded as quoted."""

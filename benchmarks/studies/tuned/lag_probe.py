@@ -10,8 +10,11 @@ verdict). It reads the committed search cell and writes nothing the study reads.
 
 Usage:
   python -m benchmarks.studies.tuned.lag_probe --env Pendulum-v1 --method ppo_decoupled --lag 16
+  python -m benchmarks.studies.tuned.lag_probe --summary [--update-readme README.md]
 Writes ``benchmarks/results/lag_robustness/tuned/lag_probe/<env>__<regime>__<method>__lag<k>.json`` (``--out-dir``
-elsewhere) and prints its table.
+elsewhere) and prints its table. ``--summary`` reads every probe in ``--out-dir`` and prints one line per probe: does
+the winner hold at the test lag, or which step scores clearly higher (:func:`summary_table`); ``--update-readme``
+writes it into the documentation's "lag probe summary" block.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import git_commit, host_record, refuse_dirty_results
+from benchmarks.common.provenance import (
+    block_markers,
+    git_commit,
+    host_record,
+    refuse_dirty_results,
+    replace_readme_block,
+)
 from benchmarks.studies.tuned.cells import (
     HOST_CODE,
     ROOT,
@@ -36,6 +45,7 @@ from benchmarks.studies.tuned.cells import (
     train_points,
 )
 from benchmarks.studies.tuned.report import (
+    holm_adjusted,
     mean_diverged_as_worst,
     paired_probability_of_improvement,
     paired_wilcoxon_p,
@@ -46,6 +56,58 @@ from vaco_jax.core.config import strict_json
 from vaco_jax.core.files import write_text_atomic
 
 RESULTS = ROOT / "benchmarks/results/lag_robustness/tuned"
+SUMMARY_BLOCK = "lag probe summary"
+SIGNIFICANCE = 0.05  # family-wise, Holm over one probe's steps
+
+
+def probe_reading(record: dict[str, Any], reading: str = "learner_auc") -> dict[str, Any]:
+    """What one probe says on ``reading``: the steps (every point but the winner) that score higher than the
+    winner with a Holm-adjusted Wilcoxon p below :data:`SIGNIFICANCE` (Holm over the probe's own steps), the best of
+    them, or none (the winner holds). A diagnosis per probe, not a table of the verdict."""
+    winner, steps = record["rows"][0], record["rows"][1:]
+    adjusted = holm_adjusted([row[f"{reading}_wilcoxon_p"] for row in steps])
+    higher = [
+        (row, p)
+        for row, p in zip(steps, adjusted, strict=True)
+        if p < SIGNIFICANCE and row[f"{reading}_mean"] > winner[f"{reading}_mean"]
+    ]
+    best = max(higher, key=lambda pair: pair[0][f"{reading}_mean"], default=None)
+    return {"winner_mean": winner[f"{reading}_mean"], "steps": len(steps), "best": best}
+
+
+def summary_table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
+    """Markdown: one line per probe (``names``: its task and method), on the learner's mode: the winner's mean AUC
+    at the probed lag and either "holds" or the best step that scores clearly higher (:func:`probe_reading`) with
+    its mean, the seeds on which it beats the winner and its Holm-adjusted p."""
+    lines = [
+        "| task, method | searched at lag, probed at | winner's learner AUC | reading | step's AUC | seeds better "
+        "| p (Holm over the probe's steps) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, record in zip(names, records, strict=True):
+        reading = probe_reading(record)
+        head = f"| {name} | {record['search_lag']}, {record['lag']} | {reading['winner_mean']:.0f} "
+        if reading["best"] is None:
+            lines.append(head + f"| holds (none of {reading['steps']} steps clearly higher) | - | - | - |")
+            continue
+        row, p = reading["best"]
+        better = int(np.sum(np.asarray(row["learner_auc"]) > np.asarray(record["rows"][0]["learner_auc"])))
+        lines.append(
+            head + f"| moves: {row['label']} | {row['learner_auc_mean']:.0f} | {better} of {len(record['seeds'])} "
+            f"| {p:.2g} |"
+        )
+    return "\n".join(lines)
+
+
+def probe_records(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every probe record in ``folder`` (sorted by file name) and its name, "task, method"."""
+    paths = sorted(folder.glob("*__lag*.json"))
+    if not paths:
+        raise SystemExit(
+            f"no lag probe in {folder}: run one first (python -m benchmarks.studies.tuned.lag_probe --help)"
+        )
+    names = [", ".join(path.name.split("__")[0:3:2]) for path in paths]
+    return [json.loads(path.read_text()) for path in paths], names
 
 
 def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
@@ -148,16 +210,27 @@ def table(record: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
-    parser.add_argument("--env", required=True)
+    parser.add_argument("--env")
     parser.add_argument("--regime", default="aggressive")
-    parser.add_argument("--method", required=True)
-    parser.add_argument("--lag", type=int, required=True, help="the fixed lag to probe at (the searches ran at 4)")
+    parser.add_argument("--method")
+    parser.add_argument("--lag", type=int, help="the fixed lag to probe at (the searches ran at 4)")
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--first-seed", type=int, default=5000, help="fresh seeds: no search, test or probe used them")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the search cells are")
     parser.add_argument("--out-dir", type=Path, default=RESULTS / "lag_probe")
     parser.add_argument("--allow-dirty", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--summary", action="store_true", help="one line per probe in --out-dir (no new runs)")
+    parser.add_argument("--update-readme", type=Path, help=f"with --summary: rewrite the {SUMMARY_BLOCK!r} block")
     args = parser.parse_args(argv)
+    if args.summary:
+        records, names = probe_records(args.out_dir)
+        text = summary_table(records, names)
+        print(text)
+        if args.update_readme is not None:
+            replace_readme_block(args.update_readme, block_markers(SUMMARY_BLOCK), ["", text, ""])
+        return
+    if args.env is None or args.method is None or args.lag is None:
+        parser.error("--env, --method and --lag name the probe to run (or give --summary)")
     if args.lag < 0 or args.seeds < 2:
         parser.error(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
     refuse_dirty_results(args.out_dir, ROOT, args.allow_dirty)
