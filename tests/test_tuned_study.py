@@ -715,6 +715,27 @@ def test_the_docs_lag_probe_summary_is_the_committed_probes():
     assert documentation_block(*block_markers(SUMMARY_BLOCK)) == summary_table(*probe_records(RESULTS / "lag_probe"))
 
 
+def test_the_ablation_gives_each_algorithm_the_knobs_it_reads_and_compares_it_with_the_first():
+    """point_for drops a knob of an option group only another family reads (VACO's threshold for decoupled PPO,
+    kept for VACO's ablations); compare_algorithms pairs every later algorithm with the first by seed."""
+    from benchmarks.studies.tuned.ablation import compare_algorithms, point_for
+
+    winner = {"ppo.learning_rate": 0.0015, "ppo.ent_coef": 0.011, "vaco.tv_threshold": 0.0105}
+    assert point_for("vaco_align_only", winner) == winner
+    assert point_for("ppo_decoupled", winner) == {"ppo.learning_rate": 0.0015, "ppo.ent_coef": 0.011}
+    first = {"learner_auc": [300.0, 200.0, 250.0], "learner_stochastic_auc": [280.0, 190.0, 240.0]}
+    other = {"learner_auc": [480.0, 190.0, float("nan")], "learner_stochastic_auc": [470.0, 210.0, 260.0]}
+    rows = compare_algorithms(
+        ["vaco", "ppo_decoupled"], [winner, {}], [{**first, "entropy": [0.1] * 3}, {**other, "entropy": [0.3] * 3}]
+    )
+    assert rows[0]["learner_auc_mean"] == pytest.approx(250.0) and "learner_auc_p_above_winner" not in rows[0]
+    assert rows[1]["algorithm"] == "ppo_decoupled" and rows[1]["point"] == {}
+    assert rows[1]["learner_auc_mean"] == float("-inf")  # a diverged seed counts as the worst
+    assert rows[1]["learner_auc_p_above_winner"] == pytest.approx(1 / 3)
+    assert rows[1]["learner_stochastic_auc_p_above_winner"] == pytest.approx(1.0)
+    assert rows[1]["entropy_mean"] == pytest.approx(0.3)
+
+
 def test_the_readme_quotes_the_committed_lag_probe():
     """The README's reading of decoupled PPO's lag-16 probe on Pendulum-v1 (its clip halved and doubled, its
     learning rate halved, on 15 of 16 seeds better) is the committed record's, rounded as quoted."""

@@ -120,6 +120,22 @@ def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
     raise SystemExit(f"--env {env} --regime {regime}: no search runs on that block; searched blocks: {names}")
 
 
+def current_search(preset_name: str, env: str, regime: str, method: str, results: Path) -> tuple[Block, dict[str, Any]]:
+    """The searched block of ``env`` x ``regime`` and ``method``'s current search cell in ``results``, or an error
+    that says what to run first."""
+    if method not in METHODS:
+        raise SystemExit(f"--method {method}: not a method of the study; choose one of {', '.join(METHODS)}")
+    preset = PRESETS[preset_name]
+    block = searched_block(preset, env, regime)
+    search = load_cell(results, preset, Cell(block, "tune", method))
+    if search is None:
+        raise SystemExit(
+            f"{env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's search first: "
+            f"python -m benchmarks.studies.tuned --preset {preset_name} --block {env}/{regime})"
+        )
+    return block, search
+
+
 def point_labels(method: str, block: Block, points: list[dict[str, float]]) -> list[str]:
     """A label per point of :func:`specs.probe_points` (the winner, then each searched knob one step down and up, in
     :func:`specs.search_space`'s order), naming the knob each step moved and its value there."""
@@ -157,15 +173,7 @@ def lag_probe(
     """Train the winner's neighbourhood at ``lag`` on ``seeds`` and compare every point with the winner, seed by
     seed (the record :func:`main` writes)."""
     preset = PRESETS[preset_name]
-    if method not in METHODS:
-        raise SystemExit(f"--method {method}: not a method of the study; choose one of {', '.join(METHODS)}")
-    block = searched_block(preset, env, regime)
-    search = load_cell(results, preset, Cell(block, "tune", method))
-    if search is None:
-        raise SystemExit(
-            f"{env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's search first: "
-            f"python -m benchmarks.studies.tuned --preset {preset_name} --block {env}/{regime})"
-        )
+    block, search = current_search(preset_name, env, regime, method, results)
     winner = dict(search["best"]["point"])
     points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, block)]
     config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
@@ -197,14 +205,39 @@ def table(record: dict[str, Any]) -> str:
         "| point | learner AUC (mode) | P(> winner), p | learner AUC (sampling) | P(> winner), p |",
         "|---|---|---|---|---|",
     ]
-    for row in record["rows"]:
-        cells = []
-        for reading in ("learner_auc", "learner_stochastic_auc"):
-            cells.append(f"{row[f'{reading}_mean']:.1f}")
-            p = row.get(f"{reading}_p_above_winner")
-            cells.append("-" if p is None else f"{p:.2f}, p = {row[f'{reading}_wilcoxon_p']:.2g}")
-        lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
+    lines += [f"| {row['label']} | " + " | ".join(reading_cells(row)) + " |" for row in record["rows"]]
     return "\n".join(lines)
+
+
+def reading_cells(row: dict[str, Any]) -> list[str]:
+    """A row's table cells on both readings: its mean learner AUC, then P(> the first row) with Wilcoxon's p ("-" for
+    the first row itself)."""
+    cells = []
+    for reading in ("learner_auc", "learner_stochastic_auc"):
+        cells.append(f"{row[f'{reading}_mean']:.1f}")
+        p = row.get(f"{reading}_p_above_winner")
+        cells.append("-" if p is None else f"{p:.2f}, p = {row[f'{reading}_wilcoxon_p']:.2g}")
+    return cells
+
+
+def fresh_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """``--seeds`` seeds from ``--first-seed`` on, after refusing a negative ``--lag``, fewer than two seeds (the
+    comparisons are paired tests) and an ``--out-dir`` with uncommitted results."""
+    if args.lag < 0 or args.seeds < 2:
+        parser.error(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
+    refuse_dirty_results(args.out_dir, ROOT, args.allow_dirty)
+    return list(range(args.first_seed, args.first_seed + args.seeds))
+
+
+def write_diagnosis(args: argparse.Namespace, record: dict[str, Any], text: str) -> Path:
+    """Print ``text`` and write ``record`` with it to ``<out-dir>/<env>__<regime>__<method>__lag<k>.json``."""
+    record["table"] = text
+    print(text)
+    path = args.out_dir / f"{args.env.replace('/', '_')}__{args.regime}__{args.method}__lag{args.lag}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(strict_json(record), indent=1) + "\n")
+    print(f"wrote {path}")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -231,17 +264,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.env is None or args.method is None or args.lag is None:
         parser.error("--env, --method and --lag name the probe to run (or give --summary)")
-    if args.lag < 0 or args.seeds < 2:
-        parser.error(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
-    refuse_dirty_results(args.out_dir, ROOT, args.allow_dirty)
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = fresh_seeds(parser, args)
     record = lag_probe(args.preset, args.env, args.regime, args.method, args.lag, seeds, args.results)
-    record["table"] = table(record)
-    print(record["table"])
-    path = args.out_dir / f"{args.env.replace('/', '_')}__{args.regime}__{args.method}__lag{args.lag}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(strict_json(record), indent=1) + "\n")
-    print(f"wrote {path}")
+    write_diagnosis(args, record, table(record))
 
 
 if __name__ == "__main__":
