@@ -41,7 +41,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from vaco_jax.training.sweep import SweepResult, run_sweep
 from vaco_jax.training.trainer import TrainProgram, validate_config
 
 LagModel = Literal["histogram", "replay", "replay-shuffled"]
-LAG_MODELS = ("histogram", "replay", "replay-shuffled")
+LAG_MODELS: tuple[str, ...] = get_args(LagModel)
 """How the simulator takes the real runs' lags: as a histogram drawn from independently (``lag.kind=empirical``),
 each real run's own sequence replayed in order (``lag.kind=replay``), or replayed with the updates past that run's
 warm-up shuffled in time (:func:`shuffled_past_warm_up`: its warm-up and its own lag distribution kept, their
