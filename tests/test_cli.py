@@ -436,10 +436,11 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
     assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval"])
+@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "calibrate"])
 def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
     from vaco_jax.algorithms.registry import ALGORITHMS
     from vaco_jax.core.config import LAG_KINDS
+    from vaco_jax.runs.calibration import LAG_MODELS
 
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as info:
@@ -457,6 +458,8 @@ def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch
         assert "{" + ",".join(LAG_KINDS) + "}" in text  # --lag.kind's choices
         algorithm_help = text[text.index("--algorithm ") :][:1200]  # the help is laid out in columns
         assert all(name in algorithm_help for name in ALGORITHMS), algorithm_help
+    if command == "calibrate":
+        assert "--lag-model {" + ",".join(LAG_MODELS) + "}" in text  # the calibration's own list of lag models
 
 
 def _read_scalars(run_dir: Path) -> dict[str, dict[int, float]]:

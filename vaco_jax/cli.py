@@ -23,6 +23,7 @@ from vaco_jax.core.config import Config, ConfigError, LagConfig, config_from_dic
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs import writers
+from vaco_jax.runs.calibration import LagModel, run_and_write
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import compare, recorded_demo
 from vaco_jax.runs.interrupt import GracefulStop
@@ -147,7 +148,7 @@ class CalibrateArgs:
     async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
         default_factory=AsyncOptions
     )
-    lag_model: Literal["histogram", "replay", "replay-shuffled"] = "histogram"
+    lag_model: LagModel = "histogram"
     """How the simulated runs take the measured lags: histogram, drawn independently per update from the histogram
     past the warm-up (lag.kind=empirical, what a user of the simulator would set); replay, each real run's own lag
     sequence in order, warm-up included (lag.kind=replay: what is left is the machinery, not the lag model);
@@ -480,8 +481,6 @@ def _run_command(args, argv: list[str]) -> int:
         run_eval(args)
         return 0
     if isinstance(args, CalibrateArgs):
-        from vaco_jax.runs.calibration import run_and_write
-
         run_and_write(
             args.config,
             num_seeds=args.num_seeds,
