@@ -348,6 +348,54 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
     assert current(other)  # another method's cells are not affected
 
 
+def test_status_counts_what_a_run_would_still_do_and_runs_nothing(study, smoke, tmp_path, monkeypatch, capsys):
+    """--status: per block and stage, the cells that are current, stale (a stale search makes its tests stale too)
+    and missing, the current ones written from a dirty tree, and the next cells in run order; nothing is written."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    preset = study.PRESETS["tuned-smoke"]
+    cells = tuned_cells.cells_of(preset)
+    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    for cell in cells:  # as committed from a clean tree (the smoke study ran in whatever tree the tests run in)
+        path = tuned_cells.cell_path(out, cell)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "commit": "abc1234"}))
+    tune = next(c for c in cells if c.stage == "tune" and c.method == "m2po")
+    path = tuned_cells.cell_path(out, tune)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "fingerprint": "0" * 16}))  # other programs
+    gone = next(c for c in cells if c.stage == "test-fleet.stochastic-rule" and c.method == "ppo_decoupled")
+    tuned_cells.cell_path(out, gone).unlink()
+    dirty = next(c for c in cells if c.stage == "test-fixed" and c.method == "ppo_decoupled")
+    path = tuned_cells.cell_path(out, dirty)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "commit": "abc1234+dirty"}))
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*"))
+
+    rows = {(row["block"], row["stage"]): row for row in study.status("tuned-smoke", out)}
+    assert sorted(p.name for p in out.rglob("*")) == [name for name, _ in before]  # nothing written or removed
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    by_stage: dict[tuple[str, str], dict[str, int]] = {}
+    for cell in cells:  # the expected counts, from the three edits above
+        counts = by_stage.setdefault(
+            (study.block_name(cell.block), study.stage_label(cell)),
+            dict.fromkeys(("current", "stale", "missing", "dirty"), 0),
+        )
+        if cell == gone:
+            counts["missing"] += 1
+        elif cell.method == "m2po":
+            counts["stale"] += 1  # the search and every test of its winner
+        else:
+            counts["current"] += 1
+            counts["dirty"] += cell == dirty
+    assert {key: {k: row[k] for k in counts} for key, row in rows.items() for counts in [by_stage[key]]} == by_stage
+    assert sum(row["stale"] for row in rows.values()) > 1 and sum(row["dirty"] for row in rows.values()) == 1
+    printed = capsys.readouterr().out
+    left = sum(row["stale"] + row["missing"] for row in rows.values())
+    assert f"{left} cells to run in {out}: next, in run order:" in printed
+    assert f"{tune.id} (stale)" in printed and f"{gone.id} (missing" in printed, printed
+
+
 def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, smoke, tmp_path, monkeypatch):
     """Beyond the programs, a cell records its host record (benchmarks/common/provenance.py): the seed-to-key and
     winner-rule code, the platform and the XLA flags. Any of them changed makes the cell stale, naming what

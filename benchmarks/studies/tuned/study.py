@@ -35,6 +35,7 @@ Usage:
   python -m benchmarks.studies.tuned --preset tuned --devices 4      # four cells at once, one per local device
   python -m benchmarks.studies.tuned --preset tuned --block CartPole-v1/standard   # one block's cells only
   python -m benchmarks.studies.tuned --preset tuned --adopt /tmp/clean/runs/tuned    # a clean worktree's cells, back
+  python -m benchmarks.studies.tuned --preset tuned --status [--block B] [--out-dir D]  # what is left, nothing run
 
 Spreading the cells: the cells are independent programs, except that a test cell uses its search's winner. A
 search and every cell that uses it (held-out blocks' included) form a group; ``--shard I/N`` runs the groups
@@ -83,6 +84,7 @@ from benchmarks.studies.tuned.cells import (
 from benchmarks.studies.tuned.report import report
 from benchmarks.studies.tuned.specs import PRESETS, Block, TunedPreset
 from vaco_jax.core.files import write_text_atomic
+from vaco_jax.runs.session import format_table
 
 # ----------------------------------------------------------------------------- spreading cells over devices and hosts
 
@@ -287,6 +289,63 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
     return outcome
 
 
+CELL_STATES = ("current", "stale", "missing")
+"""What a cell on disk is to this checkout (:func:`cell_state`)."""
+
+
+def cell_state(preset: TunedPreset, cell: Cell, out_dir: Path) -> str:
+    """``current`` (the checkout would make it as it is), ``stale`` (on disk, made by other programs, host code or a
+    stale search: a run makes it again) or ``missing`` (not on disk, made for another spec, or its search is
+    missing: a run makes it)."""
+    done = load_cell(out_dir, preset, cell)
+    if done is None:
+        return "missing"
+    return "current" if is_current(preset, cell, out_dir, done) else "stale"
+
+
+def stage_label(cell: Cell) -> str:
+    """A cell's stage as the status table names it: search, test (a winner rule's), probe."""
+    if cell.kind == "tune":
+        return "search"
+    if cell.kind == "probe":
+        return "probe"
+    return f"test ({cell.rule} rule)"
+
+
+def status(
+    preset_name: str, out_dir: Path, shards: Sequence[Shard] = (), blocks: Sequence[str] = (), shown: int = 12
+) -> list[dict[str, Any]]:
+    """What a run of these cells would still do, without running anything: per block and stage the number of
+    current, stale and missing cells (and of current cells written from a tree with uncommitted changes, which
+    ``--adopt`` refuses and the docs count as provisional), then the next ``shown`` cells a run would make, in run
+    order, each marked where it would only copy its first rule's cell (the same trial won). Returns the rows."""
+    preset = PRESETS[preset_name]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    to_run: list[str] = []
+    for cell in shard_cells(preset, shards, blocks):
+        state = cell_state(preset, cell, out_dir)
+        row = rows.setdefault(
+            (block_name(cell.block), stage_label(cell)),
+            {"block": block_name(cell.block), "stage": stage_label(cell), **dict.fromkeys(CELL_STATES, 0), "dirty": 0},
+        )
+        row[state] += 1
+        if state == "current":
+            row["dirty"] += is_dirty(json.loads(cell_path(out_dir, cell).read_text()).get("commit", ""))
+        elif len(to_run) < shown:
+            free = state == "missing" and cell.rule != "mode" and copy_of_twin(preset, cell, out_dir) is not None
+            to_run.append(f"{cell.id} ({state}{', a copy of its first rule cell' if free else ''})")
+    header = ["block", "stage", *CELL_STATES, "current from a dirty tree"]
+    states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty")]  # noqa: E731
+    print(format_table(header, [[row["block"], row["stage"], *states(row)] for row in rows.values()]))
+    left = sum(r["stale"] + r["missing"] for r in rows.values())
+    print(f"\n{left} cells to run in {out_dir}" + (": next, in run order:" if left else ""))
+    for line in to_run:
+        print(f"  {line}")
+    if left > len(to_run):
+        print(f"  and {left - len(to_run)} more")
+    return list(rows.values())
+
+
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
     preset = PRESETS[preset_name]
@@ -323,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells")
     parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare")
     parser.add_argument(
+        "--status", action="store_true", help="count current, stale and missing cells per block and stage; run nothing"
+    )
+    parser.add_argument(
         "--keep-stale", action="store_true", help="do not rerun cells made by other programs (the report marks them)"
     )
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite this README's tuned verdict block")
@@ -350,6 +412,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
+    if args.status:
+        with fingerprints_memoized():
+            status(args.preset, out_dir, shards, args.block)
+        return
     if not (args.report or args.check):
         refuse_dirty_results(out_dir, ROOT, args.allow_dirty)
     if args.check:
