@@ -320,10 +320,9 @@ def test_a_committed_cell_survives_a_new_config_field_and_another_algorithms_opt
     assert not load_with(lambda config: config["ppo"].update(num_epochs=config["ppo"]["num_epochs"] + 1))
 
 
-def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):
-    """A test cell's configuration is its tuning cell's winner: when the search was made by other programs, the
-    winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well.
-    (The checkout's fingerprints are the ones the smoke study just recorded: computing them is tested above.)"""
+def _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypatch):
+    """A copy of the smoke study's cells, with the checkout's fingerprints taken to be the ones the smoke study just
+    recorded (computing them is tested above): (the copy, the preset, its cells)."""
     import shutil
 
     out = tmp_path / "copy"
@@ -332,6 +331,14 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
     cells = tuned_cells.cells_of(preset)
     recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
     monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    return out, preset, cells
+
+
+def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):
+    """A test cell's configuration is its tuning cell's winner: when the search was made by other programs, the
+    winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well.
+    (The checkout's fingerprints are the ones the smoke study just recorded: computing them is tested above.)"""
+    out, preset, cells = _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypatch)
     tune = next(c for c in cells if c.stage == "tune" and c.method == "ppo_decoupled")
     dependants = [c for c in cells if c.stage != "tune" and c.method == "ppo_decoupled"]
     assert {c.block.env for c in dependants} == {"CartPole-v1", "Acrobot-v1"}
@@ -351,14 +358,7 @@ def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, 
 def test_status_counts_what_a_run_would_still_do_and_runs_nothing(study, smoke, tmp_path, monkeypatch, capsys):
     """--status: per block and stage, the cells that are current, stale (a stale search makes its tests stale too)
     and missing, the current ones written from a dirty tree, and the next cells in run order; nothing is written."""
-    import shutil
-
-    out = tmp_path / "copy"
-    shutil.copytree(smoke, out)
-    preset = study.PRESETS["tuned-smoke"]
-    cells = tuned_cells.cells_of(preset)
-    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
-    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    out, preset, cells = _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypatch)
     for cell in cells:  # as committed from a clean tree (the smoke study ran in whatever tree the tests run in)
         path = tuned_cells.cell_path(out, cell)
         path.write_text(json.dumps({**json.loads(path.read_text()), "commit": "abc1234"}))

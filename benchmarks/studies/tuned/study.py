@@ -293,11 +293,10 @@ CELL_STATES = ("current", "stale", "missing")
 """What a cell on disk is to this checkout (:func:`cell_state`)."""
 
 
-def cell_state(preset: TunedPreset, cell: Cell, out_dir: Path) -> str:
+def cell_state(preset: TunedPreset, cell: Cell, out_dir: Path, done: dict[str, Any] | None) -> str:
     """``current`` (the checkout would make it as it is), ``stale`` (on disk, made by other programs, host code or a
     stale search: a run makes it again) or ``missing`` (not on disk, made for another spec, or its search is
-    missing: a run makes it)."""
-    done = load_cell(out_dir, preset, cell)
+    missing: a run makes it). ``done``: the cell as :func:`load_cell` reads it from ``out_dir``."""
     if done is None:
         return "missing"
     return "current" if is_current(preset, cell, out_dir, done) else "stale"
@@ -323,14 +322,15 @@ def status(
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     to_run: list[str] = []
     for cell in shard_cells(preset, shards, blocks):
-        state = cell_state(preset, cell, out_dir)
+        done = load_cell(out_dir, preset, cell)
+        state = cell_state(preset, cell, out_dir, done)
+        block, stage = block_name(cell.block), stage_label(cell)
         row = rows.setdefault(
-            (block_name(cell.block), stage_label(cell)),
-            {"block": block_name(cell.block), "stage": stage_label(cell), **dict.fromkeys(CELL_STATES, 0), "dirty": 0},
+            (block, stage), {"block": block, "stage": stage, **dict.fromkeys(CELL_STATES, 0), "dirty": 0}
         )
         row[state] += 1
         if state == "current":
-            row["dirty"] += is_dirty(json.loads(cell_path(out_dir, cell).read_text()).get("commit", ""))
+            row["dirty"] += is_dirty(done.get("commit", ""))
         elif len(to_run) < shown:
             free = state == "missing" and cell.rule != "mode" and copy_of_twin(preset, cell, out_dir) is not None
             to_run.append(f"{cell.id} ({state}{', a copy of its first rule cell' if free else ''})")
