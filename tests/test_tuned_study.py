@@ -178,23 +178,34 @@ def test_paired_probability_of_improvement(report_module):
     assert 0.0 <= low <= pi(x, y) <= high <= 1.0
 
 
-def test_the_paired_wilcoxon_test_is_the_exact_sign_flip_test_of_its_definition(report_module):
-    """Without ties or zeros, the two-sided p-value is the share of the 2^n sign assignments of the ranked absolute
-    differences whose signed-rank sum is at least as extreme as the observed one (enumerated here)."""
+def _signed_rank_p_by_enumeration(d: np.ndarray) -> float:
+    """The two-sided signed-rank p-value from its definition: drop zeros, rank |d| with tied values sharing their
+    mean rank, and count the 2^n sign assignments whose positive-rank sum is at least as far from its centre."""
     import itertools
 
+    d = d[d != 0]
+    magnitudes = np.abs(d)
+    ranks = np.array([np.mean(np.flatnonzero(np.sort(magnitudes) == m) + 1.0) for m in magnitudes])
+    observed, centre = ranks[d > 0].sum(), ranks.sum() / 2
+    assignments = itertools.product([0, 1], repeat=d.size)
+    sums = [sum(r for r, s in zip(ranks, signs, strict=True) if s) for signs in assignments]
+    return float(np.mean([abs(t - centre) >= abs(observed - centre) - 1e-9 for t in sums]))
+
+
+def test_the_paired_wilcoxon_test_is_the_exact_sign_flip_test_of_its_definition(report_module):
+    """The two-sided p-value is the share of the 2^n sign assignments of the ranked absolute differences whose
+    signed-rank sum is at least as extreme as the observed one (enumerated here), with and without tied |d|."""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=9), rng.normal(size=9) + 0.6
-    d = x - y
-    ranks = np.argsort(np.argsort(np.abs(d))) + 1.0
-    observed = ranks[d > 0].sum()
-    centre = ranks.sum() / 2
-    sums = [sum(r for r, s in zip(ranks, signs, strict=True) if s) for signs in itertools.product([0, 1], repeat=9)]
-    exact = np.mean([abs(t - centre) >= abs(observed - centre) - 1e-9 for t in sums])
-    assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(exact, rel=1e-9)
+    assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(_signed_rank_p_by_enumeration(x - y), rel=1e-9)
+    for _ in range(5):  # integer-valued scores: tied |differences| and zeros, where scipy's normal approximation
+        x, y = rng.integers(0, 6, size=11).astype(float), rng.integers(1, 7, size=11).astype(float)  # is not exact
+        assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(_signed_rank_p_by_enumeration(x - y), rel=1e-9)
     assert report_module.paired_wilcoxon_p(x, x) == 1.0  # no nonzero difference
     base, wins = np.arange(16.0), 1.0 + 0.01 * np.arange(16)  # 16 seeds, every one won, by distinct margins:
     assert report_module.paired_wilcoxon_p(base + wins, base) == pytest.approx(2 / 2**16)  # the smallest exact p
+    tied_wins = np.where(np.arange(16) < 8, 1.0, 2.0)  # ... and by two margins only: still the smallest exact p
+    assert report_module.paired_wilcoxon_p(base + tied_wins, base) == pytest.approx(2 / 2**16)  # (scipy: 4.4e-4)
     diverged = np.where(np.arange(16) == 3, np.nan, base + wins)  # a run without a score loses its pair
     assert report_module.paired_wilcoxon_p(diverged, base) > 2 / 2**16
 
