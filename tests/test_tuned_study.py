@@ -765,6 +765,29 @@ def test_a_probe_reads_a_step_as_clearly_higher_only_after_holm_over_its_steps()
     assert table[3] == "| B, m | 4, 16 | -500 | moves: knob2 (up) | -420 | 4 of 4 | 0.005 |"
 
 
+def test_a_probe_summary_reads_the_per_seed_scores_with_todays_test():
+    """restated: the comparisons of a record are recomputed from its per-seed scores, so a p-value written by an
+    older test (here scipy's normal approximation under ties, 4.4e-4 for 16 of 16 seeds won by two margins) gives
+    way to the exact one (2 / 2^16), and the means and P follow the scores, not the stored fields."""
+    from benchmarks.studies.tuned.lag_probe import restated
+
+    winner = [10.0 * s for s in range(16)]
+    step = [w + (1.0 if s < 8 else 2.0) for s, w in enumerate(winner)]  # every seed better, two tied margins
+    stale = {"learner_auc_mean": 0.0, "learner_auc_p_above_winner": 0.5, "learner_auc_wilcoxon_p": 4.4e-4}
+    rows = [
+        {"label": "winner", "point": {"k": 1.0}, "learner_auc": winner, "learner_stochastic_auc": winner},
+        {"label": "k 2 (up)", "point": {"k": 2.0}, "learner_auc": step, "learner_stochastic_auc": winner, **stale},
+    ]
+    record = {"rows": rows, "search_lag": 4, "lag": 16, "seeds": list(range(16)), "commit": "abc"}
+    fresh = restated(record)
+    assert fresh["commit"] == "abc" and fresh["rows"][1]["label"] == "k 2 (up)"
+    assert fresh["rows"][1]["learner_auc_wilcoxon_p"] == pytest.approx(2 / 2**16)
+    assert fresh["rows"][1]["learner_auc_p_above_winner"] == 1.0
+    assert fresh["rows"][1]["learner_auc_mean"] == pytest.approx(np.mean(step))
+    assert fresh["rows"][1]["learner_stochastic_auc_wilcoxon_p"] == 1.0  # no nonzero difference
+    assert record["rows"][1]["learner_auc_wilcoxon_p"] == 4.4e-4  # the record itself is left as written
+
+
 def test_the_docs_lag_probe_summary_is_the_committed_probes():
     """The docs' lag probe summary is :func:`summary_table` over every committed probe record."""
     from benchmarks.common.provenance import block_markers

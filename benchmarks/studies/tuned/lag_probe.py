@@ -99,15 +99,27 @@ def summary_table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> st
     return "\n".join(lines)
 
 
+def restated(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its comparisons recomputed from its per-seed scores by this checkout's statistics
+    (:func:`compare_with_winner`): a record keeps the measurements and the p-values of the code that wrote it, and a
+    summary reads the measurements with today's test (the signed-rank test became exact under ties after the
+    first probes were written)."""
+    rows = record["rows"]
+    scores = {reading: [row[reading] for row in rows] for reading in ("learner_auc", "learner_stochastic_auc")}
+    labels, points = [row["label"] for row in rows], [row["point"] for row in rows]
+    return {**record, "rows": compare_with_winner(labels, points, scores)}
+
+
 def probe_records(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every probe record in ``folder`` (sorted by file name) and its name, "task, method"."""
+    """Every probe record in ``folder`` (sorted by file name), its comparisons :func:`restated`, and its name,
+    "task, method"."""
     paths = sorted(folder.glob("*__lag*.json"))
     if not paths:
         raise SystemExit(
             f"no lag probe in {folder}: run one first (python -m benchmarks.studies.tuned.lag_probe --help)"
         )
     names = [", ".join(path.name.split("__")[0:3:2]) for path in paths]
-    return [json.loads(path.read_text()) for path in paths], names
+    return [restated(json.loads(path.read_text())) for path in paths], names
 
 
 def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
