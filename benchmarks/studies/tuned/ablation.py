@@ -29,6 +29,7 @@ import numpy as np
 from benchmarks.common.provenance import git_commit, host_record
 from benchmarks.studies.tuned.cells import HOST_CODE, ROOT, base_config, learner_scores, train_points
 from benchmarks.studies.tuned.lag_probe import (
+    READINGS,
     RESULTS,
     compare_with_winner,
     current_search,
@@ -55,7 +56,7 @@ def compare_algorithms(
     ``entropy``), as the lag probe compares its points with the winner (:func:`lag_probe.compare_with_winner`: means
     with a diverged seed as the worst, and for every algorithm after the first, ``*_p_above_winner`` and
     ``*_wilcoxon_p`` against the first), with the mean entropy beside."""
-    readings = {reading: [score[reading] for score in scores] for reading in ("learner_auc", "learner_stochastic_auc")}
+    readings = {reading: [score[reading] for score in scores] for reading in READINGS}
     rows = compare_with_winner(names, points, readings)
     for row, score in zip(rows, scores, strict=True):
         row["algorithm"] = row["label"]

@@ -58,6 +58,7 @@ from vaco_jax.core.files import write_text_atomic
 RESULTS = ROOT / "benchmarks/results/lag_robustness/tuned"
 SUMMARY_BLOCK = "lag probe summary"
 SIGNIFICANCE = 0.05  # family-wise, Holm over one probe's steps
+READINGS = ("learner_auc", "learner_stochastic_auc")  # the learner's mode and its sampling policy
 
 
 def probe_reading(record: dict[str, Any], reading: str = "learner_auc") -> dict[str, Any]:
@@ -105,7 +106,7 @@ def restated(record: dict[str, Any]) -> dict[str, Any]:
     summary reads the measurements with today's test (the signed-rank test became exact under ties after the
     first probes were written)."""
     rows = record["rows"]
-    scores = {reading: [row[reading] for row in rows] for reading in ("learner_auc", "learner_stochastic_auc")}
+    scores = {reading: [row[reading] for row in rows] for reading in READINGS}
     labels, points = [row["label"] for row in rows], [row["point"] for row in rows]
     return {**record, "rows": compare_with_winner(labels, points, scores)}
 
@@ -167,7 +168,7 @@ def compare_with_winner(
     rows = []
     for index, (label, point) in enumerate(zip(labels, points, strict=True)):
         row: dict[str, Any] = {"label": label, "point": point}
-        for reading in ("learner_auc", "learner_stochastic_auc"):
+        for reading in READINGS:
             values = np.asarray(scores[reading][index], np.float64)
             reference = np.asarray(scores[reading][0], np.float64)
             row[reading] = values.tolist()
@@ -225,7 +226,7 @@ def reading_cells(row: dict[str, Any]) -> list[str]:
     """A row's table cells on both readings: its mean learner AUC, then P(> the first row) with Wilcoxon's p ("-" for
     the first row itself)."""
     cells = []
-    for reading in ("learner_auc", "learner_stochastic_auc"):
+    for reading in READINGS:
         cells.append(f"{row[f'{reading}_mean']:.1f}")
         p = row.get(f"{reading}_p_above_winner")
         cells.append("-" if p is None else f"{p:.2f}, p = {row[f'{reading}_wilcoxon_p']:.2g}")

@@ -94,7 +94,7 @@ def exact_signed_rank_p(differences: np.ndarray) -> float:
     counts = np.zeros(int(doubled_ranks.sum()) + 1, dtype=np.float64)  # ways to reach each doubled rank sum
     counts[0] = 1.0
     for rank in doubled_ranks:  # each rank joins the positive sum or not, with probability 1/2
-        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+        counts[rank:] = counts[rank:] + counts[:-rank]  # the right side is a new array
     sums = np.arange(counts.size)
     centre = doubled_ranks.sum() / 2
     observed = doubled_ranks[d > 0].sum()
