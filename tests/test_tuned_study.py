@@ -868,3 +868,37 @@ def test_the_readme_quotes_the_committed_lag_probe():
     assert f"the clip halved scores {clip_down['learner_auc_mean']:.0f} and better on {better} of 16" in readme
     assert f"(doubled: {clip_up['learner_auc_mean']:.0f})" in readme
     assert f"({lr_down['learner_auc_mean']:.0f}, p = {lr_down['learner_auc_wilcoxon_p']:.2f};" in readme
+
+
+def test_the_docs_name_the_searches_whose_sampling_rule_picks_another_trial():
+    """The lag benchmark's list of the searches whose sampling-rule winner is another trial than the mode's is the
+    committed cells': a sampling-rule test cell that copies its mode-rule twin (``copied_from``) is the same trial;
+    one that does not was trained on another."""
+    root = Path(__file__).resolve().parents[1]
+    cells = root / "benchmarks/results/lag_robustness/tuned/cells"
+    page = " ".join((root / "docs/lag-benchmark.md").read_text().split())
+    shown = {
+        "ppo": "PPO-clip",
+        "ppo_decoupled": "decoupled PPO",
+        "impact": "IMPACT",
+        "m2po": "M2PO",
+        "geppo": "GePPO",
+        "cispo": "CISPO",
+        "vaco-gae+w": "`vaco-gae+w`",
+        "vaco": "VACO as first specified",
+    }
+    blocks = {"CartPole-v1__aggressive": "CartPole-v1", "Pendulum-v1__aggressive": "Pendulum-v1"}
+    blocks["CartPole-v1__standard"] = "CartPole-v1 in the standard regime"
+    searches, listed = 0, []
+    for block, name in blocks.items():
+        other = []
+        for method in shown:  # the study's column order
+            searches += (cells / f"{block}__tune__{method}.json").exists()
+            rule_cell = json.loads((cells / f"{block}__test-fixed.stochastic-rule__{method}.json").read_text())
+            if "copied_from" not in rule_cell:
+                other.append(shown[method])
+        names = ", ".join(other[:-1]) + f" and {other[-1]}" if len(other) > 1 else other[0]
+        listed.append((name, names, len(other)))
+    total = sum(count for _, _, count in listed)
+    parenthesis = "; ".join(f"{name}: {names}" for name, names, _ in listed)
+    assert f"Of the {searches} searches, {total} pick another trial under it ({parenthesis})." in page
