@@ -48,3 +48,4 @@ def test_the_docs_count_the_provisional_results_there_are():
     assert ("Provisional: `benchmarks/results/async/calibration.json` records a `+dirty` commit" in asynchronous) == (
         counts["async"] > 0
     )
+    assert ("no committed result records a `+dirty` commit" in lag) == (not counts)
