@@ -887,8 +887,12 @@ def test_the_docs_name_the_searches_whose_sampling_rule_picks_another_trial():
         "vaco-gae+w": "`vaco-gae+w`",
         "vaco": "VACO as first specified",
     }
-    blocks = {"CartPole-v1__aggressive": "CartPole-v1", "Pendulum-v1__aggressive": "Pendulum-v1"}
-    blocks["CartPole-v1__standard"] = "CartPole-v1 in the standard regime"
+    blocks = {
+        "CartPole-v1__aggressive": "CartPole-v1",
+        "Pendulum-v1__aggressive": "Pendulum-v1",
+        "CartPole-v1__standard": "CartPole-v1 in the standard regime",
+    }
+    assert {path.name.split("__tune__")[0] for path in cells.glob("*__tune__*.json")} == set(blocks)  # every search
     searches, listed = 0, []
     for block, name in blocks.items():
         other = []
