@@ -253,12 +253,16 @@ def statistics(collected: dict[str, Any]) -> None:
         if base is not None and row is not base:
             for score in SCORE_NAMES:
                 row[_pi_key(score)] = _pi(row["per_seed"][score], base["per_seed"][score])
+    collected["comparisons_by_rule"] = {}
     for rule in dict.fromkeys(r["rule"] for r in rows):
         for score in SCORE_NAMES:  # Holm over the comparisons one verdict table shows (one rule's rows)
             shown = [row[_pi_key(score)] for row in rows if _shown(row, rule) and _pi_key(score) in row]
             for pi, adjusted in zip(shown, holm_adjusted([pi["wilcoxon_p"] for pi in shown]), strict=True):
                 pi["holm_p"] = adjusted
-    collected["comparisons"] = len([row for row in rows if _shown(row, "mode") and _pi_key("learner_auc") in row])
+        collected["comparisons_by_rule"][rule] = len(
+            [row for row in rows if _shown(row, rule) and _pi_key("learner_auc") in row]
+        )
+    collected["comparisons"] = collected["comparisons_by_rule"].get("mode", 0)
 
 
 def _shown(row: dict[str, Any], rule: str | None = None) -> bool:
@@ -469,7 +473,8 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "cells_host_unrecorded": collected["host_unrecorded"],
         "blocks_incomplete": collected["incomplete"],
         "study_seconds": collected["seconds"],
-        "comparisons_per_table": collected["comparisons"],
+        "comparisons_per_table": collected["comparisons"],  # the mode rule's tables (both readings)
+        "comparisons_by_rule": collected["comparisons_by_rule"],  # each winner rule's table: its Holm family
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
         "probes": probe_summaries(collected["probes"], collected["tuning"]),
         "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
@@ -513,7 +518,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
                 "",
                 f"Each search's winner by the mean AUC of the learner's {rule} policy over the tuning seeds, tested "
                 "on the same fresh seeds; P against decoupled PPO tuned by the same rule; Holm over this table's "
-                "comparisons.",
+                f"{collected['comparisons_by_rule'].get(rule, 0)} comparisons.",
                 "",
                 *table,
                 "",
