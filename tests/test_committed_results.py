@@ -62,3 +62,15 @@ def test_the_docs_count_the_tuned_cells_without_a_host_record():
     else:
         assert "predate host records" not in lag
         assert "every committed cell records its host" in lag
+
+
+def test_the_docs_state_the_number_of_comparisons_each_table_corrects_for():
+    """Holm's correction is over one table's comparisons; the README and the lag benchmark say how many, and that
+    number grows with every block a table gains: it must be the one the committed report used."""
+    report = json.loads((RESULTS / "lag_robustness" / "tuned" / "tuned.json").read_text())
+    mode, sampling = report["comparisons_by_rule"]["mode"], report["comparisons_by_rule"]["stochastic"]
+    readme, lag = _text("README.md"), _text("docs/lag-benchmark.md")
+    assert f"over the {mode} comparisons of each table" in readme
+    assert f"({mode} in each of the first two tables below)" in lag
+    assert f"the correction over {mode} comparisons on each reading" in lag
+    assert f"Holm over its {sampling} comparisons" in lag
