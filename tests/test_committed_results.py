@@ -1,12 +1,17 @@
-"""What the documentation says of the committed results' provenance is what the result files record: every count
-of results written from a work tree with uncommitted changes (a ``+dirty`` commit) is the count on disk, so a rerun
-from a clean worktree cannot leave a stale "provisional" note behind, nor a new dirty result go unmentioned."""
+"""What the README and the docs say of the committed results is what the result files record: every count of
+results written from a work tree with uncommitted changes (a ``+dirty`` commit) or without a host record is the
+count on disk, so a rerun from a clean worktree cannot leave a stale "provisional" note behind, nor a new dirty
+result go unmentioned; and every number the prose quotes from a committed study (comparisons per table, the
+ablation, the lag probe, the searches whose winner rules disagree) is the record's, rounded as quoted. The tables
+themselves are checked against the report's code in test_tuned_study."""
 
 from __future__ import annotations
 
 import collections
 import json
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -74,3 +79,77 @@ def test_the_docs_state_the_number_of_comparisons_each_table_corrects_for():
     assert f"({mode} in each of the first two tables below)" in lag
     assert f"the correction over {mode} comparisons on each reading" in lag
     assert f"Holm over its {sampling} comparisons" in lag
+
+
+def test_the_docs_quote_the_committed_ablation():
+    """The lag benchmark's reading of the standard-regime VACO ablation (each algorithm's learner AUC and mean
+    entropy, filter only's p against VACO) is the committed record's, rounded as quoted."""
+    page = _text("docs/lag-benchmark.md")
+    record = json.loads((RESULTS / "lag_robustness/tuned/ablation/CartPole-v1__standard__vaco__lag4.json").read_text())
+    rows = {row["algorithm"]: row for row in record["rows"]}
+    align, vaco, filtered, decoupled = (
+        rows[n] for n in ("vaco_align_only", "vaco", "vaco_filter_only", "ppo_decoupled")
+    )
+    assert (
+        f"align only scores a learner AUC of {align['learner_auc_mean']:.0f} with a mean entropy of "
+        f"{align['entropy_mean']:.3f}, below VACO's {vaco['learner_auc_mean']:.0f} ({vaco['entropy_mean']:.3f})"
+    ) in page
+    assert f"{filtered['learner_auc_mean']:.0f} ({filtered['entropy_mean']:.3f}), not clearly above VACO (p = " in page
+    assert f"(p = {filtered['learner_auc_wilcoxon_p']:.2f})" in page
+    assert f"coefficient {decoupled['learner_auc_mean']:.0f} ({decoupled['entropy_mean']:.3f})" in page
+    assert int((np.asarray(align["learner_auc"]) < np.asarray(vaco["learner_auc"])).sum()) == 8
+    assert int((np.asarray(decoupled["learner_auc"]) > np.asarray(vaco["learner_auc"])).sum()) == 8
+
+
+def test_the_readme_quotes_the_committed_lag_probe():
+    """The README's reading of decoupled PPO's lag-16 probe on Pendulum-v1 (its clip halved and doubled, its
+    learning rate halved, on 15 of 16 seeds better) is the committed record's, rounded as quoted."""
+    readme = _text("README.md")
+    record = json.loads(
+        (RESULTS / "lag_robustness/tuned/lag_probe/Pendulum-v1__aggressive__ppo_decoupled__lag16.json").read_text()
+    )
+    rows = {(row["label"].split(" ")[0], row["label"].split(" ")[-1]): row for row in record["rows"][1:]}
+    winner = np.asarray(record["rows"][0]["learner_auc"])
+    clip_down, clip_up = rows["ppo.clip_eps", "(down)"], rows["ppo.clip_eps", "(up)"]
+    lr_down = rows["ppo.learning_rate", "(down)"]
+    better = int((np.asarray(clip_down["learner_auc"]) > winner).sum())
+    assert f"the clip halved scores {clip_down['learner_auc_mean']:.0f} and better on {better} of 16" in readme
+    assert f"(doubled: {clip_up['learner_auc_mean']:.0f})" in readme
+    assert f"({lr_down['learner_auc_mean']:.0f}, p = {lr_down['learner_auc_wilcoxon_p']:.2f};" in readme
+
+
+def test_the_docs_name_the_searches_whose_sampling_rule_picks_another_trial():
+    """The lag benchmark's list of the searches whose sampling-rule winner is another trial than the mode's is the
+    committed cells': a sampling-rule test cell that copies its mode-rule twin (``copied_from``) is the same trial;
+    one that does not was trained on another."""
+    cells = RESULTS / "lag_robustness/tuned/cells"
+    page = _text("docs/lag-benchmark.md")
+    shown = {
+        "ppo": "PPO-clip",
+        "ppo_decoupled": "decoupled PPO",
+        "impact": "IMPACT",
+        "m2po": "M2PO",
+        "geppo": "GePPO",
+        "cispo": "CISPO",
+        "vaco-gae+w": "`vaco-gae+w`",
+        "vaco": "VACO as first specified",
+    }
+    blocks = {
+        "CartPole-v1__aggressive": "CartPole-v1",
+        "Pendulum-v1__aggressive": "Pendulum-v1",
+        "CartPole-v1__standard": "CartPole-v1 in the standard regime",
+    }
+    assert {path.name.split("__tune__")[0] for path in cells.glob("*__tune__*.json")} == set(blocks)  # every search
+    searches, listed = 0, []
+    for block, name in blocks.items():
+        other = []
+        for method in shown:  # the study's column order
+            searches += (cells / f"{block}__tune__{method}.json").exists()
+            rule_cell = json.loads((cells / f"{block}__test-fixed.stochastic-rule__{method}.json").read_text())
+            if "copied_from" not in rule_cell:
+                other.append(shown[method])
+        names = ", ".join(other[:-1]) + f" and {other[-1]}" if len(other) > 1 else other[0]
+        listed.append((name, names, len(other)))
+    total = sum(count for _, _, count in listed)
+    parenthesis = "; ".join(f"{name}: {names}" for name, names, _ in listed)
+    assert f"Of the {searches} searches, {total} pick another trial under it ({parenthesis})." in page
