@@ -309,12 +309,19 @@ def verdict_table(
                 auc = at[m]["summary"][score]["iqm"]
                 pi = at[m].get(_pi_key(score))
                 cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
-            kind = f", tuned on {at[best['method']]['held_out']}: held out" if best["held_out"] else ""
-            kind = kind or ("" if best["setting"].startswith("tuned") else ", default hyperparameters")
-            label = f"{env} ({regime}{kind})"
-            lines.append(f"| {label} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
+            lines.append(f"| {block_label(best)} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
     return lines
+
+
+def block_label(row: dict[str, Any]) -> str:
+    """A block's name as the tables and figures show it, from one of its rows: env and regime, and whether its
+    configurations were tuned on another task (held out) or are the defaults (an untuned block)."""
+    if row["held_out"]:
+        kind = f", tuned on {row['held_out']}: held out"
+    else:
+        kind = "" if row["setting"].startswith("tuned") else ", default hyperparameters"
+    return f"{row['env']} ({row['regime']}{kind})"
 
 
 def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
@@ -575,15 +582,53 @@ def _pyplot():
     return plt
 
 
+PANELS_PER_ROW = 4  # a figure's blocks wrap after this many, so that it stays readable at page width
+
+
+def _block_grid(plt, blocks: int, panels_per_block: int = 1):
+    """A figure with one column per block, wrapped every :data:`PANELS_PER_ROW` blocks, and a function
+    ``axis(block, panel)`` giving that block's panel (stacked top to bottom); the grid's unused cells are hidden."""
+    columns = max(1, min(PANELS_PER_ROW, blocks))
+    block_rows = -(-blocks // columns)
+    fig, axes = plt.subplots(
+        block_rows * panels_per_block,
+        columns,
+        figsize=(5.5 * columns, 4.2 * block_rows * panels_per_block + 0.6),
+        squeeze=False,
+    )
+    for unused in range(blocks, block_rows * columns):
+        for panel in range(panels_per_block):
+            axes[(unused // columns) * panels_per_block + panel][unused % columns].set_visible(False)
+
+    def axis(block: int, panel: int = 0):
+        return axes[(block // columns) * panels_per_block + panel][block % columns]
+
+    return fig, axis
+
+
+def _legend_above(fig, axes) -> None:
+    """One legend for the whole figure, above its panels: the methods drawn in any of ``axes``, in drawing order."""
+    labelled = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            labelled.setdefault(label, handle)
+    if labelled:
+        fig.legend(labelled.values(), labelled.keys(), loc="upper center", ncol=len(labelled), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_size_inches()[1]))
+
+
 def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     plt = _pyplot()
     written = []
     blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in rows))
     tuned = [r for r in rows if r["primary"]]
     # 1. learner AUC against lag, 95% CI per method
-    fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
-    for ax, (env, regime) in zip(axes[0], blocks, strict=True):
+    fig, axis = _block_grid(plt, len(blocks))
+    for index, (env, regime) in enumerate(blocks):
+        ax = axis(index)
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        if not group:  # a block with no tuned rows yet draws nothing
+            continue
         lags = sorted({r["lag"] for r in group}, key=lag_order)
         for i, method in enumerate(preset.methods):
             points = [next((r for r in group if r["method"] == method and r["lag"] == lag), None) for lag in lags]
@@ -597,17 +642,17 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_xticks(np.arange(len(lags)), lags)
         ax.set_xlabel("backward lag (fixed k, or a fleet U{0..k})")
         ax.set_ylabel("learner's deterministic return, AUC\n(IQM, 95% CI over test seeds)")
-        ax.set_title(f"{env}, {regime}", fontsize=10)
+        ax.set_title(block_label(group[0]), fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    _legend_above(fig, [axis(i) for i in range(len(blocks))])
     save_figure(fig, out_dir / "learner_auc_vs_lag.png", dpi=110)
     plt.close(fig)
     written.append("learner_auc_vs_lag.png")
     # 2. performance profile: fraction of runs whose normalised learner AUC exceeds tau (all lags pooled)
-    fig, axes = plt.subplots(1, len(blocks), figsize=(6 * len(blocks), 4.5), squeeze=False)
+    fig, axis = _block_grid(plt, len(blocks))
     taus = np.linspace(-0.25, 1.5, 141)
-    for ax, (env, regime) in zip(axes[0], blocks, strict=True):
+    for index, (env, regime) in enumerate(blocks):
+        ax = axis(index)
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
         reference = next((r for r in group if r["method"] == "ppo" and r["lag"] == "0"), None)  # PPO at lag 0
         if reference is None:
@@ -622,31 +667,30 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
             ax.plot(taus, [(normalised > t).mean() for t in taus], label=method, linestyle="-:"[i // 4 % 2])
         ax.set_xlabel("normalised learner AUC tau (0: random policy, 1: PPO at lag 0)")
         ax.set_ylabel("fraction of runs with score > tau")
-        ax.set_title(f"performance profile, {env} ({regime}), every lag pooled", fontsize=10)
+        ax.set_title(f"{block_label(group[0])}\nperformance profile, every lag pooled", fontsize=9)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
+    _legend_above(fig, [axis(i) for i in range(len(blocks))])
     save_figure(fig, out_dir / "performance_profile.png", dpi=110)
     plt.close(fig)
     written.append("performance_profile.png")
     # 3. entropy and forward TV against lag
-    fig, axes = plt.subplots(2, len(blocks), figsize=(6 * len(blocks), 7), squeeze=False)
+    fig, axis = _block_grid(plt, len(blocks), panels_per_block=2)
     for col, (env, regime) in enumerate(blocks):
         group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        if not group:
+            continue
         lags = sorted({r["lag"] for r in group}, key=lag_order)
         for row_index, metric in enumerate(("entropy", "tv/forward")):
-            ax = axes[row_index][col]
+            ax = axis(col, row_index)
             for method in preset.methods:
                 by_lag = {r["lag"]: r["diagnostics"].get(metric, np.nan) for r in group if r["method"] == method}
                 values = [by_lag.get(lag, np.nan) for lag in lags]
                 ax.plot(np.arange(len(lags)), values, marker="o", label=method)
             ax.set_xticks(np.arange(len(lags)), lags)
             ax.set_ylabel(f"median {metric}")
-            ax.set_title(f"{env} ({regime})", fontsize=10)
+            ax.set_title(block_label(group[0]), fontsize=9)
             ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+    _legend_above(fig, [axis(i) for i in range(len(blocks))])
     save_figure(fig, out_dir / "entropy_and_tv_vs_lag.png", dpi=110)
     plt.close(fig)
     written.append("entropy_and_tv_vs_lag.png")
