@@ -816,3 +816,22 @@ def test_the_ablation_gives_each_algorithm_the_knobs_it_reads_and_compares_it_wi
     assert rows[1]["learner_auc_p_above_winner"] == pytest.approx(1 / 3)
     assert rows[1]["learner_stochastic_auc_p_above_winner"] == pytest.approx(1.0)
     assert rows[1]["entropy_mean"] == pytest.approx(0.3)
+
+
+def test_report_figures_wrap_blocks_into_rows_of_four(report_module):
+    """Each figure puts a block per column and wraps after four, so a ninth block adds a row rather than widening
+    a figure nobody can read at page width; a block's stacked panels stay together and unused cells are hidden."""
+    plt = report_module._pyplot()
+    fig, axis = report_module._block_grid(plt, 5, panels_per_block=2)
+    try:
+        grid = fig.axes
+        assert len(grid) == 4 * 2 * 2  # two rows of blocks, two panels each, four columns
+        assert fig.get_size_inches()[0] == pytest.approx(4 * 5.5)
+        assert [axis(4, 0), axis(4, 1)] == [grid[8], grid[12]]  # block 4 opens the second row, its panels stacked
+        assert axis(0, 1) is grid[4] and axis(3, 0) is grid[3]
+        assert [ax.get_visible() for ax in grid].count(False) == 3 * 2  # blocks 5 to 7 do not exist
+    finally:
+        plt.close(fig)
+    fig, axis = report_module._block_grid(plt, 2)
+    assert len(fig.axes) == 2 and all(ax.get_visible() for ax in fig.axes)
+    plt.close(fig)
