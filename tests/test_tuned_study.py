@@ -714,6 +714,22 @@ def test_the_lag_probe_labels_each_point_with_the_knob_value_it_moved():
         searched_block(PRESETS["tuned"], "Acrobot-v1", "aggressive")  # held out: tested on CartPole's winners
 
 
+def test_the_lag_probe_of_a_held_out_block_trains_there_and_steps_in_its_source_search_ranges():
+    """A held-out block has no search of its own: the probe trains on the held-out task, around the winner of the
+    search it takes its configurations from, whose ranges are the search's (Pendulum-v1's learning rates reach
+    1e-2), not the held-out block's own defaults."""
+    from benchmarks.studies.tuned.lag_probe import trained_and_searched_blocks
+    from benchmarks.studies.tuned.specs import PRESETS
+
+    trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "brax/reacher", "aggressive")
+    assert (trained.env, searched.env) == ("brax/reacher", "Pendulum-v1")
+    assert searched.ranges and searched.ranges != trained.ranges  # the steps come from Pendulum-v1's ranges
+    trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", "aggressive")
+    assert trained is searched and trained.env == "Pendulum-v1"
+    with pytest.raises(SystemExit, match="no search runs on that block"):
+        trained_and_searched_blocks(PRESETS["tuned"], "brax/hopper", "brax")  # untuned: no search anywhere
+
+
 def test_the_lag_probe_counts_a_diverged_seed_as_the_worst():
     """A point with a diverged seed (NaN AUC) must not look better than the winner: its mean is the worst possible,
     as when a search picks its winner, and the pairs rank that seed below the winner's (P and Wilcoxon against)."""

@@ -81,7 +81,7 @@ def ablation(
     unknown = [name for name in algorithms if name not in registry.ALGORITHMS]
     if unknown:
         raise SystemExit(f"--algorithms {' '.join(unknown)}: unknown; choose from {', '.join(registry.ALGORITHMS)}")
-    block, search = current_search(preset_name, env, regime, method, results)
+    block, _searched, search = current_search(preset_name, env, regime, method, results)
     winner = dict(search["best"]["point"])
     start, scores, compile_seconds = time.time(), [], 0.0
     for algorithm in algorithms:

@@ -133,20 +133,36 @@ def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
     raise SystemExit(f"--env {env} --regime {regime}: no search runs on that block; searched blocks: {names}")
 
 
-def current_search(preset_name: str, env: str, regime: str, method: str, results: Path) -> tuple[Block, dict[str, Any]]:
-    """The searched block of ``env`` x ``regime`` and ``method``'s current search cell in ``results``, or an error
+def trained_and_searched_blocks(preset: TunedPreset, env: str, regime: str) -> tuple[Block, Block]:
+    """The block to train on at ``env`` x ``regime`` and the block whose search picked its configurations: the
+    same block where a search runs, or, for a held-out block, the block it takes its tuned configurations from
+    (whose ranges set the probe's steps)."""
+    for block in preset.blocks:
+        if (block.env, block.regime) == (env, regime) and block.tune_from is not None:
+            return block, searched_block(preset, block.tune_from, regime)
+    block = searched_block(preset, env, regime)
+    return block, block
+
+
+def current_search(
+    preset_name: str, env: str, regime: str, method: str, results: Path
+) -> tuple[Block, Block, dict[str, Any]]:
+    """The block of ``env`` x ``regime`` to train on, the block whose search picked its configurations
+    (:func:`trained_and_searched_blocks`) and ``method``'s current search cell there in ``results``, or an error
     that says what to run first."""
     if method not in METHODS:
         raise SystemExit(f"--method {method}: not a method of the study; choose one of {', '.join(METHODS)}")
     preset = PRESETS[preset_name]
-    block = searched_block(preset, env, regime)
-    search = load_cell(results, preset, Cell(block, "tune", method))
+    block, searched = trained_and_searched_blocks(preset, env, regime)
+    if method not in (block.methods or preset.methods):
+        raise SystemExit(f"--method {method}: not tested on {env}/{regime}")
+    search = load_cell(results, preset, Cell(searched, "tune", method))
     if search is None:
         raise SystemExit(
-            f"{env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's search first: "
-            f"python -m benchmarks.studies.tuned --preset {preset_name} --block {env}/{regime})"
+            f"{searched.env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's "
+            f"search first: python -m benchmarks.studies.tuned --preset {preset_name} --block {searched.env}/{regime})"
         )
-    return block, search
+    return block, searched, search
 
 
 def point_labels(method: str, block: Block, points: list[dict[str, float]]) -> list[str]:
@@ -186,13 +202,13 @@ def lag_probe(
     """Train the winner's neighbourhood at ``lag`` on ``seeds`` and compare every point with the winner, seed by
     seed (the record :func:`main` writes)."""
     preset = PRESETS[preset_name]
-    block, search = current_search(preset_name, env, regime, method, results)
+    block, searched, search = current_search(preset_name, env, regime, method, results)
     winner = dict(search["best"]["point"])
-    points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, block)]
+    points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, searched)]
     config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
     start = time.time()
     metrics, compile_seconds = train_points(config, points, list(seeds), preset.chunk_size)
-    rows = compare_with_winner(point_labels(method, block, points), points, learner_scores(metrics))
+    rows = compare_with_winner(point_labels(method, searched, points), points, learner_scores(metrics))
     return {
         "command": f"python -m benchmarks.studies.tuned.lag_probe --preset {preset_name} --env {env} "
         f"--regime {regime} --method {method} --lag {lag} --seeds {len(seeds)} --first-seed {seeds[0]}",
@@ -200,6 +216,7 @@ def lag_probe(
         "lag": lag,
         "seeds": list(seeds),
         "winner": winner,
+        "searched_on": searched.env,  # the search's task: this one, or the one a held-out block is tested with
         "search_commit": search.get("commit"),
         "rows": rows,
         "seconds": time.time() - start,
