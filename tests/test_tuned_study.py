@@ -779,6 +779,19 @@ def test_a_probe_reads_a_step_as_clearly_higher_only_after_holm_over_its_steps()
     table = summary_table([holds, moves], ["A, m", "B, m"]).splitlines()
     assert table[2].startswith("| A, m | 4, 16 | -500 | holds (none of 6 steps clearly higher)")
     assert table[3] == "| B, m | 4, 16 | -500 | moves: knob2 (up) | -420 | 4 of 4 | 0.005 |"
+    held_out = {**holds, "searched_on": "Pendulum-v1"}  # a held-out task's probe, around another task's winner
+    same = {**holds, "searched_on": "A"}
+    table = summary_table([held_out, same], ["brax/reacher, m", "A, m"]).splitlines()
+    assert table[2].startswith("| brax/reacher, m | 4 on Pendulum-v1, 16 | -500 | holds")
+    assert table[3].startswith("| A, m | 4, 16 | -500 | holds")
+
+
+def test_a_probe_is_named_by_the_command_that_made_it():
+    """A probe's "task, method" comes from its command, so a brax task keeps its "/" (its file name cannot)."""
+    from benchmarks.studies.tuned.lag_probe import probe_name
+
+    command = "python -m benchmarks.studies.tuned.lag_probe --preset tuned --env brax/reacher --regime aggressive "
+    assert probe_name({"command": command + "--method ppo_decoupled --lag 16"}) == "brax/reacher, ppo_decoupled"
 
 
 def test_a_probe_summary_reads_the_per_seed_scores_with_todays_test():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,7 +88,10 @@ def summary_table(records: Sequence[dict[str, Any]], names: Sequence[str]) -> st
     ]
     for name, record in zip(names, records, strict=True):
         reading = probe_reading(record)
-        head = f"| {name} | {record['search_lag']}, {record['lag']} | {reading['winner_mean']:.0f} "
+        task = name.split(", ")[0]
+        searched_on = record.get("searched_on", task)  # a held-out task's winner comes from another task's search
+        where = f"{record['search_lag']}" + (f" on {searched_on}" if searched_on != task else "")
+        head = f"| {name} | {where}, {record['lag']} | {reading['winner_mean']:.0f} "
         if reading["best"] is None:
             lines.append(head + f"| holds (none of {reading['steps']} steps clearly higher) | - | - | - |")
             continue
@@ -119,8 +123,14 @@ def probe_records(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
         raise SystemExit(
             f"no lag probe in {folder}: run one first (python -m benchmarks.studies.tuned.lag_probe --help)"
         )
-    names = [", ".join(path.name.split("__")[0:3:2]) for path in paths]
-    return [restated(json.loads(path.read_text())) for path in paths], names
+    records = [json.loads(path.read_text()) for path in paths]
+    return [restated(record) for record in records], [probe_name(record) for record in records]
+
+
+def probe_name(record: dict[str, Any]) -> str:
+    """ "task, method" of a probe record, read from the command that made it (a file name cannot hold brax's "/")."""
+    words = shlex.split(record["command"])
+    return f"{words[words.index('--env') + 1]}, {words[words.index('--method') + 1]}"
 
 
 def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
