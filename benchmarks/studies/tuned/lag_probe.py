@@ -41,6 +41,7 @@ from benchmarks.studies.tuned.cells import (
     ROOT,
     Cell,
     base_config,
+    block_methods,
     learner_scores,
     load_cell,
     train_points,
@@ -164,7 +165,7 @@ def current_search(
         raise SystemExit(f"--method {method}: not a method of the study; choose one of {', '.join(METHODS)}")
     preset = PRESETS[preset_name]
     block, searched = trained_and_searched_blocks(preset, env, regime)
-    if method not in (block.methods or preset.methods):
+    if method not in block_methods(preset, block):
         raise SystemExit(f"--method {method}: not tested on {env}/{regime}")
     search = load_cell(results, preset, Cell(searched, "tune", method))
     if search is None:

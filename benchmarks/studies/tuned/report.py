@@ -262,7 +262,6 @@ def statistics(collected: dict[str, Any]) -> None:
         collected["comparisons_by_rule"][rule] = len(
             [row for row in rows if _shown(row, rule) and _pi_key("learner_auc") in row]
         )
-    collected["comparisons"] = collected["comparisons_by_rule"].get("mode", 0)
 
 
 def _shown(row: dict[str, Any], rule: str | None = None) -> bool:
@@ -472,6 +471,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     collected = collect(preset, out_dir)
     statistics(collected)
     rows = collected["rows"]
+    mode_comparisons = collected["comparisons_by_rule"].get("mode", 0)  # the first rule's tables (both readings)
     payload = {
         "preset": preset_name,
         "environment": machine.describe(),
@@ -480,7 +480,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "cells_host_unrecorded": collected["host_unrecorded"],
         "blocks_incomplete": collected["incomplete"],
         "study_seconds": collected["seconds"],
-        "comparisons_per_table": collected["comparisons"],  # the mode rule's tables (both readings)
+        "comparisons_per_table": mode_comparisons,
         "comparisons_by_rule": collected["comparisons_by_rule"],  # each winner rule's table: its Holm family
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
         "probes": probe_summaries(collected["probes"], collected["tuning"]),
@@ -509,7 +509,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
         "",
         f"**+** / **-**: the paired Wilcoxon signed-rank test rejects equality with tuned decoupled PPO at "
-        f"{SIGNIFICANCE:g} after Holm's correction over the table's {collected['comparisons']} comparisons.",
+        f"{SIGNIFICANCE:g} after Holm's correction over the table's {mode_comparisons} comparisons.",
         "",
         *verdict,
         "",
