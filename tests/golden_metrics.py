@@ -28,7 +28,8 @@ def golden_configs() -> dict[str, Config]:
         num_iterations=5,
         env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True, normalizer_update="after"),  # as recorded
         network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
-        ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3),
+        # as recorded: whole-segment minibatches and an unclipped value loss, the defaults before PPO's parity change
+        ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3, minibatch="segments", clip_value_loss=False),
         lag=LagConfig(max_lag=4, num_actors=2, k=0),
     )
     return {

@@ -184,7 +184,7 @@ def test_an_interrupted_demo_never_mixes_result_sets_and_resumes(tmp_path, capsy
         assert json.loads((out / variant / "metrics.json").read_text())["seeds"] == [7, 8]
         assert rows[0]["iterations_done"] == 4  # the recorded config: the tiny one, not the demo's default
         recorded = json.loads((out / variant / "metrics.json").read_text())["config"]
-        assert recorded == config_dict(config.replace(algorithm=variant))
+        assert recorded == config_dict(TrainProgram(config.replace(algorithm=variant)).config)  # as it ran
     assert not list(tmp_path.glob("demo.replaced-*"))
 
 

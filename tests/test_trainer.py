@@ -151,13 +151,15 @@ def test_sweep_result_has_named_axes():
 
 
 def test_make_train_keeps_the_config_except_resolved_backend_defaults():
-    """The program's config is the given one with only the backend-dependent defaults filled in."""
+    """The program's config is the given one with only the backend- and algorithm-dependent defaults filled in
+    (the observation normaliser, the minibatch split)."""
     from vaco_jax import EnvConfig, make_train
 
-    config = tiny_config(env=EnvConfig(num_envs=8, num_steps=16))  # normalize_observations=None
+    config = tiny_config(env=EnvConfig(num_envs=8, num_steps=16))  # normalize_observations=None, minibatch auto
     program = make_train(config)
-    assert config.env.normalize_observations is None
-    assert program.config == config.replace(env=config.env.replace(normalize_observations=False))
+    assert config.env.normalize_observations is None and config.ppo.minibatch == "auto"
+    resolved = config.replace(env=config.env.replace(normalize_observations=False))
+    assert program.config == resolved.replace(ppo=config.ppo.replace(minibatch="samples"))
 
 
 def test_the_stop_decision_is_latched_once_per_chunk(tiny_driver):
@@ -241,6 +243,23 @@ def test_chunk_plan_evens_chunks_out_so_a_run_compiles_one_program():
         for size in range(1, 12):
             plan = chunk_plan(total, size)
             assert sum(plan) == total and max(plan) <= size and len(set(plan)) <= 2
+
+
+def test_a_resumed_run_keeps_the_chunk_boundaries_of_the_uninterrupted_one():
+    """Resumed at a chunk boundary of the whole run's plan, the rest runs with the same chunk programs (7 in chunks of
+    3: 3, 3, 1, so a resume at 3 runs 3, 1, not the 2, 2 that 4 iterations alone would take: programs of other scan
+    lengths may round differently, and the resume would no longer be exact); off the plan's boundaries, the
+    remainder's own plan."""
+    from vaco_jax.training.driver import chunk_plan, remaining_chunk_plan
+
+    assert chunk_plan(4, 3) == [2, 2]
+    assert remaining_chunk_plan(3, 4, 3) == [3, 1] and remaining_chunk_plan(6, 1, 3) == [1]
+    assert remaining_chunk_plan(0, 7, 3) == [3, 3, 1] and remaining_chunk_plan(25, 75, 30) == [25, 25, 25]
+    assert remaining_chunk_plan(2, 5, 3) == chunk_plan(5, 3)  # 2 is no boundary of 3, 3, 1
+    for first in range(0, 20):
+        for total in range(1, 30):
+            plan = remaining_chunk_plan(first, total, 4)
+            assert sum(plan) == total and max(plan) <= 4
 
 
 def test_the_drivers_compiler_options_reach_xla():

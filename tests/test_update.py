@@ -127,8 +127,8 @@ def test_geppos_adaptive_step_size_scales_the_actors_update_only(scale):
     scale at 0 the actor stays where it was and the critic still learns; at 1 both move."""
     from tests.test_algorithms import first_batch
 
-    config = tiny_config(algorithm="geppo")
-    program = TrainProgram(config)
+    program = TrainProgram(tiny_config(algorithm="geppo"))
+    config = program.config  # ppo.minibatch resolved
     state, batch = first_batch(program)
     learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
     algo_state = {"lr_scale": jnp.asarray(scale, jnp.float32)}

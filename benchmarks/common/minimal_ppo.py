@@ -1,8 +1,10 @@
 """A minimal PureJaxRL-style PPO (no lag buffer, no diagnostics): the speed yardstick.
 
-Same networks, batch shape, optimiser and epochs x minibatches as vaco_jax's PPO,
-written as plainly as possible, so that ``throughput.py`` can report vaco_jax's
-speed as a ratio measured in the same process on the same machine.
+Same networks, batch shape, optimiser and epochs x minibatches as vaco_jax's PPO, and the same work per gradient
+step as PureJaxRL's ``ppo.py``: each epoch shuffles every sample of the batch into minibatches (the full-batch
+gather), and the value loss is clipped around the rollout's values. Written as plainly as possible, so that
+``throughput.py`` can report vaco_jax's speed as a ratio measured in the same process on the same machine, at
+equal work.
 """
 
 from __future__ import annotations
@@ -79,22 +81,23 @@ def make_minimal_ppo(
         deltas = r + 0.99 * (1 - term) * next_v - v
         _, adv = jax.lax.scan(gae, jnp.zeros(num_envs), (deltas, d.astype(jnp.float32)), reverse=True)
         targets = adv + v
-        data = (o, a, lp, adv, targets)
+        data = jax.tree.map(lambda x: x.reshape(batch_rows, *x.shape[2:]), (o, a, lp, adv, targets, v))
 
         def loss_fn(params, mb):
-            o, a, lp, adv, tgt = mb
+            o, a, lp, adv, tgt, old_v = mb
             logits, value = net.apply(params, o)
             new_lp = jnp.take_along_axis(jax.nn.log_softmax(logits), a[:, None], 1)[:, 0]
             ratio = jnp.exp(new_lp - lp)
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 0.8, 1.2) * adv).mean()
             ent = -(jax.nn.softmax(logits) * jax.nn.log_softmax(logits)).sum(-1).mean()
-            return pg + 0.5 * 0.5 * ((value - tgt) ** 2).mean() - 0.01 * ent
+            clipped = old_v + jnp.clip(value - old_v, -0.2, 0.2)
+            v_loss = 0.5 * jnp.maximum((value - tgt) ** 2, (clipped - tgt) ** 2).mean()
+            return pg + 0.5 * v_loss - 0.01 * ent
 
         def epoch(carry, key):
-            order = jax.random.permutation(key, num_envs).reshape(num_minibatches, -1)
-            mbs = jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), data)
-            mbs = jax.tree.map(lambda x: x.reshape(num_minibatches, -1, *x.shape[3:]), mbs)
+            order = jax.random.permutation(key, batch_rows)
+            mbs = jax.tree.map(lambda x: x[order].reshape(num_minibatches, -1, *x.shape[1:]), data)
 
             def mb_step(carry, mb):
                 params, opt_state = carry

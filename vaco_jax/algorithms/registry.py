@@ -87,6 +87,9 @@ class Algorithm(NamedTuple):
     the critic's) by a factor read from that state (a learning-rate scale: Adam's update is linear in the step
     size). ``advantage_weights``, when given, are the importance weights of the per-minibatch advantage
     standardisation (:func:`vaco_jax.numerics.advantages.standardize`; GePPO: pi_T/beta); otherwise it is unweighted.
+    ``needs_segments``, when given, says why the loss needs a rollout's time axis inside each minibatch (whole
+    environment segments, ``ppo.minibatch=segments``); an algorithm that re-estimates its advantages at every step
+    needs them too (:func:`segments_reason`). Every other loss takes minibatches of shuffled samples by default.
     """
 
     name: str
@@ -98,6 +101,17 @@ class Algorithm(NamedTuple):
     update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = keep_state
     actor_step_scale: Callable[[AlgoState], jax.Array] | None = None
     advantage_weights: Callable[[Transitions], jax.Array] | None = None
+    needs_segments: str | None = None
+
+
+def segments_reason(algorithm: Algorithm) -> str | None:
+    """Why ``algorithm``'s gradient steps need whole environment segments (a rollout's time axis inside each
+    minibatch), or None when minibatches of shuffled samples serve it."""
+    if algorithm.needs_segments is not None:
+        return algorithm.needs_segments
+    if algorithm.advantages_every_step:
+        return f"{algorithm.name} re-estimates its advantages along each rollout segment at every gradient step"
+    return None
 
 
 # ----------------------------------------------------------------------------- advantage estimators
@@ -324,7 +338,14 @@ def _spo(config: Config) -> Algorithm:
 
 
 def _impala(config: Config) -> Algorithm:
-    return Algorithm("impala", vtrace_advantages("q"), _impala_loss, "behaviour", advantages_every_step=True)
+    return Algorithm(
+        "impala",
+        vtrace_advantages("q"),
+        _impala_loss,
+        "behaviour",
+        advantages_every_step=True,
+        needs_segments="impala re-estimates V-trace along each rollout segment at every gradient step",
+    )
 
 
 def _impact(config: Config) -> Algorithm:
@@ -362,7 +383,9 @@ def _geppo(config: Config) -> Algorithm:
 
 
 def _cispo(config: Config) -> Algorithm:
-    return Algorithm("cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour")
+    topr = config.cispo.truncation == "topr"
+    reason = "cispo.truncation=topr takes each trajectory's ratio and sign along its rollout segment" if topr else None
+    return Algorithm("cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour", needs_segments=reason)
 
 
 def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Config], Algorithm]:
@@ -371,7 +394,9 @@ def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Co
     def build(config: Config) -> Algorithm:
         use_align = config.vaco.align if align is None else align
         estimator = vtrace_advantages(config.vtrace.advantage) if use_align else gae_advantages
-        return Algorithm(name, estimator, _vaco_loss(config, filtered), config.vaco.filter_ref)
+        per_segment = config.vaco.tv_scope == "trajectory"
+        reason = "vaco.tv_scope=trajectory estimates the TV over each rollout segment" if per_segment else None
+        return Algorithm(name, estimator, _vaco_loss(config, filtered), config.vaco.filter_ref, needs_segments=reason)
 
     return build
 

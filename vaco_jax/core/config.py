@@ -34,6 +34,7 @@ LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
+MINIBATCH_SPLITS = ("auto", "samples", "segments")
 
 
 @struct.dataclass
@@ -88,7 +89,13 @@ class PPOConfig:
     num_epochs: int = static(4)
     """Epochs over each batch (forward lag)."""
     num_minibatches: int = static(4)
-    """Minibatches per epoch, split along the environment axis (forward lag)."""
+    """Minibatches per epoch (forward lag); how the batch is split is ppo.minibatch."""
+    minibatch: Literal["auto", "samples", "segments"] = static("auto")
+    """How each epoch splits the batch into minibatches: samples (the whole batch flattened, shuffled and split, as
+    PureJaxRL and CleanRL do), segments (whole environment rollout segments, [T, E / M] each, for the losses that
+    need a rollout's time axis inside a gradient step) or auto (samples, unless the algorithm and its options need
+    segments: IMPALA's V-trace at every step, vaco.tv_scope=trajectory, cispo.truncation=topr; the training
+    program resolves it and says so). Forcing segments on every method keeps a controlled comparison."""
     learning_rate: float = 2.5e-4
     """Adam step size (its initial value when annealed)."""
     anneal_lr: bool = static(True)
@@ -105,8 +112,8 @@ class PPOConfig:
     """Weight of the entropy bonus."""
     vf_coef: float = 0.5
     """Weight of the value loss."""
-    clip_value_loss: bool = static(False)
-    """PPO-style clipping of the value loss around V_T(s)."""
+    clip_value_loss: bool = static(True)
+    """PPO-style clipping of the value loss around V_T(s), on by default as in PureJaxRL and CleanRL."""
     vf_clip_eps: float = 0.2
     """Clipping range of the value loss when clip_value_loss is on."""
     normalize_advantages: bool = static(True)
@@ -212,19 +219,21 @@ class Config:
 
 
 LEGACY_VALUES: dict[str, Any] = {
+    "ppo.minibatch": "segments",
     "env.normalizer_update": "after",
     "env.start_pool": 0,
     "impact.ratio_form": "behaviour",
     "m2po.form": "decoupled_mask",
     "geppo.weighted_advantages": False,
 }
-"""Fields whose default is not what every run did before the field existed, and the value those runs had: the
-observation statistics were updated after the gradient steps until ``env.normalizer_update`` made ``before`` the
-default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout pool the default;
-IMPACT's ratio was pi_theta/beta until truncation until ``impact.ratio_form`` made RLlib's target-network form the
-default; M2PO masked by log(pi_T/beta) before ``m2po.form`` made its authors' released form the default; GePPO's
-advantages were standardised unweighted before ``geppo.weighted_advantages``. A record written before such a field
-(a checkpoint, a study cell) is read with this value, not today's default."""
+"""Fields whose default is not what every run did before the field existed, and the value those runs had: minibatches
+were whole environment segments for every algorithm until ``ppo.minibatch`` made shuffled samples the default (where
+the loss allows); the observation statistics were updated after the gradient steps until ``env.normalizer_update``
+made ``before`` the default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout
+pool the default; IMPACT's ratio was pi_theta/beta until truncation until ``impact.ratio_form`` made RLlib's target-
+network form the default; M2PO masked by log(pi_T/beta) before ``m2po.form`` made its authors' released form the
+default; GePPO's advantages were standardised unweighted before ``geppo.weighted_advantages``. A record written
+before such a field (a checkpoint, a study cell) is read with this value, not today's default."""
 
 
 def legacy_value(path: str, record: Mapping[str, Any]) -> Any:

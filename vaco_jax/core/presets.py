@@ -96,6 +96,7 @@ def _brax_presets() -> dict[str, Preset]:
             "ppo.gae_lambda": 0.95,
             "ppo.clip_eps": 0.3,
             "ppo.ent_coef": ent,
+            "ppo.clip_value_loss": False,  # brax's PPO loss: 0.5 * mean((V - v)^2), no clipping
             "network.activation": "silu",
         }
         presets[f"brax-{env}"] = Preset(

@@ -13,6 +13,7 @@ from vaco_jax.core.config import (
     ACTIVATIONS,
     DIAGNOSTIC_LEVELS,
     LAG_KINDS,
+    MINIBATCH_SPLITS,
     NORMALIZER_UPDATES,
     W_MODES,
     Config,
@@ -157,11 +158,7 @@ def validate(
         f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "
         f"make num_envs a multiple of num_actors",
     )
-    _check(
-        env.num_envs % ppo.num_minibatches == 0,
-        f"env.num_envs={env.num_envs} is not divisible by ppo.num_minibatches={ppo.num_minibatches}: "
-        f"minibatches split the environment axis, so make num_envs a multiple of num_minibatches",
-    )
+    _check_choice("ppo.minibatch", ppo.minibatch, MINIBATCH_SPLITS)  # its sizes: training.trainer.resolve_minibatch
     _check_choice("lag.kind", lag.kind, LAG_KINDS)
     _check_choice("diagnostics", config.diagnostics, DIAGNOSTIC_LEVELS)
     _check_choice("network.activation", net.activation, ACTIVATIONS)

@@ -451,6 +451,7 @@ def _run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         f"{plan.num_seeds} seeds, "
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
+        + f"; {plan.program.minibatch_note()}"
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
         + (f"; {plan.split}" if plan.split else "")
     )

@@ -87,6 +87,18 @@ def chunk_plan(total: int, chunk_size: int | None) -> list[int]:
     return [size] * (total // size) + [total % size]
 
 
+def remaining_chunk_plan(first: int, total: int, chunk_size: int | None) -> list[int]:
+    """The chunk lengths of ``total`` iterations that start at iteration ``first`` (a resume): the rest of the plan
+    of the whole run, ``chunk_plan(first + total, chunk_size)``, where ``first`` is one of its chunk boundaries, so
+    that a resumed run trains every iteration with the very chunk program the uninterrupted run would (programs of
+    other scan lengths may round differently in the last bit); otherwise ``chunk_plan(total, chunk_size)``."""
+    whole = chunk_plan(first + total, chunk_size)
+    boundaries = np.cumsum([0, *whole])
+    if first > 0 and first in boundaries:
+        return whole[int(np.searchsorted(boundaries, first)) :]
+    return chunk_plan(total, chunk_size)
+
+
 def ends_here(done: int, total: int, should_stop: Callable[[], bool] | None) -> bool:
     """Whether a run ends after the chunk that brought it to ``done`` iterations: all ``total`` are done, or
     ``should_stop()`` (asked once per chunk boundary before the end, never after the last chunk) says so."""
@@ -189,13 +201,15 @@ def run_chunks(
     should_stop: Callable[[], bool] | None = None,
     keep_metrics: bool = True,
     overlap: bool = True,
+    first: int = 0,
 ) -> LoopRecord:
     """The one chunk loop of every driver (see the module docstring): ``total`` iterations in chunks of at most
     ``chunk_size`` (:func:`chunk_plan`); after each, the stop request (latched, :func:`ends_here`), the metric
     callbacks and the state callbacks, in the order that keeps a checkpoint behind the metric files it continues;
     with ``overlap`` the metric callbacks of a chunk where no state callback acts run after the next chunk's
-    dispatch (double buffering)."""
-    lengths = iter(chunk_plan(total, chunk_size))
+    dispatch (double buffering). ``first``: the iteration the states start at; a resumed run keeps the chunk
+    boundaries of the uninterrupted one (:func:`remaining_chunk_plan`)."""
+    lengths = iter(remaining_chunk_plan(first, total, chunk_size))
     done, chunks, timings, gaps = 0, [], [], []
     if total > 0:
         n, dispatched = next(lengths), time.perf_counter()
@@ -363,6 +377,7 @@ class Driver:
             should_stop=should_stop,
             keep_metrics=keep_metrics,
             overlap=overlap,
+            first=first,
         )
         return RunOutput(
             states=source.states(),

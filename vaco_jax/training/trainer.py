@@ -38,11 +38,44 @@ def validate_config(config: Config) -> Config:
 
 
 def resolve_defaults(config: Config) -> Config:
-    """``config`` with every backend-dependent default filled in (``env.normalize_observations=None``)."""
+    """``config`` with every backend- and algorithm-dependent default filled in: ``env.normalize_observations=None``
+    (the backend's choice) and ``ppo.minibatch=auto`` (:func:`resolve_minibatch`)."""
     if config.env.normalize_observations is None:
         normalize = envs.default_normalization(config.env.name)
         config = config.replace(env=config.env.replace(normalize_observations=normalize))
-    return config
+    return resolve_minibatch(config)
+
+
+def resolve_minibatch(config: Config) -> Config:
+    """``config`` with ``ppo.minibatch`` resolved to the split its gradient steps use: ``auto`` becomes ``segments``
+    where the algorithm and its options need a rollout's time axis inside a minibatch
+    (:func:`vaco_jax.algorithms.registry.segments_reason`), ``samples`` otherwise; ``samples`` forced on such a loss is
+    refused, naming why. The split's sizes are checked here: samples need ``env.num_envs x env.num_steps`` (times
+    ``reuse.num_batches``) to be a multiple of ``ppo.num_minibatches``, segments ``env.num_envs`` (times
+    ``reuse.num_batches``)."""
+    ppo, env = config.ppo, config.env
+    reason = algorithms.segments_reason(algorithms.build(config))
+    if ppo.minibatch == "samples" and reason is not None:
+        raise ConfigError(
+            f"ppo.minibatch=samples cannot serve algorithm={config.algorithm}: {reason}, so its minibatches must be "
+            "whole segments; use ppo.minibatch=segments (or auto)"
+        )
+    split = ppo.minibatch if ppo.minibatch != "auto" else ("samples" if reason is None else "segments")
+    columns = env.num_envs * config.reuse.num_batches
+    if split == "samples" and (columns * env.num_steps) % ppo.num_minibatches:
+        raise ConfigError(
+            f"a batch of env.num_envs x env.num_steps = {env.num_envs} x {env.num_steps}"
+            f"{f' x reuse.num_batches={config.reuse.num_batches}' if config.reuse.num_batches > 1 else ''} samples "
+            f"does not split into ppo.num_minibatches={ppo.num_minibatches} equal minibatches: make the batch a "
+            "multiple of num_minibatches"
+        )
+    if split == "segments" and columns % ppo.num_minibatches:
+        why = f" ({reason})" if ppo.minibatch == "auto" else ""
+        raise ConfigError(
+            f"minibatches of whole segments{why} split the environment axis: env.num_envs={env.num_envs} is not "
+            f"divisible by ppo.num_minibatches={ppo.num_minibatches}; make num_envs a multiple of num_minibatches"
+        )
+    return config if split == ppo.minibatch else config.replace(ppo=ppo.replace(minibatch=split))
 
 
 class TrainProgram:
@@ -76,6 +109,14 @@ class TrainProgram:
                 "use vaco.tv_estimator=auto (or sample)"
             )
         self.algorithm = algorithms.build(config)
+
+    def minibatch_note(self) -> str:
+        """How the gradient steps split each batch, in words: a run's first line says so (not silently)."""
+        ppo = self.config.ppo
+        if ppo.minibatch == "samples":
+            return f"{ppo.num_minibatches} minibatches of shuffled samples"
+        reason = algorithms.segments_reason(self.algorithm) or "ppo.minibatch=segments"
+        return f"{ppo.num_minibatches} minibatches of whole env segments ({reason})"
 
     # ------------------------------------------------------------------ public entry points
 

@@ -1,8 +1,9 @@
 """Epochs x minibatches of gradient steps on one batch (the forward-lag knobs).
 
-Minibatches split the *environment* axis (spec section 4): each minibatch holds
-whole rollout segments ``[T, B]``, so estimators that need the time axis intact
-work inside a gradient step. Every algorithm uses the same split.
+Each epoch splits the batch as ``ppo.minibatch`` says (:mod:`vaco_jax.numerics.minibatches`): shuffled samples, as
+PureJaxRL and CleanRL do, for every loss that does not read a rollout's time axis; whole environment segments
+``[T, B]`` for those that do (IMPALA's V-trace at every step, VACO's trajectory-scoped TV, TOPR), or for every
+algorithm when a comparison forces them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from vaco_jax.algorithms.registry import Algorithm, AlgoState
 from vaco_jax.algorithms.state import keep_state
 from vaco_jax.core.config import Config
 from vaco_jax.core.types import ActorSnapshot, AgentParams, NormalizerState, Transitions
-from vaco_jax.numerics import diagnostics, losses
+from vaco_jax.numerics import diagnostics, losses, minibatches
 from vaco_jax.numerics.advantages import standardize
 from vaco_jax.numerics.distributions import Distribution
 from vaco_jax.numerics.networks import Networks
@@ -119,14 +120,20 @@ def run_epochs(
     learner: Learner,
     hparams: Config,
 ) -> tuple[AgentParams, optax.OptState, losses.Metrics]:
-    """``num_epochs`` passes over the batch, each shuffled along E into ``num_minibatches``.
+    """``num_epochs`` passes over the batch, each shuffled into ``num_minibatches`` minibatches (of samples or of
+    whole segments: ``config.ppo.minibatch``, resolved by the training program).
 
     Returns the new parameters and optimiser state, and every metric averaged over
     all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm, and
     ``nonfinite/skipped_steps``, the number of steps the NaN guard skipped).
     """
     num_minibatches = learner.config.ppo.num_minibatches
-    num_envs = batch.observations.shape[1]
+    if learner.config.ppo.minibatch not in minibatches.SPLITS:
+        raise ValueError(
+            f"ppo.minibatch={learner.config.ppo.minibatch!r} is not resolved: build the Learner from a training "
+            "program's config (TrainProgram(config).config), which resolves auto to samples or segments"
+        )
+    split = minibatches.SPLITS[learner.config.ppo.minibatch]
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
     adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
 
@@ -144,9 +151,7 @@ def run_epochs(
         return (params, opt_state), diagnostics.select(metrics, learner.config.diagnostics, adaptive)
 
     def epoch(carry, epoch_key):
-        order = jax.random.permutation(epoch_key, num_envs).reshape(num_minibatches, -1)  # [M, B]
-        minibatches = jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), batch)  # [M, T, B, ...]
-        return jax.lax.scan(gradient_step, carry, minibatches)
+        return jax.lax.scan(gradient_step, carry, split(batch, epoch_key, num_minibatches))
 
     epoch_keys = jax.random.split(key, learner.config.ppo.num_epochs)
     (params, opt_state), metrics = jax.lax.scan(epoch, (params, opt_state), epoch_keys)

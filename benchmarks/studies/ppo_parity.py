@@ -1,0 +1,236 @@
+"""PPO parity: vaco_jax's default PPO beside the reference implementations, each at the reference's own configuration.
+
+Every comparison this project makes is against PPO, so its PPO must learn as the ones practitioners run do. This
+trains ``--algorithm ppo`` with the package's defaults at a reference's published configuration (PureJaxRL's
+``ppo.py`` for CartPole-v1 and Acrobot-v1: 4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed,
+5e5 env steps; CleanRL's ``ppo.py`` has the same CartPole-v1 defaults), 16 seeds, and reads the reference's own runs
+from ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched
+and run in a virtual environment of its own outside this repository (none of its code is here); each file names the
+repository, commit, versions and command, and holds every seed's per-iteration return of completed episodes.
+
+Per task and implementation it reports, from per-iteration returns of completed training episodes (the project's
+definitions, :mod:`vaco_jax.numerics.stats`, applied to every implementation alike): the final return (mean of the
+last 10% of iterations) and the AUC (mean over all iterations), each as IQM over seeds with a 95% bootstrap interval,
+the seeds that solve the task (final return at or above gymnasium's threshold: 475 on CartPole-v1, -100 on
+Acrobot-v1), and, against each reference, whether the project's PPO is equivalent, better, worse or undecided
+(:func:`parity_verdict`: a two one-sided test on the difference of IQMs through its 90% bootstrap interval, with a
+margin of 5% of the task's score range fixed here before any run).
+
+The variant ``legacy`` is the PPO this project ran before the parity change (whole-segment minibatches, unclipped
+value loss), kept in the table so that the change's effect is measured, not asserted.
+
+    .venv/bin/python -m benchmarks.studies.ppo_parity            # both tasks, 16 seeds: about 20 minutes on 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity --report   # the table again from the committed JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common.provenance import git_commit, write_result
+from vaco_jax import Config, EnvConfig, PPOConfig, run_sweep
+from vaco_jax.numerics import stats
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks/results/ppo_parity"
+REFERENCES = RESULTS / "reference"
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A task at a reference's configuration, with the scores that frame it."""
+
+    env: str
+    solved_at: float  # gymnasium's reward threshold: a seed whose final return reaches it solves the task
+    random_score: float  # a uniform-random policy's return (the bottom of the score range)
+    best_score: float  # the best return known (the top of the range)
+    num_envs: int = 4
+    num_steps: int = 128
+    total_env_steps: int = 500_000
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_env_steps // (self.num_envs * self.num_steps)
+
+    @property
+    def margin(self) -> float:
+        """The equivalence margin: 5% of the score range (random policy to best known), fixed before the runs."""
+        return 0.05 * (self.best_score - self.random_score)
+
+
+TASKS = {
+    "CartPole-v1": Task("CartPole-v1", solved_at=475.0, random_score=22.0, best_score=500.0),
+    "Acrobot-v1": Task("Acrobot-v1", solved_at=-100.0, random_score=-500.0, best_score=-60.0),
+}
+
+VARIANTS = {
+    "default": {},
+    "legacy": {"minibatch": "segments", "clip_value_loss": False},
+}
+"""vaco_jax's PPO as it is (the package's defaults) and as it was before the parity change."""
+
+
+def task_config(task: Task, variant: str) -> Config:
+    """``--algorithm ppo`` at PureJaxRL's ``ppo.py`` configuration (CleanRL's ``ppo.py`` defaults are the same):
+    everything else at the package's defaults, which match theirs (docs/algorithms.md lists what differs)."""
+    return Config(
+        algorithm="ppo",
+        num_iterations=task.num_iterations,
+        env=EnvConfig(name=task.env, num_envs=task.num_envs, num_steps=task.num_steps),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4, **VARIANTS[variant]),
+    )
+
+
+def train_returns(task: Task, variant: str, seeds: int) -> tuple[np.ndarray, float]:
+    """Per-iteration returns of completed training episodes [seeds, iterations] (NaN where none completed), and the
+    wall seconds (compile included)."""
+    start = time.perf_counter()
+    result = run_sweep(task_config(task, variant), num_seeds=seeds, progress=False)
+    return np.asarray(result.metrics["episode/return"], np.float64).reshape(seeds, -1), time.perf_counter() - start
+
+
+def scores(returns: np.ndarray) -> dict[str, np.ndarray]:
+    """Each seed's final return (last 10% of iterations) and AUC (mean over all), as the project defines them."""
+    return {"final": stats.final_return(returns), "auc": stats.area_under_curve(returns)}
+
+
+def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed: int = 0) -> dict[str, Any]:
+    """Whether ``ours`` [N] and ``reference`` [M] (independent seeds) score alike: the difference of their IQMs with
+    a bootstrap interval (resampling each side's seeds), read as a two one-sided test against ``margin``.
+
+    ``equivalent`` when the 90% interval lies inside (-margin, margin) (both one-sided tests reject at 5%);
+    ``better`` or ``worse`` when the 95% interval excludes 0; ``undecided`` otherwise. Never "level" untested.
+    """
+    ours, reference = stats.worst_filled(ours), stats.worst_filled(reference)
+    rng = np.random.default_rng(seed)
+    resamples = 4000
+    a = ours[rng.integers(0, ours.size, size=(resamples, ours.size))]
+    b = reference[rng.integers(0, reference.size, size=(resamples, reference.size))]
+    differences = stats.iqm(a, axis=-1) - stats.iqm(b, axis=-1)
+    low90, high90 = np.percentile(differences, [5, 95])
+    low95, high95 = np.percentile(differences, [2.5, 97.5])
+    if -margin < low90 and high90 < margin:
+        verdict = "equivalent"
+    elif low95 > 0:
+        verdict = "better"
+    elif high95 < 0:
+        verdict = "worse"
+    else:
+        verdict = "undecided"
+    return {
+        "difference": float(stats.iqm(ours) - stats.iqm(reference)),
+        "interval90": [float(low90), float(high90)],
+        "interval95": [float(low95), float(high95)],
+        "margin": margin,
+        "verdict": verdict,
+    }
+
+
+def load_references(env: str) -> list[dict[str, Any]]:
+    """The committed reference runs on ``env`` (one file per implementation), their returns as float arrays."""
+    records = []
+    for path in sorted(REFERENCES.glob(f"*_{env}.json")):
+        record = json.loads(path.read_text())
+        returns = np.array([[np.nan if v is None else v for v in seed] for seed in record["returns"]], np.float64)
+        records.append({**record, "returns": returns, "file": str(path.relative_to(ROOT))})
+    return records
+
+
+def row(task: Task, name: str, returns: np.ndarray) -> dict[str, Any]:
+    per_seed = scores(returns)
+    return {
+        "env": task.env,
+        "implementation": name,
+        "seeds": int(returns.shape[0]),
+        "solved": int(np.sum(per_seed["final"] >= task.solved_at)),
+        "final": stats.summarize(per_seed["final"]),
+        "auc": stats.summarize(per_seed["auc"]),
+        "final_per_seed": [round(float(v), 2) for v in per_seed["final"]],
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| task | PPO | seeds solved | final return, IQM [95% CI] | AUC, IQM [95% CI] | final vs reference "
+        "(difference of IQMs, 90% CI) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        versus = "; ".join(
+            f"{v['verdict']} vs {name} ({v['difference']:+.1f}, [{v['interval90'][0]:+.1f}, {v['interval90'][1]:+.1f}]"
+            f", margin {v['margin']:.1f})"
+            for name, v in r.get("versus", {}).items()
+        )
+        f, a = r["final"], r["auc"]
+        lines.append(
+            f"| {r['env']} | {r['implementation']} | {r['solved']} / {r['seeds']} | {f['iqm']:.1f} "
+            f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}] | {a['iqm']:.1f} [{a['ci_low']:.1f}, {a['ci_high']:.1f}] "
+            f"| {versus or '-'} |"
+        )
+    return lines
+
+
+def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the table for one task: the references first, then each variant of ours with its verdicts."""
+    rows = [row(task, ref["implementation"], ref["returns"]) for ref in references]
+    for variant, returns in ours.items():
+        entry = row(task, f"vaco_jax ({variant})", returns)
+        finals = scores(returns)["final"]
+        entry["versus"] = {
+            ref["implementation"]: parity_verdict(finals, scores(ref["returns"])["final"], task.margin)
+            for ref in references
+        }
+        rows.append(entry)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--report", action="store_true", help="recompute the table from the committed runs")
+    parser.add_argument("--out", type=Path, default=RESULTS / "parity.json")
+    args = parser.parse_args()
+    runs_file = args.out.with_name("vaco_jax_runs.json")
+    saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    rows, timings = [], {}
+    for env in args.envs:
+        task = TASKS[env]
+        ours = {}
+        for variant in VARIANTS:
+            if args.report:
+                ours[variant] = np.array(saved[env][variant]["returns"], np.float64)
+                continue
+            returns, seconds = train_returns(task, variant, args.seeds)
+            ours[variant], timings[f"{env}/{variant}"] = returns, seconds
+            saved.setdefault(env, {})[variant] = {
+                "config": json.loads(json.dumps(dataclasses.asdict(task_config(task, variant)), default=str)),
+                "seeds": list(range(args.seeds)),
+                "returns": [[None if not np.isfinite(v) else round(float(v), 4) for v in s] for s in returns],
+            }
+            print(f"{env} {variant}: {seconds:.0f} s", flush=True)
+        rows += compare(task, ours, load_references(env))
+    if not args.report:
+        runs_file.parent.mkdir(parents=True, exist_ok=True)
+        runs_file.write_text(json.dumps({**saved, "commit": git_commit(ROOT)}, indent=1) + "\n")
+    write_result(
+        args.out,
+        "python -m benchmarks.studies.ppo_parity" + (" --report" if args.report else ""),
+        table(rows),
+        commit=saved.get("commit") if args.report else git_commit(ROOT),
+        seeds=args.seeds,
+        rows=rows,
+        seconds=timings,
+        margins={env: TASKS[env].margin for env in args.envs},
+    )
+
+
+if __name__ == "__main__":
+    main()
