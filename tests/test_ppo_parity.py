@@ -24,6 +24,9 @@ def test_default_ppo_solves_cartpole_at_purejaxrl_configuration():
     task = TASKS["CartPole-v1"]
     config = task_config(task, "default")
     assert config.total_env_steps == 499_712  # PureJaxRL's 5e5 steps in whole iterations of 512
-    result = run_sweep(config, num_seeds=SEEDS, driver=optimised_driver(config), progress=False)
+    driver = optimised_driver(config)
+    ppo = driver.program.config.ppo  # PureJaxRL's: shuffled samples, clipped value loss (each alone does not suffice)
+    assert ppo.minibatch == "samples" and ppo.clip_value_loss
+    result = run_sweep(config, num_seeds=SEEDS, driver=driver, progress=False)
     final = scores(np.asarray(result.metrics["episode/return"]))["final"]
     assert np.sum(final >= task.solved_at) >= MOST, final

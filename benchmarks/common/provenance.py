@@ -247,6 +247,13 @@ STUDY_ENV_PINS = {"normalizer_update": "after", "start_pool": 0}
 that the options' newer defaults leave its cells current."""
 
 
+STUDY_PPO_PINS = {"minibatch": "segments", "clip_value_loss": False}
+"""The minibatch split and value loss every committed learning study ran with: whole environment segments for every
+method and an unclipped value loss, the package's defaults until the PPO parity change (2026-12-04) made shuffled
+samples (where the loss allows) and PureJaxRL's clipped value loss the defaults. A study's configs pin them, so that
+its committed results stay what they were, and reproducible, until it is rerun on the new defaults."""
+
+
 def study_env(name: str, **fields: Any) -> EnvConfig:
     """An environment config of a study: ``fields``, with :data:`STUDY_ENV_PINS`."""
     return EnvConfig(name=name, **STUDY_ENV_PINS, **fields)
@@ -269,6 +276,7 @@ def refuse_dirty_results(out_dir: Path, root: Path, allow_dirty: bool = False) -
 
 __all__ = [
     "STUDY_ENV_PINS",
+    "STUDY_PPO_PINS",
     "chunk_lengths",
     "fingerprints_memoized",
     "git_commit",

@@ -38,7 +38,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import numpy as np
 
-from benchmarks.common.provenance import block_markers, git_commit, replace_readme_block
+from benchmarks.common.provenance import STUDY_PPO_PINS, block_markers, git_commit, replace_readme_block
 from vaco_jax.cli import calibrate_config
 from vaco_jax.core.config import strict_json
 from vaco_jax.runs import machine, plotting
@@ -72,7 +72,9 @@ def run_one(method: str, regime: str, seeds: int, first_seed: int = 0, lag_model
     num_steps, queue_size, iterations, ppo = REGIMES[regime]
     config = calibrate_config()
     config = config.replace(
-        num_iterations=iterations, env=config.env.replace(num_steps=num_steps), ppo=config.ppo.replace(**ppo)
+        num_iterations=iterations,
+        env=config.env.replace(num_steps=num_steps),
+        ppo=config.ppo.replace(**ppo, **STUDY_PPO_PINS),  # the split and value loss its committed results ran with
     )
     config = variant_config(config, method)
     calibration = calibrate(

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import study_env
+from benchmarks.common.provenance import STUDY_PPO_PINS, study_env
 from vaco_jax import Config, Driver, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.numerics import stats
 from vaco_jax.runs import machine
@@ -56,7 +56,7 @@ def task_config(name: str, spec: tuple, normalize: bool) -> Config:
         num_iterations=iterations,
         env=study_env(name, normalize_observations=normalize, **env_fields),  # the options its results ran with
         network=NetworkConfig(actor_hidden=hidden, critic_hidden=hidden),
-        ppo=PPOConfig(**ppo_fields),
+        ppo=PPOConfig(**ppo_fields, **STUDY_PPO_PINS),
     )
 
 

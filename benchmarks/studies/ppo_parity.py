@@ -20,7 +20,7 @@ The variant ``legacy`` is the PPO this project ran before the parity change (who
 value loss), kept in the table so that the change's effect is measured, not asserted.
 
     .venv/bin/python -m benchmarks.studies.ppo_parity            # both tasks, 16 seeds: about 20 minutes on 2 cores
-    .venv/bin/python -m benchmarks.studies.ppo_parity --report   # the table again from the committed JSON
+    .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import git_commit, write_result
+from benchmarks.common.provenance import block_markers, git_commit, replace_readme_block, write_result
 from vaco_jax import Config, EnvConfig, PPOConfig, run_sweep
 from vaco_jax.numerics import stats
 
@@ -197,6 +197,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--report", action="store_true", help="recompute the table from the committed runs")
     parser.add_argument("--out", type=Path, default=RESULTS / "parity.json")
+    parser.add_argument("--update-readme", type=Path, help="rewrite the ppo parity block of this README and its docs")
     args = parser.parse_args()
     runs_file = args.out.with_name("vaco_jax_runs.json")
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
@@ -230,6 +231,8 @@ def main() -> None:
         seconds=timings,
         margins={env: TASKS[env].margin for env in args.envs},
     )
+    if args.update_readme:
+        replace_readme_block(args.update_readme, block_markers("ppo parity"), table(rows))
 
 
 if __name__ == "__main__":

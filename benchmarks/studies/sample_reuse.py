@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common.provenance import write_result
+from benchmarks.common.provenance import STUDY_PPO_PINS, write_result
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep
 from vaco_jax.core.config import EvalConfig, ReuseConfig
 from vaco_jax.numerics import stats
@@ -43,7 +43,7 @@ def study_config(algorithm: str, num_batches: int, iterations: int) -> Config:
         algorithm=algorithm,
         num_iterations=iterations,
         env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128),
-        ppo=PPOConfig(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4),
+        ppo=PPOConfig(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4, **STUDY_PPO_PINS),  # as its results ran
         reuse=ReuseConfig(num_batches=num_batches),
         eval=EvalConfig(every=EVAL_EVERY, episodes=8),
     )

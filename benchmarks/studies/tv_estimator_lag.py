@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common.provenance import write_result
+from benchmarks.common.provenance import STUDY_PPO_PINS, write_result
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
 from vaco_jax.core.config import EvalConfig
 from vaco_jax.core.presets import apply_presets
@@ -38,7 +38,7 @@ def study_config(estimator: str, iterations: int) -> Config:
     config = Config(
         num_iterations=iterations,
         env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128, normalize_observations=True),
-        ppo=PPOConfig(num_epochs=16, num_minibatches=8, learning_rate=1e-3),
+        ppo=PPOConfig(num_epochs=16, num_minibatches=8, learning_rate=1e-3, **STUDY_PPO_PINS),  # as its results ran
         lag=LagConfig(kind="fixed", max_lag=max(LAGS), num_actors=1),
         eval=EvalConfig(every=5, episodes=8),
     )

@@ -7,6 +7,8 @@ import dataclasses
 import math
 from typing import Any
 
+from benchmarks.common.provenance import STUDY_PPO_PINS
+
 ENVS: dict[str, dict[str, Any]] = {
     # env-specific batch shape and discounting; the regime sets the forward lag on top
     # observation normalisation on, as when the study ran (gymnax's default is now off:
@@ -18,17 +20,12 @@ ENVS: dict[str, dict[str, Any]] = {
     },
 }
 
-PPO_AS_RUN = {"minibatch": "segments", "clip_value_loss": False}
-"""The minibatch split and value loss every committed cell of the lag studies ran with: whole env segments for every
-method and an unclipped value loss, the package's defaults until the PPO parity change made shuffled samples (where
-the loss allows) and PureJaxRL's clipped value loss the defaults. Pinned, so that the committed cells stay the
-experiments they were until the studies are rerun on the new defaults."""
 
 REGIMES: dict[str, dict[str, Any]] = {
     # forward lag: epochs x minibatches per batch and the step size
-    "standard": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4, **PPO_AS_RUN},
-    "moderate": {"num_epochs": 8, "num_minibatches": 4, "learning_rate": 1e-3, **PPO_AS_RUN},
-    "aggressive": {"num_epochs": 16, "num_minibatches": 8, "learning_rate": 1e-3, **PPO_AS_RUN},
+    "standard": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4, **STUDY_PPO_PINS},
+    "moderate": {"num_epochs": 8, "num_minibatches": 4, "learning_rate": 1e-3, **STUDY_PPO_PINS},
+    "aggressive": {"num_epochs": 16, "num_minibatches": 8, "learning_rate": 1e-3, **STUDY_PPO_PINS},
 }
 
 

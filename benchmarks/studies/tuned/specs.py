@@ -12,7 +12,7 @@ import math
 import random
 from typing import Any
 
-from benchmarks.studies.lag.specs import PPO_AS_RUN
+from benchmarks.common.provenance import STUDY_PPO_PINS
 from benchmarks.studies.lag.study import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
 
 # the envs the earlier study did not have: held-out tasks (classic control, MinAtar) and two brax tasks sized for a CPU
@@ -36,7 +36,7 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
         "ppo": {"gamma": 0.97, "ent_coef": 0.0},
     },
 }
-STUDY_REGIMES = {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3, **PPO_AS_RUN}}
+STUDY_REGIMES = {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3, **STUDY_PPO_PINS}}
 
 # ----------------------------------------------------------------------------- methods and their search spaces
 

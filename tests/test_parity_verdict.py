@@ -1,0 +1,43 @@
+"""The parity benchmark's verdict (equivalent / better / worse / undecided) and the committed parity table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.studies.ppo_parity import TASKS, parity_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_verdict_says_equivalent_only_inside_the_margin_and_undecided_when_unsure():
+    rng = np.random.default_rng(0)
+    reference = 480 + rng.normal(0, 5, 16)
+    assert parity_verdict(reference + rng.normal(0, 1, 16), reference, margin=24)["verdict"] == "equivalent"
+    assert parity_verdict(reference - 100, reference, margin=24)["verdict"] == "worse"
+    assert parity_verdict(reference + 100, reference, margin=24)["verdict"] == "better"
+    # 4 wildly spread seeds against 4: the interval covers 0 and reaches past the margin
+    wide = np.array([100.0, 500.0, 150.0, 480.0])
+    assert parity_verdict(wide, wide[::-1] + 1.0, margin=24)["verdict"] == "undecided"
+    # a small true difference inside the margin, measured on few seeds, cannot be called equivalent
+    assert parity_verdict(reference[:3] + 10, reference[3:6], margin=1)["verdict"] != "equivalent"
+
+
+def test_the_margins_are_five_percent_of_each_tasks_score_range():
+    assert TASKS["CartPole-v1"].margin == 0.05 * (500 - 22)
+    assert TASKS["Acrobot-v1"].margin == 0.05 * (-60 + 500)
+    assert TASKS["CartPole-v1"].num_iterations * 512 == 499_712
+
+
+def test_the_docs_quote_the_committed_parity_table():
+    from tests.conftest import committed_table
+
+    block, table = committed_table("ppo_parity/parity.json", "ppo parity")
+    assert block == table
+    payload = json.loads((ROOT / "benchmarks/results/ppo_parity/parity.json").read_text())
+    references = {path.name for path in (ROOT / "benchmarks/results/ppo_parity/reference").glob("*.json")}
+    assert {"purejaxrl_CartPole-v1.json", "purejaxrl_Acrobot-v1.json"} <= references
+    for row in payload["rows"]:
+        assert row["seeds"] >= 8 and 0 <= row["solved"] <= row["seeds"]
