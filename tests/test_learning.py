@@ -55,7 +55,8 @@ IMPALA_CARTPOLE = CARTPOLE.replace(
 )
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+# PPO itself is tested at PureJaxRL's own CartPole-v1 configuration (tests/test_ppo_parity.py)
+@pytest.mark.parametrize("algorithm", [name for name in ALGORITHMS if name != "ppo"])
 def test_solves_cartpole(algorithm):
     config = CARTPOLE.replace(algorithm=algorithm, num_iterations=CARTPOLE_ITERATIONS[algorithm])
     result = run_sweep(config, num_seeds=4, driver=optimised_driver(config))
