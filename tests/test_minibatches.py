@@ -103,3 +103,19 @@ def test_a_resolved_config_is_its_own_resolution_and_hparams_may_say_auto():
     state = program.init(jax.random.key(0), tiny_config())
     _, metrics = jax.jit(program.run, static_argnums=2)(state, tiny_config(), 1)
     assert np.isfinite(np.asarray(metrics["loss/total"])).all()
+
+
+def test_a_hand_built_learner_cannot_feed_samples_to_a_loss_that_needs_segments():
+    """Below the config's resolution, the gradient steps refuse too: IMPALA's V-trace on [1, B] minibatches would be
+    silently wrong."""
+    from tests.test_algorithms import first_batch
+    from vaco_jax.training.update import Learner, make_optimizer, run_epochs
+
+    program = TrainProgram(tiny_config(algorithm="impala"))
+    state, batch = first_batch(program)
+    config = set_field(program.config, "ppo.minibatch", "samples")  # as if resolve_minibatch had been skipped
+    learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
+    with pytest.raises(ValueError, match="impala re-estimates V-trace .* not ppo.minibatch=samples"):
+        run_epochs(
+            state.params, state.opt_state, batch, state.obs_norm, state.algo_state, jax.random.key(0), learner, config
+        )

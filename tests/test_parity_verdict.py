@@ -16,12 +16,15 @@ def test_the_verdict_says_equivalent_only_inside_the_margin_and_undecided_when_u
     rng = np.random.default_rng(0)
     reference = 480 + rng.normal(0, 5, 16)
     assert parity_verdict(reference + rng.normal(0, 1, 16), reference, margin=24)["verdict"] == "equivalent"
+    # inside the margin and yet different: both labels
+    assert parity_verdict(reference + 10, reference, margin=24)["verdict"] == "equivalent, ahead"
+    assert parity_verdict(reference - 10, reference, margin=24)["verdict"] == "equivalent, behind"
     assert parity_verdict(reference - 100, reference, margin=24)["verdict"] == "worse"
     assert parity_verdict(reference + 100, reference, margin=24)["verdict"] == "better"
     # 4 wildly spread seeds against 4: the interval covers 0 and reaches past the margin
     wide = np.array([100.0, 500.0, 150.0, 480.0])
     assert parity_verdict(wide, wide[::-1] + 1.0, margin=24)["verdict"] == "undecided"
-    # a small true difference inside the margin, measured on few seeds, cannot be called equivalent
+    # a difference of 10 against a margin of 1, on 3 seeds a side: never equivalent
     assert parity_verdict(reference[:3] + 10, reference[3:6], margin=1)["verdict"] != "equivalent"
 
 

@@ -19,7 +19,7 @@ margin of 5% of the task's score range fixed here before any run).
 The variant ``legacy`` is the PPO this project ran before the parity change (whole-segment minibatches, unclipped
 value loss), kept in the table so that the change's effect is measured, not asserted.
 
-    .venv/bin/python -m benchmarks.studies.ppo_parity            # both tasks, 16 seeds: about 20 minutes on 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity            # both tasks, 16 seeds: about 7 minutes on 2 cores
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
@@ -105,8 +105,10 @@ def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed:
     """Whether ``ours`` [N] and ``reference`` [M] (independent seeds) score alike: the difference of their IQMs with
     a bootstrap interval (resampling each side's seeds), read as a two one-sided test against ``margin``.
 
-    ``equivalent`` when the 90% interval lies inside (-margin, margin) (both one-sided tests reject at 5%);
-    ``better`` or ``worse`` when the 95% interval excludes 0; ``undecided`` otherwise. Never "level" untested.
+    ``equivalent`` when the 90% interval lies inside (-margin, margin) (both one-sided tests reject at 5%), with
+    ``, ahead`` or ``, behind`` added when the 95% interval also excludes 0 (equivalent within the margin, and yet
+    different); ``better`` or ``worse`` when only the 95% interval excludes 0; ``undecided`` otherwise. Never
+    "level" untested.
     """
     ours, reference = stats.worst_filled(ours), stats.worst_filled(reference)
     rng = np.random.default_rng(seed)
@@ -117,7 +119,7 @@ def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed:
     low90, high90 = np.percentile(differences, [5, 95])
     low95, high95 = np.percentile(differences, [2.5, 97.5])
     if -margin < low90 and high90 < margin:
-        verdict = "equivalent"
+        verdict = "equivalent" + (", ahead" if low95 > 0 else ", behind" if high95 < 0 else "")
     elif low95 > 0:
         verdict = "better"
     elif high95 < 0:
@@ -208,14 +210,17 @@ def main() -> None:
         for variant in VARIANTS:
             if args.report:
                 ours[variant] = np.array(saved[env][variant]["returns"], np.float64)
+                timings[f"{env}/{variant}"] = saved[env][variant].get("seconds")
                 continue
             returns, seconds = train_returns(task, variant, args.seeds)
-            ours[variant], timings[f"{env}/{variant}"] = returns, seconds
+            ours[variant] = returns
             saved.setdefault(env, {})[variant] = {
                 "config": json.loads(json.dumps(dataclasses.asdict(task_config(task, variant)), default=str)),
                 "seeds": list(range(args.seeds)),
+                "seconds": round(seconds),
                 "returns": [[None if not np.isfinite(v) else round(float(v), 4) for v in s] for s in returns],
             }
+            timings[f"{env}/{variant}"] = round(seconds)
             print(f"{env} {variant}: {seconds:.0f} s", flush=True)
         rows += compare(task, ours, load_references(env))
     if not args.report:

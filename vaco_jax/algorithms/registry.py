@@ -75,6 +75,9 @@ class PolicyLossFn(Protocol):
         ``log_probs`` [T, B] and ``dist_params`` (logits [T, B, A] for discrete actions) are
         pi_theta's on the minibatch ``batch`` (the learning stage of the record,
         :meth:`~vaco_jax.core.types.Transitions.for_gradient_steps`); ``advantages`` [T, B] are the ones this step uses.
+        By default a minibatch holds shuffled samples, shaped [1, B] (a time axis of length 1, no rollout in it); a
+        loss that reads a rollout's time axis declares it with :attr:`Algorithm.needs_segments` and then gets whole
+        environment segments, [T, B].
         """
         ...
 
@@ -447,8 +450,9 @@ def register(name: str, factory: Callable[[Config], Algorithm], *, overwrite: bo
     """Make a new algorithm available by ``name`` to the trainer, sweeps and the CLI's Python API.
 
     ``factory(config)`` returns the :class:`Algorithm` record: an advantage estimator (e.g. :func:`gae_advantages`),
-    a policy loss with the :class:`PolicyLossFn` signature, and the policy its ratios are taken against. Registering
-    a known name again raises unless ``overwrite=True``.
+    a policy loss with the :class:`PolicyLossFn` signature, and the policy its ratios are taken against; a loss that
+    reads a rollout's time axis (per trajectory, along time) says why in ``needs_segments``, or it gets minibatches of
+    shuffled samples. Registering a known name again raises unless ``overwrite=True``.
     """
     if name in ALGORITHMS and not overwrite:
         raise ValueError(f"algorithm {name!r} is already registered; pass overwrite=True to replace it")

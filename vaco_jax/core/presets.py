@@ -97,6 +97,7 @@ def _brax_presets() -> dict[str, Preset]:
             "ppo.clip_eps": 0.3,
             "ppo.ent_coef": ent,
             "ppo.clip_value_loss": False,  # brax's PPO loss: 0.5 * mean((V - v)^2), no clipping
+            "ppo.minibatch": "segments",  # brax's PPO shuffles whole unrolls (its GAE runs inside each minibatch)
             "network.activation": "silu",
         }
         presets[f"brax-{env}"] = Preset(

@@ -5,7 +5,8 @@ Axis letters:
   G  actor groups (``lag.num_actors``)
   E  environments (``env.num_envs``); Eg = E / G environments per actor group
   T  rollout steps (``env.num_steps``)
-  B  environments in one minibatch (E / ``ppo.num_minibatches``)
+  B  a minibatch's columns: E / ``ppo.num_minibatches`` whole environment segments (``ppo.minibatch=segments``),
+     or T x E / ``ppo.num_minibatches`` shuffled samples under a time axis of length 1 (``samples``)
   K  lag-buffer slots (``lag.max_lag + 1``)
   A  action categories (discrete) or action dimensions (continuous)
   D  observation features

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vaco_jax.algorithms.registry import Algorithm, AlgoState
+from vaco_jax.algorithms.registry import Algorithm, AlgoState, segments_reason
 from vaco_jax.algorithms.state import keep_state
 from vaco_jax.core.config import Config
 from vaco_jax.core.types import ActorSnapshot, AgentParams, NormalizerState, Transitions
@@ -133,6 +133,9 @@ def run_epochs(
             f"ppo.minibatch={learner.config.ppo.minibatch!r} is not resolved: build the Learner from a training "
             "program's config (TrainProgram(config).config), which resolves auto to samples or segments"
         )
+    reason = segments_reason(learner.algorithm)
+    if reason is not None and learner.config.ppo.minibatch != "segments":  # a hand-built Learner: never silently wrong
+        raise ValueError(f"{reason}: its minibatches must be whole segments, not ppo.minibatch=samples")
     split = minibatches.SPLITS[learner.config.ppo.minibatch]
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
     adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
