@@ -11,8 +11,8 @@ minibatch keeps the ``[T, B]`` rank every loss is written for:
   rollout segments, for the losses that read a rollout's time axis inside a gradient step (IMPALA's V-trace at every
   step, VACO's trajectory-scoped TV, TOPR per trajectory).
 
-Pure functions of a key, like :mod:`vaco_jax.numerics.lag`; ``ppo.minibatch`` chooses (see
-:func:`vaco_jax.training.trainer.resolve_defaults`).
+Pure functions of a key, like :mod:`vaco_jax.numerics.lag`; ``ppo.minibatch`` chooses, resolved by the training
+program (:func:`vaco_jax.training.trainer.resolve_minibatch`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Batch = TypeVar("Batch")
 
 def sample_minibatches(batch: Batch, key: jax.Array, num_minibatches: int) -> Batch:
     """``batch``'s ``T x E`` samples in a random order, split into ``num_minibatches`` parts: leaves
-    ``[M, 1, T x E / M, ...]``. ``T x E`` must be a multiple of M (the config's validation says so)."""
+    ``[M, 1, T x E / M, ...]``. ``T x E`` must be a multiple of M (the training program checks it first)."""
     leaves = jax.tree.leaves(batch)
     num_steps, num_envs = leaves[0].shape[:2]
     size = num_steps * num_envs
