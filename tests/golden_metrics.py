@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from benchmarks.common.provenance import STUDY_PPO_PINS
 from tests.conftest import FULL_OPTIMISATION  # the tests' own default compiles with less optimisation
 from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.core.config import set_field
@@ -29,7 +30,7 @@ def golden_configs() -> dict[str, Config]:
         env=EnvConfig(num_envs=8, num_steps=16, normalize_observations=True, normalizer_update="after"),  # as recorded
         network=NetworkConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)),
         # as recorded: whole-segment minibatches and an unclipped value loss, the defaults before PPO's parity change
-        ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3, minibatch="segments", clip_value_loss=False),
+        ppo=PPOConfig(num_epochs=2, num_minibatches=2, learning_rate=3e-3, **STUDY_PPO_PINS),
         lag=LagConfig(max_lag=4, num_actors=2, k=0),
     )
     return {

@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common.provenance import block_markers, git_commit, replace_readme_block, write_result
+from benchmarks.common.provenance import (
+    STUDY_PPO_PINS,
+    block_markers,
+    config_record,
+    git_commit,
+    replace_readme_block,
+    write_result,
+)
 from vaco_jax import Config, EnvConfig, PPOConfig, run_sweep
 from vaco_jax.numerics import stats
 
@@ -70,10 +77,7 @@ TASKS = {
     "Acrobot-v1": Task("Acrobot-v1", solved_at=-100.0, random_score=-500.0, best_score=-60.0),
 }
 
-VARIANTS = {
-    "default": {},
-    "legacy": {"minibatch": "segments", "clip_value_loss": False},
-}
+VARIANTS = {"default": {}, "legacy": STUDY_PPO_PINS}
 """vaco_jax's PPO as it is (the package's defaults) and as it was before the parity change."""
 
 
@@ -215,7 +219,7 @@ def main() -> None:
             returns, seconds = train_returns(task, variant, args.seeds)
             ours[variant] = returns
             saved.setdefault(env, {})[variant] = {
-                "config": json.loads(json.dumps(dataclasses.asdict(task_config(task, variant)), default=str)),
+                "config": config_record(task_config(task, variant)),
                 "seeds": list(range(args.seeds)),
                 "seconds": round(seconds),
                 "returns": [[None if not np.isfinite(v) else round(float(v), 4) for v in s] for s in returns],
