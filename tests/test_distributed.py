@@ -44,19 +44,28 @@ def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> sub
         )
 
 
-def _processes(argv: list[str], logs: Path, *, count: int = 2, timeout: int = 60) -> list[subprocess.Popen]:
-    """``count`` processes of one run, joined at a free localhost port; logs in logs/process_<i>.txt."""
+def _devices(count: int) -> dict[str, str]:
+    """The tests' environment with ``count`` CPU devices per process (the tests' XLA flags kept)."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={count}".strip()
+    return {**ENV, "XLA_FLAGS": flags}
+
+
+def _processes(
+    argv: list[str], logs: Path, *, count: int = 2, timeout: int = 60, devices: int = 1
+) -> list[subprocess.Popen]:
+    """``count`` processes of one run, ``devices`` CPU devices each, joined at a free localhost port; logs in
+    logs/process_<i>.txt."""
     port = _free_port()
     flags = ["--distributed.coordinator", f"127.0.0.1:{port}", "--distributed.num-processes", str(count)]
     flags += ["--distributed.timeout", str(timeout)]
     return [
-        _start([*argv, *flags, "--distributed.process-id", str(i)], logs / f"process_{i}.txt") for i in range(count)
+        _start([*argv, *flags, "--distributed.process-id", str(i)], logs / f"process_{i}.txt", _devices(devices))
+        for i in range(count)
     ]
 
 
-def _one_process_on_two_devices(argv: list[str], log: Path) -> subprocess.Popen:
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()
-    return _start(argv, log, {**ENV, "XLA_FLAGS": flags})
+def _one_process_on(devices: int, argv: list[str], log: Path) -> subprocess.Popen:
+    return _start(argv, log, _devices(devices))
 
 
 def _wait_for(log: Path, text: str, process: subprocess.Popen, timeout: float = 300) -> None:
@@ -85,11 +94,13 @@ def _assert_same_results(got: Path, want: Path) -> None:
 
 
 def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_one_process_sweep(tmp_path):
+    """Two processes of two devices each train what one process of four devices does, bit for bit."""
     reference, run = tmp_path / "reference", tmp_path / "two_processes"
-    one = _one_process_on_two_devices([*SWEEP, "--quiet", "--out-dir", str(reference)], tmp_path / "reference.txt")
-    pair = _processes([*SWEEP, "--out-dir", str(run)], tmp_path)
+    one = _one_process_on(4, [*SWEEP, "--quiet", "--out-dir", str(reference)], tmp_path / "reference.txt")
+    pair = _processes([*SWEEP, "--out-dir", str(run)], tmp_path, devices=2)
     # the intro line comes just before the compile: Ctrl-C there stops the run after its first chunk (3 iterations)
     _wait_for(tmp_path / "process_1.txt", "env steps in all", pair[1])
+    assert "process 1 of 2, 2 local devices (4 devices in all)" in (tmp_path / "process_1.txt").read_text()
     pair[1].send_signal(signal.SIGINT)
     assert _finish(pair) == [1, 130], [p.read_text()[-2000:] for p in tmp_path.glob("process_*.txt")]
     assert "another process of the run was interrupted" in (tmp_path / "process_0.txt").read_text()
@@ -100,8 +111,8 @@ def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_o
     assert _finish([one]) == [0]  # its programs are now in the compilation cache, for the resume alone below
     alone = tmp_path / "resumed_alone"  # the checkpoint holds the whole state: one process resumes it as well
     shutil.copytree(run, alone)
-    single = _one_process_on_two_devices(["sweep", "--resume", str(alone), "--quiet"], tmp_path / "alone.txt")
-    resumed = _processes(["sweep", "--resume", str(run)], tmp_path)
+    single = _one_process_on(4, ["sweep", "--resume", str(alone), "--quiet"], tmp_path / "alone.txt")
+    resumed = _processes(["sweep", "--resume", str(run)], tmp_path, devices=2)
     assert _finish([*resumed, single]) == [0, 0, 0], (tmp_path / "process_0.txt").read_text()[-2000:]
     _assert_same_results(run, reference)
     _assert_same_results(alone, reference)
@@ -183,3 +194,122 @@ def test_a_cluster_environment_means_an_srun_step_with_several_tasks_or_jaxs_coo
     batch_script = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}  # the allocation's tasks, but one process runs
     assert distributed.cluster_environment(batch_script) is None
     assert distributed.cluster_environment({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}) == "JAX_COORDINATOR_ADDRESS"
+
+
+# -------------------------------------------------------------------------------------- which GPUs a process drives
+SLURM_STEP = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "8", "SLURM_PROCID": "5"}
+
+
+def _initialize_arguments(monkeypatch, environ: dict[str, str], flag: str | None = None) -> dict:
+    """What :func:`distributed.initialize` hands ``jax.distributed.initialize`` under ``environ`` (recorded, not
+    called: nothing joins)."""
+    calls: list[dict] = []
+    monkeypatch.setattr(distributed, "_joined", lambda: False)
+    monkeypatch.setattr(distributed, "_use_gloo", lambda: None)
+    monkeypatch.setattr(distributed.jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(distributed, "_LOCAL_DEVICES", None)
+    assert distributed.initialize(distributed.DistributedOptions(local_device_ids=flag), environ)
+    (call,) = calls
+    return call
+
+
+@pytest.mark.parametrize(
+    "layout, environ, want",
+    [
+        (  # sbatch --nodes=2 --ntasks-per-node=1 --gpus-per-task=4: one process drives all four (JAX's guess: one)
+            "one task per node, all its GPUs",
+            {**SLURM_STEP, "SLURM_LOCALID": "0", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+             "SLURM_NTASKS_PER_NODE": "1", "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3"},
+            [],
+        ),
+        (  # --ntasks-per-node=4 --gpus-per-task=1: SLURM binds GPU k to task k, which sees it as its GPU 0
+            "one task per GPU, bound by SLURM",
+            {**SLURM_STEP, "SLURM_LOCALID": "3", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+             "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "3"},
+            [],
+        ),
+        (  # --ntasks-per-node=4 --gres=gpu:4: every task sees the node's four; each drives its own
+            "one task per GPU, GPUs shared",
+            {**SLURM_STEP, "SLURM_LOCALID": "3", "SLURM_NODEID": "0", "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+             "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3"},
+            [3],
+        ),
+        (  # two tasks per node sharing eight GPUs: four each
+            "two tasks per node, GPUs shared",
+            {**SLURM_STEP, "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NTASKS_PER_NODE": "2",
+             "SLURM_GPUS_ON_NODE": "8", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+            [4, 5, 6, 7],
+        ),
+        (  # nothing says how many GPUs: JAX's own guess, by local rank
+            "several tasks, GPUs unknown",
+            {**SLURM_STEP, "SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4"},
+            [2],
+        ),
+        ("JAX's variable", {**SLURM_STEP, "SLURM_LOCALID": "2", "JAX_LOCAL_DEVICE_IDS": "0,1"}, [0, 1]),
+        ("by hand, no SLURM", {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}, []),
+    ],
+)  # fmt: skip
+def test_each_slurm_layout_drives_the_gpus_its_tasks_own(monkeypatch, layout, environ, want):
+    call = _initialize_arguments(monkeypatch, environ)
+    assert call["local_device_ids"] == want, layout  # [] = every GPU the process sees
+    assert distributed._LOCAL_DEVICES.ids == tuple(want)
+
+
+def test_the_local_device_flag_overrides_the_layout_and_bad_values_are_refused(monkeypatch):
+    shared = {**SLURM_STEP, "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    assert _initialize_arguments(monkeypatch, shared, flag="2,3")["local_device_ids"] == [2, 3]
+    monkeypatch.setattr(distributed, "_LOCAL_DEVICES", None)
+    assert _initialize_arguments(monkeypatch, shared, flag="all")["local_device_ids"] == []
+    for bad, fragment in [("0,x", "must be device indexes"), ("1,1", "more than once"), ("", "must be device")]:
+        with pytest.raises(distributed.ConfigError, match=fragment):
+            distributed.DistributedOptions(local_device_ids=bad).check()
+    uneven = {**shared, "SLURM_NTASKS_PER_NODE": "3"}
+    with pytest.raises(distributed.ConfigError, match="3 tasks on this node see the same 4 GPUs.* run 1 or 2 or 4"):
+        distributed.local_devices(None, uneven)
+    with pytest.raises(distributed.ConfigError, match="in a one-process run choose them with CUDA_VISIBLE_DEVICES"):
+        distributed.initialize(distributed.DistributedOptions(local_device_ids="0"), {})
+
+
+def test_slurm_tasks_per_node_reads_the_compressed_form():
+    assert distributed.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "2"}) == 2
+    assert distributed.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"}) == 1
+    assert distributed.slurm_tasks_on_node({"SLURM_NTASKS_PER_NODE": "4"}) == 4
+    assert distributed.slurm_tasks_on_node({}) is None
+
+
+def test_runs_that_do_not_fill_the_devices_use_as_many_as_divide_them_and_say_so(monkeypatch):
+    from vaco_jax.training import driver
+
+    monkeypatch.setattr(driver.jax, "device_count", lambda: 4)
+    assert [driver.sharded_over(n) for n in (1, 2, 3, 4, 6, 8, 9)] == [1, 2, 3, 4, 3, 4, 3]
+    assert driver.sharding_note(8) == ""
+    assert driver.sharding_note(6).startswith("6 run(s) per program on 3 of the 4 devices (a run count that is a multiple")
+
+
+def test_processes_started_with_different_commands_all_refuse_naming_the_field(tmp_path):
+    port = _free_port()
+    join = ["--distributed.coordinator", f"127.0.0.1:{port}", "--distributed.num-processes", "2"]
+    common = [*SWEEP, *join, "--distributed.timeout", "60"]
+    differs = [*common, "--ppo.learning-rate", "0.001", "--seed", "3"]
+    pair = [
+        _start([*common, "--out-dir", str(tmp_path / "run"), "--distributed.process-id", "0"], tmp_path / "p0.txt"),
+        _start([*differs, "--out-dir", str(tmp_path / "run"), "--distributed.process-id", "1"], tmp_path / "p1.txt"),
+    ]
+    assert _finish(pair, timeout=120) == [2, 2], [(tmp_path / f"p{i}.txt").read_text()[-2000:] for i in (0, 1)]
+    for log in ("p0.txt", "p1.txt"):
+        said = (tmp_path / log).read_text()
+        assert "vaco-jax: error: the 2 processes were started with different commands, --ppo.learning-rate: " in said
+        assert "process 1 has 0.001 where process 0 has 0.003 (and 2 more field(s))" in said, said[-2000:]
+        assert "Traceback" not in said
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_first_difference_between_processes_names_the_flag_and_both_values():
+    same = {"config": {"ppo": {"learning_rate": 0.1}}, "out_dir": "runs/a", "programs": "ab"}
+    assert distributed.first_difference([same, same]) is None
+    other = {**same, "out_dir": "runs/b"}
+    assert distributed.first_difference([same, same, other]) == (
+        "--out-dir: process 2 has 'runs/b' where process 0 has 'runs/a'"
+    )
+    code = {**same, "programs": "cd"}
+    assert distributed.first_difference([same, code]).startswith("the compiled programs' fingerprint (different")

@@ -113,3 +113,31 @@ def test_a_dry_run_of_a_split_sweep_counts_every_runs_state_and_one_programs_tem
     said = capsys.readouterr().out
     assert "split into 2 programs of 1 runs" in said and "device memory for 2 run(s) in programs of 1" in said
     assert "chunk temporaries" in said and not out.exists()
+
+
+def test_a_resume_keeps_the_split_the_run_started_with_whatever_memory_is_free_now(tmp_path, monkeypatch, capsys):
+    """auto split the runs in two because memory was short; with more free at the resume, auto would make one
+    program, whose fingerprint differs: the resume takes the recorded split instead (and an explicit other split
+    is refused as that, not as a code change)."""
+    out = tmp_path / "run"
+    config = tiny_config(env=tiny_config().env.replace(num_envs=64))  # buffers larger than the state
+    env = TrainProgram(config).env
+    shape = (env.observation_size, env.action_spec.size, env.action_spec.discrete)
+    state = memory._bytes(memory.abstract_batch(TrainProgram(config), 2)[0])
+    tight = state + int(1.5 * memory.rollout_bytes(config, 1, *shape))  # one run's buffers fit, two do not
+    with monkeypatch.context() as short:
+        short.setattr(memory, "available_bytes", lambda: (tight, "test memory"))
+        flags = [*TINY, "--env.num-envs", "64", "--checkpoint-every", "3", "--quiet", "--out-dir", str(out)]
+        assert main(["train", *flags]) == 0
+    assert "split into 2 programs of 1 runs" in capsys.readouterr().out
+    final = json.loads((out / "summary.json").read_text())
+    for step in (out / "checkpoints").iterdir():  # as if it had stopped after its checkpoint at iteration 3
+        if step.name == "6":
+            __import__("shutil").rmtree(step)
+    assert main(["train", "--resume", str(out), "--runs-per-program", "2", "--quiet"]) == 2
+    said = capsys.readouterr().err
+    assert "trained its runs in programs of 1 and this command splits them into programs of 2" in said, said
+    assert main(["train", "--resume", str(out), "--quiet"]) == 0  # free memory now holds both runs: split kept
+    assert "resuming" in capsys.readouterr().out
+    resumed = json.loads((out / "summary.json").read_text())
+    assert [row["final"] for row in resumed] == [row["final"] for row in final]

@@ -392,7 +392,8 @@ def _join_processes(argv: list[str]) -> None:
             raise ConfigError("--distributed.* flags belong to train and sweep: other commands run in one process")
         return
     parser = argparse.ArgumentParser(add_help=False)
-    for flag, kind in (("coordinator", str), ("num-processes", int), ("process-id", int), ("timeout", int)):
+    flags = (("coordinator", str), ("num-processes", int), ("process-id", int), ("timeout", int))
+    for flag, kind in (*flags, ("local-device-ids", str)):
         parser.add_argument(f"--distributed.{flag}", type=kind, default=None)
     try:
         given = vars(parser.parse_known_args(argv[1:])[0])

@@ -28,7 +28,7 @@ from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_ru
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import Driver
+from vaco_jax.training.driver import Driver, sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, mostly_skipped, run_plan
@@ -262,34 +262,46 @@ def execute(
     """
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
-    check_output(output)
-    if output.metric.startswith("eval/") and config.eval.every == 0:
-        raise ConfigError(
-            f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
-            "(evaluate every N iterations and after the last one)"
-        )
-    if asynchronous is not None and distributed.multiprocess():
-        raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
-    # every check of the runs, once, before anything compiles or is written
-    if plan is None:
-        plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
-    elif (plan.grid, plan.num_seeds, plan.seed) != ({k: list(v) for k, v in grid.items()}, num_seeds, seed):
-        raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
-    # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
-    driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
-    if asynchronous is not None:
-        check_one_program(plan.num_runs, plan.runs_per_program)
-    if output.dry_run:
-        _dry_run(plan, output)
-        return None
+        if output.runs_per_program == "auto":  # the split the run started with, not one from today's free memory
+            output = dataclasses.replace(output, runs_per_program=_split_started_with(output.resume))
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
     meta["presets"] = list(presets)
     meta["output"] = recorded_output_options(output)
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
+    # every process of a multi-process run was given the same command (else all refuse it, naming the difference)
+    distributed.check_same_command({**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run})
+
+    def checked() -> tuple[RunPlan, Driver | AsyncDriver]:
+        """Every check of the runs, once, before anything compiles or is written."""
+        check_output(output)
+        if output.metric.startswith("eval/") and config.eval.every == 0:
+            raise ConfigError(
+                f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
+                "(evaluate every N iterations and after the last one)"
+            )
+        if asynchronous is not None and distributed.multiprocess():
+            raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
+        runs = plan
+        if runs is None:
+            runs = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
+        elif (runs.grid, runs.num_seeds, runs.seed) != ({k: list(v) for k, v in grid.items()}, num_seeds, seed):
+            raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
+        # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
+        driver = AsyncDriver(runs.program, asynchronous) if asynchronous is not None else Driver(runs.program)
+        if asynchronous is not None:
+            check_one_program(runs.num_runs, runs.runs_per_program)
+        return runs, driver
+
+    plan, driver = distributed.on_every_process(checked)  # a refusal on one process stops them all at once
+    if output.dry_run:
+        _dry_run(plan, output)
+        return None
     # the programs' fingerprint, lowered at most once (a split sweep's: one part's program)
     programs = functools.cache(lambda: fingerprint.run_fingerprint(plan.program, plan.program_runs))
+    distributed.check_same_command({"runs_per_program": plan.runs_per_program, "programs": programs()})
+    meta["runs_per_program"] = plan.program_runs  # what a resume splits them into again (whatever memory is free)
     restored = None
     if output.resume is not None:
         restored = _resumed_state(plan, output, meta, programs, reload_complete=variant is not None)
@@ -421,7 +433,7 @@ def _resumed_state(
         current = fingerprint.run_fingerprint(saved_program, plan.program_runs)
     else:
         current = programs()
-    meta["program_changes"] = _check_programs(restored, current, output.allow_program_change)
+    meta["program_changes"] = _check_programs(restored, current, output.allow_program_change, plan.program_runs)
     if extended:
         print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
     print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
@@ -454,6 +466,7 @@ def _run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         + f"; {plan.program.minibatch_note()}"
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
         + (f"; {plan.split}" if plan.split else "")
+        + (f"; {note}" if (note := sharding_note(plan.program_runs)) else "")
     )
 
 
@@ -477,12 +490,32 @@ def _print_results(
     )
 
 
-def _check_programs(restored: checkpoint.Restored, current: str, allow: bool) -> list[dict[str, Any]]:
+def _split_started_with(directory: Path) -> int | Literal["auto"]:
+    """The runs per program of the run in ``directory`` as its newest checkpoint records them ("auto" where none
+    does: a checkpoint from before it was recorded, or none at all, which the resume's own checks report)."""
+    try:
+        recorded = checkpoint.read_meta(RunDirectory(directory).checkpoints).get("runs_per_program")
+    except Exception:  # noqa: BLE001 -- no or unreadable checkpoint: said by the resume's own checks, in words
+        return "auto"
+    return int(recorded) if isinstance(recorded, int) else "auto"
+
+
+def _check_programs(
+    restored: checkpoint.Restored, current: str, allow: bool, program_runs: int
+) -> list[dict[str, Any]]:
     """Compare the programs that wrote the checkpoint with this code's (:mod:`vaco_jax.training.fingerprint`): refuse a
-    resume under other programs unless ``allow`` (--allow-program-change), which is recorded. Returns the run's
-    record of program changes (the checkpoint's, plus this one)."""
+    resume under other programs unless ``allow`` (--allow-program-change), which is recorded; a resume whose
+    --runs-per-program splits the runs otherwise than the run did is refused as that. Returns the run's record of
+    program changes (the checkpoint's, plus this one)."""
     changes = list(restored.meta.get("program_changes", []))
     saved = restored.meta.get("programs")
+    started = restored.meta.get("runs_per_program")
+    if saved != current and isinstance(started, int) and started != program_runs and not allow:
+        raise ConfigError(
+            f"cannot resume: the run trained its runs in programs of {started} and this command splits them into "
+            f"programs of {program_runs} (--runs-per-program), which compile differently: give --runs-per-program "
+            f"{started}, or leave the flag out to take the run's own split"
+        )
     if saved is None:
         print(
             "vaco-jax: note: the checkpoint predates program fingerprints, so whether the code changed since it was "

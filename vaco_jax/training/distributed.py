@@ -19,17 +19,20 @@ CPU devices need JAX's gloo collectives for the gathers; :func:`initialize` turn
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
 
 from vaco_jax.core.config import ConfigError
+
+T = TypeVar("T")
 
 JOIN_EXIT_CODE = 3  # a process that gave up waiting for the others to join, or lost one of them
 
@@ -48,6 +51,10 @@ class DistributedOptions:
     """This process's index, 0 .. num-processes - 1; process 0 writes every output."""
     timeout: int = 120
     """Seconds to wait for every process to join, and after which a silent (dead) process stops the others."""
+    local_device_ids: str | None = None
+    """Which of the GPUs this process sees it drives, e.g. 0,1,2,3, or all (default: worked out from SLURM's
+    environment, :func:`local_devices`: every GPU the process sees, or its share of the node's GPUs when several
+    tasks of a node see the same ones)."""
 
     def given(self) -> bool:
         return any(v is not None for v in (self.coordinator, self.num_processes, self.process_id))
@@ -67,6 +74,8 @@ class DistributedOptions:
             )
         if self.timeout < 1:
             raise ConfigError(f"--distributed.timeout {self.timeout} must be >= 1 second, e.g. 120")
+        if self.local_device_ids is not None:
+            parse_device_ids(self.local_device_ids, "--distributed.local-device-ids")
         if not self.given():
             return self
         if not re.fullmatch(r"[^:\s]+:\d{1,5}", self.coordinator or ""):
@@ -98,20 +107,140 @@ def cluster_environment(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalDevices:
+    """The GPUs one process of a multi-process run drives, and why."""
+
+    ids: tuple[int, ...]
+    """Indexes among the GPUs the process sees (after ``CUDA_VISIBLE_DEVICES``); empty: every one of them."""
+    reason: str
+    """Why these, for the run's first line."""
+
+    def describe(self) -> str:
+        chosen = "every GPU it sees" if not self.ids else f"GPU {','.join(map(str, self.ids))}"
+        return f"{chosen} ({self.reason})"
+
+
+def parse_device_ids(text: str, source: str) -> tuple[int, ...]:
+    """``0,1,2,3`` -> (0, 1, 2, 3); ``all`` -> () (every device the process sees); anything else refused."""
+    if text.strip() == "all":
+        return ()
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise ConfigError(f"{source} {text!r} must be device indexes separated by commas (e.g. 0,1,2,3), or all")
+    ids = tuple(int(part) for part in parts)
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{source} {text!r} names a device more than once: list each once")
+    return ids
+
+
+def _gpu_list(value: str | None) -> list[str] | None:
+    """A GPU list variable (``0,1``, UUIDs, or empty for none) as its entries; None where it is not set."""
+    if value is None:
+        return None
+    return [entry for entry in value.split(",") if entry.strip() and entry.strip() != "NoDevFiles"]
+
+
+def slurm_tasks_on_node(environ: Mapping[str, str]) -> int | None:
+    """How many tasks of this job step run on this node: ``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``: two on each
+    of the first three nodes, one on the fourth) at ``SLURM_NODEID``, else ``SLURM_NTASKS_PER_NODE``; None where
+    neither says."""
+    spec = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE")
+    node = environ.get("SLURM_NODEID", "0")
+    if spec and node.isdigit():
+        counts: list[int] = []
+        for part in spec.split(","):
+            match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+            if match is None:
+                counts = []
+                break
+            counts += [int(match.group(1))] * int(match.group(2) or 1)
+        if int(node) < len(counts):
+            return counts[int(node)]
+    per_node = environ.get("SLURM_NTASKS_PER_NODE", "")
+    return int(per_node) if per_node.isdigit() else None
+
+
+def local_devices(flag: str | None, environ: Mapping[str, str] | None = None) -> LocalDevices:
+    """The GPUs this process drives in a multi-process run (what reaches ``jax.distributed.initialize`` as
+    ``local_device_ids``). JAX's own SLURM detection picks the GPU of index ``SLURM_LOCALID``, which is wrong in both
+    common layouts: one task per node with all its GPUs (it would drive one), and one task per GPU with SLURM
+    binding each task's GPU (a local id above 0 names a GPU the task cannot see). Instead, in order:
+
+    1. ``--distributed.local-device-ids`` (``flag``), then ``JAX_LOCAL_DEVICE_IDS``, as given;
+    2. outside SLURM, or one task on this node: every GPU the process sees;
+    3. several tasks on this node, each seeing fewer GPUs than the step has there (SLURM bound them): every GPU
+       the task sees;
+    4. several tasks seeing the same GPUs: an equal share each, by ``SLURM_LOCALID`` (refused if uneven);
+    5. nothing says how many GPUs there are: GPU ``SLURM_LOCALID`` (JAX's guess), said so.
+    """
+    environ = os.environ if environ is None else environ
+    if flag is not None:
+        return LocalDevices(parse_device_ids(flag, "--distributed.local-device-ids"), "--distributed.local-device-ids")
+    if environ.get("JAX_LOCAL_DEVICE_IDS"):
+        return LocalDevices(
+            parse_device_ids(environ["JAX_LOCAL_DEVICE_IDS"], "JAX_LOCAL_DEVICE_IDS"), "JAX_LOCAL_DEVICE_IDS"
+        )
+    local = environ.get("SLURM_LOCALID", "")
+    if not local.isdigit():
+        return LocalDevices((), "not a SLURM task")
+    tasks = slurm_tasks_on_node(environ)
+    if tasks is None or tasks <= 1:
+        return LocalDevices((), "the only task on its node")
+    visible = _gpu_list(environ.get("CUDA_VISIBLE_DEVICES"))
+    node = _gpu_list(environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS"))
+    on_node = environ.get("SLURM_GPUS_ON_NODE", "")
+    node_count = len(node) if node is not None else int(on_node) if on_node.isdigit() else None
+    if visible is not None and node_count is not None and len(visible) < node_count:
+        return LocalDevices((), f"SLURM bound {len(visible)} of the node's {node_count} GPUs to it")
+    shared = len(visible) if visible is not None else node_count
+    if shared is None:
+        return LocalDevices(
+            (int(local),),
+            f"task {local} of {tasks} on its node, and nothing says how many GPUs the node has; "
+            "--distributed.local-device-ids chooses",
+        )
+    if shared == 0:
+        return LocalDevices((), "no GPU visible")
+    if shared % tasks:
+        raise ConfigError(
+            f"the {tasks} tasks on this node see the same {shared} GPUs, which do not split evenly between them: "
+            f"run {' or '.join(str(n) for n in range(1, shared + 1) if shared % n == 0)} tasks per node, bind one "
+            "GPU set to each task (srun --gpus-per-task N), or choose with --distributed.local-device-ids"
+        )
+    share = shared // tasks
+    first = int(local) * share
+    return LocalDevices(
+        tuple(range(first, first + share)), f"task {local} of {tasks} on its node, which share its {shared} GPUs"
+    )
+
+
 class LostProcess(RuntimeError):
     """Another process of the run died, was killed or stopped answering: every process stops."""
 
 
-def initialize(options: DistributedOptions) -> bool:
+_LOCAL_DEVICES: LocalDevices | None = None  # what this process drives, once it joined (for describe())
+
+
+def initialize(options: DistributedOptions, environ: Mapping[str, str] | None = None) -> bool:
     """Join the processes of a multi-process run (flags, else a detected cluster environment); False (and nothing
-    done) for a one-process run. Must run before anything touches a JAX device."""
+    done) for a one-process run. Must run before anything touches a JAX device. ``environ``: the process's
+    environment (``os.environ``), read for the cluster and its GPUs (:func:`local_devices`)."""
+    global _LOCAL_DEVICES
     options.check()
-    environment = cluster_environment()
+    environ = os.environ if environ is None else environ
+    environment = cluster_environment(environ)
     if not options.given() and environment is None:
+        if options.local_device_ids is not None:
+            raise ConfigError(
+                "--distributed.local-device-ids chooses the GPUs of one process of a multi-process run; in a "
+                "one-process run choose them with CUDA_VISIBLE_DEVICES"
+            )
         return False
     if _joined():
         return True  # joined already (the Python API, or a second command in one process)
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU devices' cross-process gathers
+    devices = local_devices(options.local_device_ids, environ)
+    _use_gloo()
     where = options.coordinator or f"the coordinator {environment} names"
     expected = f"{options.num_processes} processes" if options.num_processes else "every process"
     watchdog = threading.Timer(
@@ -131,6 +260,7 @@ def initialize(options: DistributedOptions) -> bool:
             coordinator_address=options.coordinator,
             num_processes=options.num_processes,
             process_id=options.process_id,
+            local_device_ids=list(devices.ids),  # empty: every GPU the process sees (never JAX's SLURM guess)
             initialization_timeout=options.timeout + 60,  # the watchdog speaks first, in words
             heartbeat_timeout_seconds=options.timeout,
         )
@@ -143,7 +273,13 @@ def initialize(options: DistributedOptions) -> bool:
         raise
     finally:
         watchdog.cancel()
+    _LOCAL_DEVICES = devices
     return True
+
+
+def _use_gloo() -> None:
+    """CPU devices' cross-process gathers go through gloo (nothing changes on GPU)."""
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
 
 def _give_up(message: str) -> None:
@@ -180,10 +316,15 @@ def is_primary() -> bool:
 
 
 def describe() -> str:
-    """``process I of N (D devices in all)``, or '' for a one-process run."""
+    """``process I of N, L local devices (D in all)``, or '' for a one-process run."""
     if not multiprocess():
         return ""
-    return f"process {jax.process_index()} of {jax.process_count()} ({jax.device_count()} devices in all)"
+    local = len(jax.local_devices())
+    which = f": {_LOCAL_DEVICES.describe()}" if _LOCAL_DEVICES is not None and jax.default_backend() == "gpu" else ""
+    return (
+        f"process {jax.process_index()} of {jax.process_count()}, {local} local device{'s' if local > 1 else ''}"
+        f"{which} ({jax.device_count()} devices in all)"
+    )
 
 
 def _collective(function, *args):
@@ -267,6 +408,90 @@ def agree(ready: bool) -> None:
         raise ConfigError(
             f"process {', '.join(map(str, failed))} refused the command (its message says why); nothing ran"
         )
+
+
+def _flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested record as ``{dotted.path: leaf}`` (lists are leaves)."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _named(path: str) -> str:
+    """A record path as the flag a user types (``config.ppo.learning_rate`` -> ``--ppo.learning-rate``)."""
+    flag = path.removeprefix("config.").removeprefix("output.")
+    return f"--{flag.replace('_', '-')}" if path.startswith(("config.", "output.")) else COMMAND_FIELDS.get(path, path)
+
+
+COMMAND_FIELDS = {
+    "grid": "--grid",
+    "seed": "--seed",
+    "num_seeds": "--num-seeds",
+    "out_dir": "--out-dir",
+    "resume": "--resume",
+    "async": "--async",
+    "runs_per_program": "the runs per program (--runs-per-program auto decides it from each host's free memory: "
+    "give a number)",
+    "programs": "the compiled programs' fingerprint (different vaco_jax, JAX or jaxlib installs on the hosts?)",
+}
+"""How a difference between processes' commands names each field that is not a config or output flag."""
+
+
+def first_difference(records: list[Mapping[str, Any]]) -> str | None:
+    """The first field (in sorted order) on which a process's record differs from process 0's, as one phrase
+    naming the field, both values and how many other fields differ; None where every record is process 0's."""
+    flat = [_flatten(record) for record in records]
+    for index, other in enumerate(flat[1:], start=1):
+        paths = sorted(set(flat[0]) | set(other))
+        differing = [path for path in paths if flat[0].get(path, "(none)") != other.get(path, "(none)")]
+        if differing:
+            path = differing[0]
+            more = f" (and {len(differing) - 1} more field(s))" if len(differing) > 1 else ""
+            return (
+                f"{_named(path)}: process {index} has {other.get(path, '(none)')!r} where process 0 has "
+                f"{flat[0].get(path, '(none)')!r}{more}"
+            )
+    return None
+
+
+def check_same_command(record: Mapping[str, Any]) -> None:
+    """Refuse, on every process at once, a multi-process run whose processes were started with different commands
+    (config, grid, seeds, output directory, programs...): each process's ``record`` (JSON-able) is gathered by
+    every process, which all raise the same :class:`~vaco_jax.core.config.ConfigError` naming the first field that
+    differs and both values. A collective (every process calls it at the same point); nothing in one process."""
+    if not multiprocess():
+        return
+    text = np.frombuffer(json.dumps(record, sort_keys=True, default=str).encode(), np.uint8)
+    from jax.experimental import multihost_utils
+
+    lengths = np.asarray(_collective(multihost_utils.process_allgather, np.array([text.size], np.int64)))
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[: text.size] = text
+    rows = np.asarray(_collective(multihost_utils.process_allgather, padded)).reshape(lengths.size, -1)
+    records = [json.loads(bytes(row[:n]).decode()) for row, n in zip(rows, lengths.reshape(-1), strict=True)]
+    difference = first_difference(records)
+    if difference is not None:
+        raise ConfigError(
+            f"the {len(records)} processes were started with different commands, {difference}; start every "
+            "process with the same command (only --distributed.process-id differs)"
+        )
+
+
+def on_every_process(check: Callable[[], T]) -> T:
+    """``check()``'s result, where every process's ``check()`` passed: one that raises a
+    :class:`~vaco_jax.core.config.ConfigError` tells the others (:func:`agree`), so that every process stops at
+    once rather than the others waiting for it until the timeout. ``check()`` alone in one process."""
+    try:
+        result = check()
+    except ConfigError:
+        agree(False)
+        raise
+    agree(True)
+    return result
 
 
 def check_runs(num_runs: int) -> None:

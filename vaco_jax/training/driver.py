@@ -152,18 +152,33 @@ def _due(state_callback: StateCallback, done: int, last: bool) -> bool:
 
 def sharded_over(num_runs: int) -> int:
     """How many devices ``num_runs`` runs are sharded over: all of them (every process's) where the runs split
-    evenly, else one."""
+    evenly; in one process otherwise the most devices that take an equal share each (6 runs on 4 devices: 3,
+    said on the run's first line by :func:`sharding_note`); a multi-process run must split evenly (refused)."""
     count = jax.device_count()
-    return count if num_runs % count == 0 else 1
+    if distributed.multiprocess():
+        distributed.check_runs(num_runs)
+        return count
+    return max(d for d in range(1, min(count, max(num_runs, 1)) + 1) if num_runs % d == 0)
+
+
+def sharding_note(num_runs: int) -> str:
+    """What a run's first line says where a program's runs leave devices idle ('' where they use every one)."""
+    count, used = jax.device_count(), sharded_over(num_runs)
+    if used == count:
+        return ""
+    return (
+        f"{num_runs} run(s) per program on {used} of the {count} devices (a run count that is a multiple of {count} "
+        "would use them all)"
+    )
 
 
 def run_sharding(num_runs: int) -> NamedSharding | None:
-    """A sharding of the run axis over all devices (every process's, in a multi-process run), or None with one
-    device (or an uneven split, which a multi-process run refuses)."""
-    distributed.check_runs(num_runs)
-    if sharded_over(num_runs) < 2:
+    """A sharding of the run axis over :func:`sharded_over` devices (every process's, in a multi-process run), or
+    None where that is one."""
+    devices = sharded_over(num_runs)
+    if devices < 2:
         return None
-    return NamedSharding(Mesh(np.asarray(jax.devices()), ("runs",)), PartitionSpec("runs"))
+    return NamedSharding(Mesh(np.asarray(jax.devices()[:devices]), ("runs",)), PartitionSpec("runs"))
 
 
 class ChunkSource(Protocol):
@@ -352,7 +367,7 @@ class Driver:
         before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
         """
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
-        parts = program_parts(keys.shape[0], runs_per_program, jax.device_count())
+        parts = program_parts(keys.shape[0], runs_per_program, sharded_over(keys.shape[0]))
         sharding = run_sharding(parts[0].stop - parts[0].start)
         hparams_parts = [_take(hparams, part) for part in parts] if len(parts) > 1 else [hparams]
         if sharding is not None:

@@ -171,8 +171,9 @@ def rollout_bytes(config: Config, num_runs: int, observation_size: int, action_s
 
 
 def available_bytes() -> tuple[int | None, str]:
-    """Memory the default device can use: its limit on an accelerator, available RAM on the CPU; None if unknown."""
-    device = jax.devices()[0]
+    """Memory one of this process's devices can use: its limit on an accelerator, available RAM on the CPU; None if
+    unknown. A local device: in a multi-process run another process's devices cannot be asked."""
+    device = jax.local_devices()[0]
     stats = device.memory_stats() if device.platform != "cpu" else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"]), f"{device.platform} device memory"
