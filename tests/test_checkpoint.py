@@ -19,6 +19,7 @@ from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, TrainProgram
 from vaco_jax.cli import METRICS_SUBDIR, main
 from vaco_jax.core.config import ConfigError, config_dict, config_from_dict
 from vaco_jax.runs.checkpoint import SUBDIR, Checkpointer, check_resumable, restore, run_meta
+from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.saved import recorded_run
 from vaco_jax.training.memory import abstract_batch
 from vaco_jax.training.metrics_store import MetricsStore
@@ -73,11 +74,13 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
-def _signal_mid_run(out_dir: Path, signum: int) -> subprocess.Popen:
-    """Start the run in a subprocess and send ``signum`` once a random early checkpoint exists."""
+def _signal_mid_run(out_dir: Path, signum: int, flags: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start the run (``FLAGS`` and ``flags``) in a subprocess and send ``signum`` once a random early checkpoint
+    exists."""
     target = random.Random(os.getpid() + signum).choice([8, 16, 24])  # a checkpoint exists: the signal comes
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "vaco_jax.cli", *FLAGS, "--out-dir", str(out_dir)], env=env)
+    argv = [sys.executable, "-m", "vaco_jax.cli", *FLAGS, *flags, "--out-dir", str(out_dir)]
+    process = subprocess.Popen(argv, env=env)
     deadline = time.time() + 300
     while time.time() < deadline and process.poll() is None and not any(s >= target for s in _steps(out_dir)):
         time.sleep(0.005)
@@ -406,3 +409,31 @@ def test_a_finished_run_extends_to_more_iterations_as_if_it_had_been_longer(tmp_
     with pytest.raises(ConfigError, match="learning rate anneals to 0 over the first 2"):
         extension(annealed, run_meta(_config().replace(num_iterations=4), {}, 0, 2))
     assert extension(annealed, annealed) is None
+
+
+def test_one_requeue_ready_command_starts_resumes_after_sigterm_and_leaves_a_finished_run(reference, tmp_path, capsys):
+    """What `sbatch --requeue` runs every time: `--resume-or-start` starts the run, SLURM's SIGTERM before a
+    preemption checkpoints it, the same command resumes it to the uninterrupted result, and once more leaves it."""
+    out = tmp_path / "requeued"
+    process = _signal_mid_run(out, signal.SIGTERM, ("--resume-or-start",))
+    assert process.returncode == 143  # 128 + SIGTERM
+    assert 0 < max(_steps(out)) < 40
+    requeue = [*FLAGS, "--resume-or-start", "--out-dir", str(out)]
+    assert main([*requeue, "--ppo.learning-rate", "1e-3"]) == 2  # another command is still refused, naming it
+    assert "traced field ppo.learning_rate" in capsys.readouterr().err
+    assert main(requeue) == 0
+    assert "vaco-jax: resuming" in capsys.readouterr().out
+    _assert_same_as(reference, out)
+    assert main(requeue) == 0
+    assert "is complete (40 of 40 iterations): nothing to resume, nothing was changed" in capsys.readouterr().out
+    _assert_same_as(reference, out)
+
+    early = RunDirectory(tmp_path / "early")  # killed before its first checkpoint: started again
+    early.mark("an-earlier-attempt", ["metrics", "checkpoints"])
+    (early / "metrics").mkdir()
+    assert early.requeue_action() == "restart"
+    assert RunDirectory(tmp_path / "new").requeue_action() == "start"
+    assert RunDirectory(out).requeue_action() == "resume"
+    for contradiction in (["--resume", str(out)], ["--overwrite"]):
+        assert main([*requeue, *contradiction]) == 2
+        assert "contradict each other" in capsys.readouterr().err

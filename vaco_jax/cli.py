@@ -495,6 +495,11 @@ def _run_command(args, argv: list[str]) -> int:
         return 0
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     refuse_flags_that_are_grid_axes(grid, argv)
+    if isinstance(args, DemoArgs) and args.output.resume_or_start:
+        raise ConfigError(
+            "--resume-or-start belongs to train and sweep; a demo resumes with --resume DIR, and starts again in a "
+            "directory it finished"
+        )
     if isinstance(args, DemoArgs) and args.config.algorithm != demo_config().algorithm:
         raise ConfigError(
             f"demo compares the --algorithms list, so --algorithm {args.config.algorithm} would be ignored: "

@@ -330,6 +330,25 @@ class RunDirectory:
 
     # ------------------------------------------------------------------------- starting, replacing, resuming
 
+    def has_checkpoint(self) -> bool:
+        """Whether the run here saved a complete checkpoint (orbax renames a step's folder into place when done)."""
+        folder = self.checkpoints
+        return _is_plain_dir(folder) and any(entry.name.isdigit() and entry.is_dir() for entry in folder.iterdir())
+
+    def requeue_action(self) -> str:
+        """What ``--resume-or-start`` does here: ``resume`` a run with a checkpoint; ``restart`` a vaco-jax run that
+        stopped before its first checkpoint and wrote no results (its own files are replaced); ``start`` otherwise
+        (a new or empty directory; anything else is refused by :meth:`prepare` as for any new run)."""
+        if self.has_checkpoint():
+            return "resume"
+        if (
+            self.is_marked()
+            and not self.foreign_entries()
+            and not any((self.path / name).exists() for name in RESULT_FILES)
+        ):
+            return "restart"
+        return "start"
+
     def clear(self) -> list[str]:
         """``--overwrite``: remove every entry of the manifest, and nothing else; returns their names.
 

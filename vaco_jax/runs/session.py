@@ -85,6 +85,10 @@ class Output:
     """Split the runs into programs of at most this many, trained back to back and merged into one result set, for
     sweeps whose batch buffers do not fit the device at once; auto: one program where they fit, else as many runs
     per program as fit (the progress line says how it split and why)."""
+    resume_or_start: bool = False
+    """Resume the run in --out-dir if it holds one (the same command, checked against its checkpoint; a finished
+    run is left as it is), start it there otherwise: one command for a job that may be requeued (sbatch --requeue).
+    A run there that stopped before its first checkpoint is started again."""
     allow_program_change: bool = False
     """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
     (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
@@ -260,6 +264,8 @@ def execute(
     run plan of these arguments (``config``, ``grid``, seeds, ``output.runs_per_program``), where the caller built it
     already (a demo checks every variant's before the first trains); built here otherwise.
     """
+    if output.resume_or_start:
+        output = _resume_or_start(output)
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
         if output.runs_per_program == "auto":  # the split the run started with, not one from today's free memory
@@ -271,7 +277,9 @@ def execute(
     if asynchronous is not None:
         meta["async"] = dataclasses.asdict(asynchronous)
     # every process of a multi-process run was given the same command (else all refuse it, naming the difference)
-    distributed.check_same_command({**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run})
+    resumes = str(output.resume) if output.resume is not None else None
+    command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
+    distributed.check_same_command(command)
 
     def checked() -> tuple[RunPlan, Driver | AsyncDriver]:
         """Every check of the runs, once, before anything compiles or is written."""
@@ -488,6 +496,29 @@ def _print_results(
         + (" wandb/" if output.wandb else "")
         + published
     )
+
+
+def _resume_or_start(output: Output) -> Output:
+    """``--resume-or-start``: the options that resume the run in --out-dir where it has a checkpoint, start over a
+    run there that stopped before its first one, and start a new run otherwise (what prepare() then allows)."""
+    if output.resume is not None or output.overwrite:
+        given = "--resume" if output.resume is not None else "--overwrite"
+        raise ConfigError(
+            f"--resume-or-start and {given} contradict each other: --resume-or-start resumes the run in --out-dir "
+            f"if there is one and starts it otherwise; drop {given}"
+        )
+    run_dir = RunDirectory(output.out_dir)
+    action = run_dir.requeue_action()
+    if action == "resume":
+        return dataclasses.replace(output, resume=output.out_dir)
+    if action == "restart":
+        print(
+            f"vaco-jax: --resume-or-start: {run_dir} holds a run that stopped before its first checkpoint: starting "
+            "it again there",
+            flush=True,
+        )
+        return dataclasses.replace(output, overwrite=True)
+    return output
 
 
 def _split_started_with(directory: Path) -> int | Literal["auto"]:
