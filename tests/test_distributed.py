@@ -283,7 +283,8 @@ def test_runs_that_do_not_fill_the_devices_use_as_many_as_divide_them_and_say_so
     monkeypatch.setattr(driver.jax, "device_count", lambda: 4)
     assert [driver.sharded_over(n) for n in (1, 2, 3, 4, 6, 8, 9)] == [1, 2, 3, 4, 3, 4, 3]
     assert driver.sharding_note(8) == ""
-    assert driver.sharding_note(6).startswith("6 run(s) per program on 3 of the 4 devices (a run count that is a multiple")
+    note = driver.sharding_note(6)
+    assert note.startswith("6 run(s) per program on 3 of the 4 devices (a run count that is a multiple of 4"), note
 
 
 def test_processes_started_with_different_commands_all_refuse_naming_the_field(tmp_path):

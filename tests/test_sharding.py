@@ -21,7 +21,8 @@ from vaco_jax.training.driver import run_sharding
 assert jax.device_count() == 2, jax.devices()
 assert run_sharding(4) is not None
 from vaco_jax.training.driver import sharding_note
-assert run_sharding(3) is None and sharding_note(3).startswith("3 run(s) per program on 1 of the 2 devices"), sharding_note(3)
+assert run_sharding(3) is None, run_sharding(3)
+assert sharding_note(3).startswith("3 run(s) per program on 1 of the 2 devices"), sharding_note(3)
 assert sharding_note(4) == ""
 import numpy as np
 from vaco_jax.runs import checkpoint

@@ -38,6 +38,7 @@ class MemoryReport:
     compile_seconds: float = 0.0
     backend: str = field(default_factory=lambda: jax.default_backend())
     runs_per_program: int | None = None  # a split sweep: the temporaries are one program's of this many runs
+    measured_per_run: int | None = None  # batch buffers per run from a 2-run program: what the split sizes by
 
     @property
     def state_total(self) -> int:
@@ -74,6 +75,13 @@ class MemoryReport:
             lines.append(f"  chunk temporaries      {_human(self.temporaries):>10s}")
             lines.append(f"  chunk metrics          {_human(self.metrics_bytes or 0):>10s}")
             lines.append(f"  peak (estimate)        {_human(self.peak_estimate):>10s}")
+            if self.measured_per_run is not None:
+                runs = self.runs_per_program if split else self.num_runs
+                lines.append(
+                    f"  (--runs-per-program auto sizes a program's temporaries as {_human(self.measured_per_run)} per "
+                    f"run, {_human(self.measured_per_run * runs)} for {runs}, from a compiled program of "
+                    f"{MEASURED_RUNS} runs)"
+                )
         else:
             lines.append("  (temporaries not compiled: compile=False)")
         return "\n".join(lines)
@@ -154,6 +162,7 @@ def estimate(
         analysis = compiled.memory_analysis()
         report.temporaries = int(analysis.temp_size_in_bytes)
         report.chunk_output = int(analysis.output_size_in_bytes)
+        report.measured_per_run = measured_run_bytes(config)
     return report
 
 
@@ -168,6 +177,39 @@ def rollout_bytes(config: Config, num_runs: int, observation_size: int, action_s
     logits = 2 * action_size if discrete else 0
     per_step = 2 * observation_size + actions + logits + 10
     return 2 * 4 * per_step * config.env.num_steps * config.env.num_envs * num_runs
+
+
+GUESS_MARGIN = 10
+"""How far below the memory available :func:`rollout_bytes` (a formula, measured up to 6x under what XLA compiles)
+must stay for the split to trust it without compiling; above, the buffers are measured (:func:`measured_run_bytes`)."""
+
+MEASURED_RUNS = 2
+"""The runs of the program whose compiled temporaries :func:`measured_run_bytes` scales: one run compiles to another
+layout (Breakout-MinAtar's one-run temporaries are 0.75x of 1/8 of eight runs'), two scale about linearly
+(``tests/test_memory_estimate.py`` checks the estimate against the compiled figure on four tasks)."""
+
+
+def measured_run_bytes(config: Config) -> int:
+    """The batch buffers one run adds: the compiled temporaries of a one-iteration chunk program of
+    :data:`MEASURED_RUNS` runs, per run (what XLA allocates, not a formula; costs one compile of a chunk program)."""
+    from vaco_jax.training.driver import Driver
+
+    program = TrainProgram(config)
+    states, hparams = abstract_batch(program, MEASURED_RUNS)
+    analysis = Driver(program).lower_chunk(states, hparams, 1).compile().memory_analysis()
+    return -(-int(analysis.temp_size_in_bytes) // MEASURED_RUNS)
+
+
+def batch_bytes_per_run(
+    config: Config, num_runs: int, available: int | None, observation_size: int, action_size: int, discrete: bool
+) -> tuple[int, str]:
+    """The batch buffers per run the split sizes programs by, and where the figure comes from: the formula
+    (:func:`rollout_bytes`) where ``num_runs`` of it stay :data:`GUESS_MARGIN` times under ``available`` (no compile),
+    else the compiled program's (:func:`measured_run_bytes`)."""
+    guess = rollout_bytes(config, 1, observation_size, action_size, discrete)
+    if available is None or GUESS_MARGIN * guess * num_runs <= available:
+        return guess, "the config's formula"
+    return measured_run_bytes(config), f"a compiled program of {MEASURED_RUNS} runs"
 
 
 def available_bytes() -> tuple[int | None, str]:
@@ -221,8 +263,12 @@ def runs_per_program(
             return None, ""
         parts = program_parts(num_runs, requested, devices)
         return requested, f"split into {_programs(parts)} (--runs-per-program {requested})"
-    per_run = rollout_bytes(config, 1, observation_size, action_size, discrete)
     available, where = available_bytes()
+    guess = rollout_bytes(config, 1, observation_size, action_size, discrete)
+    if available is not None and guess > available:  # not even one run fits, by a formula that under-estimates:
+        return None, ""  # check_fits refuses it, in words, before anything compiles
+    total = None if available is None else available * devices
+    per_run, source = batch_bytes_per_run(config, num_runs, total, observation_size, action_size, discrete)
     if available is None or per_run * num_runs <= available * devices:
         return None, ""
     states = abstract_batch(TrainProgram(config), num_runs)[0]
@@ -232,8 +278,9 @@ def runs_per_program(
         return None, ""
     parts = program_parts(num_runs, int(fit), devices)
     return int(fit), (
-        f"split into {_programs(parts)}: the {num_runs} runs' batch buffers (about {_human(per_run * num_runs)}) "
-        f"and state exceed the {_human(available)} of {where} (--runs-per-program auto; give a number to choose)"
+        f"split into {_programs(parts)}: the {num_runs} runs' batch buffers (about {_human(per_run * num_runs)}, "
+        f"from {source}) and state exceed the {_human(available)} of {where} (--runs-per-program auto; give a "
+        "number to choose)"
     )
 
 
