@@ -37,10 +37,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _start(argv: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen:
     with open(log, "w") as handle:
         return subprocess.Popen(
-            [sys.executable, "-m", "vaco_jax.cli", *argv], cwd=ROOT, env=env or ENV, stdout=handle, stderr=handle
+            [sys.executable, "-m", "vaco_jax.cli", *argv], cwd=cwd, env=env or ENV, stdout=handle, stderr=handle
         )
 
 
@@ -51,15 +51,20 @@ def _devices(count: int) -> dict[str, str]:
 
 
 def _processes(
-    argv: list[str], logs: Path, *, count: int = 2, timeout: int = 60, devices: int = 1
+    argv: list[str], logs: Path, *, count: int = 2, timeout: int = 60, devices: int = 1, cwds: list[Path] | None = None
 ) -> list[subprocess.Popen]:
-    """``count`` processes of one run, ``devices`` CPU devices each, joined at a free localhost port; logs in
-    logs/process_<i>.txt."""
+    """``count`` processes of one run, ``devices`` CPU devices each, joined at a free localhost port (each in its
+    ``cwds`` entry, default the repository); logs in logs/process_<i>.txt."""
     port = _free_port()
     flags = ["--distributed.coordinator", f"127.0.0.1:{port}", "--distributed.num-processes", str(count)]
     flags += ["--distributed.timeout", str(timeout)]
     return [
-        _start([*argv, *flags, "--distributed.process-id", str(i)], logs / f"process_{i}.txt", _devices(devices))
+        _start(
+            [*argv, *flags, "--distributed.process-id", str(i)],
+            logs / f"process_{i}.txt",
+            _devices(devices),
+            cwd=(cwds or [ROOT] * count)[i],
+        )
         for i in range(count)
     ]
 
@@ -109,6 +114,15 @@ def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_o
     assert not (tmp_path / "process_1.txt").read_text().count("summary.json")  # process 1 wrote nothing
 
     assert _finish([one]) == [0]  # its programs are now in the compilation cache, for the resume alone below
+    # a resume directory one process cannot read (here: a relative path from another working directory, as on a
+    # filesystem that is not shared): every process refuses at once, naming that first
+    (tmp_path / "elsewhere").mkdir()
+    apart = _processes(["sweep", "--resume", run.name], tmp_path, devices=2, cwds=[tmp_path, tmp_path / "elsewhere"])
+    assert _finish(apart, timeout=120) == [2, 2]
+    for log in ("process_0.txt", "process_1.txt"):
+        said = (tmp_path / log).read_text()
+        assert "different commands, the checkpoint of --resume (True: found; is the directory on a filesystem" in said
+        assert "process 1 has False where process 0 has True" in said and "Traceback" not in said, said[-2000:]
     alone = tmp_path / "resumed_alone"  # the checkpoint holds the whole state: one process resumes it as well
     shutil.copytree(run, alone)
     single = _one_process_on(4, ["sweep", "--resume", str(alone), "--quiet"], tmp_path / "alone.txt")
@@ -118,17 +132,47 @@ def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_o
     _assert_same_results(alone, reference)
 
 
-def test_a_killed_process_stops_the_other_at_once_naming_it_and_how_to_resume(tmp_path):
+TIMEOUT = 10  # --distributed.timeout of the failure tests: a stopped process is declared lost after it
+
+
+@pytest.mark.parametrize(
+    "failure, victim, said_by_survivor",
+    [
+        ("kill", 1, "vaco-jax: process 0 of 2: lost contact with process 1 of the run"),  # Python notices
+        ("kill", 0, "vaco-jax: process 1 of 2: lost contact with process 0, the coordinator"),  # JAX's abort, worded
+        ("stop", 1, "vaco-jax: process 0 of 2: process 1 stopped answering for --distributed.timeout seconds"),
+    ],
+)
+def test_a_killed_or_stopped_process_ends_the_other_within_the_timeout_in_one_line(
+    tmp_path, failure, victim, said_by_survivor
+):
+    """SIGKILL of either process, or SIGSTOP of one (its supervisor and worker, as a frozen node): the survivor
+    exits with code 3 within --distributed.timeout plus a margin, saying in one line what was lost and how to
+    resume; JAX's own report (a C++ stack trace) goes to a file the line names, never to the screen."""
     out = tmp_path / "run"
-    pair = _processes([*SWEEP, "--out-dir", str(out)], tmp_path)
-    _wait_for(tmp_path / "process_1.txt", "env steps in all", pair[1])  # both have joined; now compiling
-    pair[1].kill()
+    pair = _processes([*SWEEP, "--out-dir", str(out)], tmp_path, timeout=TIMEOUT)
+    survivor = 1 - victim
+    _wait_for(tmp_path / f"process_{victim}.txt", "env steps in all", pair[victim])  # both joined; compiling
+    if failure == "kill":
+        pair[victim].kill()  # the supervising process: its worker dies with it
+    else:
+        workers = [
+            int(pid) for pid in Path(f"/proc/{pair[victim].pid}/task/{pair[victim].pid}/children").read_text().split()
+        ]
+        for pid in [pair[victim].pid, *workers]:
+            os.kill(pid, signal.SIGSTOP)
     started = time.time()
-    assert pair[0].wait(timeout=120) == distributed.JOIN_EXIT_CODE
-    assert time.time() - started < 60
-    said = (tmp_path / "process_0.txt").read_text()
-    assert "vaco-jax: process 0 of 2: lost contact with process 1 of the run" in said, said[-2000:]
-    assert f"--resume {out}" in said
+    try:
+        assert pair[survivor].wait(timeout=120) == distributed.JOIN_EXIT_CODE
+        assert time.time() - started < TIMEOUT + 30
+    finally:
+        pair[victim].kill()
+        for pid in workers if failure == "stop" else ():
+            os.kill(pid, signal.SIGKILL)
+    said = (tmp_path / f"process_{survivor}.txt").read_text()
+    assert said_by_survivor in said, said[-2000:]
+    assert f"--resume {out}" in said and "--resume-or-start" in said
+    assert "stack trace" not in said and "Traceback" not in said and "F1" not in said, said[-2000:]
 
 
 def test_a_process_that_never_joins_stops_the_others_after_the_timeout(tmp_path):
@@ -314,3 +358,7 @@ def test_the_first_difference_between_processes_names_the_flag_and_both_values()
     )
     code = {**same, "programs": "cd"}
     assert distributed.first_difference([same, code]).startswith("the compiled programs' fingerprint (different")
+    unread = {**other, "config": {"ppo": {"learning_rate": 0.3}}, "resume_checkpoint": False}  # explains the rest
+    said = distributed.first_difference([{**same, "resume_checkpoint": True}, unread])
+    assert said.startswith("the checkpoint of --resume (True: found; is the directory on a filesystem every process")
+    assert said.endswith("process 1 has False where process 0 has True (and 2 more field(s))")

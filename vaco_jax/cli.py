@@ -22,7 +22,7 @@ import tyro
 from vaco_jax.core.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.presets import PRESETS, apply_presets
-from vaco_jax.runs import writers
+from vaco_jax.runs import supervisor, writers
 from vaco_jax.runs.calibration import LagModel, run_and_write
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import compare, recorded_demo
@@ -354,6 +354,8 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
     argv = sys.argv[1:] if argv is None else argv
+    if supervisor.needs_worker(argv, _multiprocess_requested(argv)):
+        return supervisor.supervise(argv)  # JAX's runtime may end the worker from C++: this process says so in words
     try:
         refuse_empty_paths(argv)
         _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
@@ -381,6 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     except LostProcess as lost:
         distributed.exit_lost(lost, str(_directory_written(args)))  # ends the process at once
         raise
+
+
+def _multiprocess_requested(argv: list[str]) -> bool:
+    """Whether the command asks to be one process of several: a --distributed flag that joins, or a cluster
+    environment JAX detects (srun with several tasks)."""
+    joining = ("--distributed.coordinator", "--distributed.num-processes", "--distributed.process-id")
+    return any(arg.split("=", 1)[0] in joining for arg in argv) or distributed.cluster_environment() is not None
 
 
 def _join_processes(argv: list[str]) -> None:

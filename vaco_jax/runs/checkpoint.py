@@ -254,7 +254,11 @@ def _manager_and_step(directory: Path, step: int | None):
     directory = Path(directory).absolute()
     if not directory.is_dir():
         raise NoCheckpoint(f"no checkpoints in {directory}; give the --out-dir of a vaco-jax train or sweep run")
-    manager = ocp.CheckpointManager(directory)
+    # a reader of this process alone: reading never waits for the other processes of a multi-process run (one that
+    # cannot see the directory, on a filesystem that is not shared, would leave the others in orbax's barrier)
+    alone = ocp.options.MultiprocessingOptions(primary_host=jax.process_index(), active_processes={jax.process_index()})
+    options = ocp.CheckpointManagerOptions(create=False, multiprocessing_options=alone)
+    manager = ocp.CheckpointManager(directory, options=options)
     steps = sorted(manager.all_steps())
     if not steps:
         raise NoCheckpoint(f"no complete checkpoint in {directory}")

@@ -55,6 +55,7 @@ from vaco_jax.core.config import ConfigError
 from vaco_jax.core.files import write_text_atomic
 
 MARKER = ".vaco-jax-run"
+WRITE_PROBE_PREFIX = ".vaco-jax-probe-"  # check_location's momentary folder (another process may see it)
 RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
 METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.training.metrics_store), written as the run goes
 CHECKPOINTS_SUBDIR = "checkpoints"
@@ -165,7 +166,7 @@ class RunDirectory:
         if not existing.is_dir():
             raise ConfigError(f"{flag} {out}: {existing} is a file, so the directory cannot be created there")
         try:
-            probe = tempfile.mkdtemp(prefix=".vaco-jax-probe-", dir=existing)
+            probe = tempfile.mkdtemp(prefix=WRITE_PROBE_PREFIX, dir=existing)
             os.rmdir(probe)
         except OSError as error:
             reason = error.strerror or type(error).__name__
@@ -281,7 +282,7 @@ class RunDirectory:
         for child in sorted(self.path.iterdir()):
             nested = _is_plain_dir(child) and RunDirectory(child).is_marked()  # e.g. a demo's variant folder
             owned = record is not None and (_owned(record, child.name) or ("manifest" not in record and nested))
-            owned = owned or child in temporaries
+            owned = owned or child in temporaries or child.name.startswith(WRITE_PROBE_PREFIX)  # another process's
             if not owned:
                 found.append(child.name + ("/" if _is_plain_dir(child) else ""))
             elif nested:

@@ -279,6 +279,8 @@ def execute(
     # every process of a multi-process run was given the same command (else all refuse it, naming the difference)
     resumes = str(output.resume) if output.resume is not None else None
     command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
+    if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem)
+        command["resume_checkpoint"] = RunDirectory(output.resume).has_checkpoint()
     distributed.check_same_command(command)
 
     def checked() -> tuple[RunPlan, Driver | AsyncDriver]:

@@ -292,9 +292,16 @@ def exit_lost(error: LostProcess, out_dir: str) -> None:
     """End this process after another was lost, with one message saying how to go on, and without JAX's shutdown
     barrier (which would wait for the lost process for minutes)."""
     _give_up(
-        f"vaco-jax: process {jax.process_index()} of {jax.process_count()}: {error}. The checkpoints in {out_dir} "
-        f"are complete up to the last one: start all {jax.process_count()} processes again with --resume {out_dir} "
-        f"(or with --overwrite, if the run stopped before its first checkpoint)"
+        f"vaco-jax: process {jax.process_index()} of {jax.process_count()}: {error}. "
+        f"{resume_hint(jax.process_count(), out_dir)}"
+    )
+
+
+def resume_hint(count: int | str, out_dir: str) -> str:
+    """How to go on after a lost process: the same command on every process, resuming (or starting over)."""
+    return (
+        f"Run the same command again on all {count} processes with --resume-or-start (it resumes from the last "
+        f"checkpoint in {out_dir}, or starts over where there is none), or with --resume {out_dir}"
     )
 
 
@@ -427,7 +434,13 @@ def _named(path: str) -> str:
     return f"--{flag.replace('_', '-')}" if path.startswith(("config.", "output.")) else COMMAND_FIELDS.get(path, path)
 
 
+FIRST_NAMED = ("resume_checkpoint", "programs", "out_dir", "resume")
+"""Fields named before any other when they differ: they explain the others (a process that cannot read --resume's
+checkpoint also lacks the run's recorded flags)."""
+
 COMMAND_FIELDS = {
+    "resume_checkpoint": "the checkpoint of --resume (True: found; is the directory on a filesystem every process "
+    "reads?)",
     "grid": "--grid",
     "seed": "--seed",
     "num_seeds": "--num-seeds",
@@ -446,7 +459,8 @@ def first_difference(records: list[Mapping[str, Any]]) -> str | None:
     naming the field, both values and how many other fields differ; None where every record is process 0's."""
     flat = [_flatten(record) for record in records]
     for index, other in enumerate(flat[1:], start=1):
-        paths = sorted(set(flat[0]) | set(other))
+        rank = {path: i for i, path in enumerate(FIRST_NAMED)}
+        paths = sorted(set(flat[0]) | set(other), key=lambda path: (rank.get(path, len(rank)), path))
         differing = [path for path in paths if flat[0].get(path, "(none)") != other.get(path, "(none)")]
         if differing:
             path = differing[0]
