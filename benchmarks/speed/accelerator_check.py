@@ -16,8 +16,12 @@ rewritten after each stage, so a run cut short still returns the stages it finis
      seed and on mjx at 64 seeds; rollout only on mjx.
   6. ``tests``: the end-to-end learning tests (``tests/test_learning.py``) on this device, in the time left.
   7. ``multi_device`` (with more than one GPU): one sweep (``distributed_scaling.py``: 64 runs of PPO on
-     CartPole-v1) as one process on one device, one process on all devices, and one process per device joined
-     with ``jax.distributed``: run-iterations/s and their ratios.
+     CartPole-v1) as one process on one device, one process on all devices, one process per device joined
+     with ``jax.distributed``, and (with four or more) two processes of half the devices each: run-iterations/s
+     and their ratios.
+  8. ``memory_estimate``: what ``--runs-per-program auto`` sizes a program's batch buffers by (a 2-run program's
+     compiled temporaries, per run) against the compiled figure of 64 runs, on CartPole-v1, Pendulum-v1,
+     Breakout-MinAtar and brax/reacher (the ratio should be within 1.5x, as on the CPU).
 
 Times exclude compilation (reported separately) and are the best of ``--repeats`` runs.
 
@@ -171,6 +175,21 @@ def stage_multi_device(args) -> dict:
     return {"runs": sweep.runs, "iterations": sweep.iterations, "ways": rows}
 
 
+def stage_memory_estimate(args) -> dict:
+    """The automatic split's estimate of a 64-run program's temporaries against XLA's compiled figure."""
+    from vaco_jax.training import memory
+
+    runs = 8 if args.quick else 64
+    rows = {}
+    for env in ("CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "brax/reacher"):
+        report = memory.estimate(Config().replace(env=Config().env.replace(name=env)), runs, chunk_size=1)
+        estimated = report.measured_per_run * runs
+        rows[env] = {"estimated_bytes": estimated, "compiled_bytes": report.temporaries,
+                     "ratio": estimated / report.temporaries}  # fmt: skip
+        print(f"  {env}: estimate / compiled {rows[env]['ratio']:.3f} ({report.temporaries / 2**20:.0f} MiB compiled)")
+    return {"runs": runs, "tasks": rows}
+
+
 STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purejaxrl": stage_purejaxrl,
     "seeds": stage_seeds,
@@ -179,6 +198,7 @@ STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
     "brax": stage_brax,
     "tests": stage_tests,
     "multi_device": stage_multi_device,
+    "memory_estimate": stage_memory_estimate,
 }
 
 

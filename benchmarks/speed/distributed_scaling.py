@@ -1,14 +1,15 @@
 """Runs per second of one sweep as one process and as two cooperating processes (JAX's multi-controller runtime).
 
 The same sweep (PPO on CartPole-v1, 16 envs x 128 steps, 4 x 4 updates, ``--runs`` seeds, ``--iterations``
-iterations in chunks of 10) is trained three ways on this machine: one process on one device, one process on two
-(forced) CPU devices, and two processes with one device each, joined through a localhost coordinator with gloo
+iterations in chunks of 10) is trained four ways on this machine: one process on one device, one process on two
+(forced) CPU devices, two processes with one device each, and two processes with two (forced) devices each (the
+layout of one process per node driving several GPUs), joined through a localhost coordinator with gloo
 collectives (``vaco_jax.training.distributed``). Each way is a fresh set of worker processes that compiles, runs the
 sweep once to warm up, then times it (compile excluded; metrics gathered to every process at each chunk, as the CLI
 does). The ways alternate round-robin for ``--repeats`` rounds, so that a drift of the machine's speed touches each
 alike; the best round of each is reported with its ratio to one process on one device.
 
-    .venv/bin/python -m benchmarks.speed.distributed_scaling      # about 6 minutes on 2 idle cores
+    .venv/bin/python -m benchmarks.speed.distributed_scaling      # about 8 minutes on 2 idle cores
 
 Writes ``benchmarks/results/distributed_scaling.json`` and prints a markdown table.
 """
@@ -30,15 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def ways(count: int) -> dict[str, tuple[int, int]]:
-    """The ways to train on ``count`` devices: name -> (processes, devices per process)."""
-    return {
+    """The ways to train on ``count`` devices: name -> (processes, devices per process); with four or more (an even
+    count), also two processes of half the devices each (a node per process, each driving several devices)."""
+    table = {
         "one process, one device": (1, 1),
         f"one process, {count} devices": (1, count),
         f"{count} processes, one device each": (count, 1),
     }
+    if count >= 4 and count % 2 == 0:
+        table[f"two processes, {count // 2} devices each"] = (2, count // 2)
+    return table
 
 
-WAYS = ways(2)  # this machine's CPUs: two (forced) devices
+WAYS = {**ways(2), "two processes, two devices each": (2, 2)}  # this machine's CPUs: forced devices
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -120,7 +125,7 @@ def run_way(name: str, args: argparse.Namespace, table: dict[str, tuple[int, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=8, help="seeds in the sweep (a multiple of 2)")
+    parser.add_argument("--runs", type=int, default=8, help="seeds in the sweep (a multiple of 4)")
     parser.add_argument("--iterations", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/distributed_scaling.json")
