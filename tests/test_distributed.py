@@ -227,7 +227,7 @@ def test_the_docs_scaling_table_is_the_committed_measurement():
     from tests.conftest import committed_table
 
     block, table = committed_table("distributed_scaling.json", "distributed scaling")
-    assert block == table and "two processes, one device each" in table
+    assert block == table and "2 processes, one device each" in table and "two processes, two devices each" in table
 
 
 def test_a_cluster_environment_means_an_srun_step_with_several_tasks_or_jaxs_coordinator():
