@@ -273,6 +273,7 @@ def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
     states = tiny_driver.init(seed_keys(0, 2), stack_hparams([program.config] * 2))
     saver = Checkpointer(tmp_path / SUBDIR, {"config": {}}, every=0, total=1)
     saver.save(1, states)
+    saver.finish()  # saves are written in the background
     assert restore(tmp_path / SUBDIR, abstract_batch(program, 2)[0]).iterations_done == 1
     wider = tiny_config(network=program.config.network.replace(actor_hidden=(32, 16)))  # same leaf count
     with pytest.raises(ConfigError, match=r"shape .* different configuration"):
@@ -437,3 +438,46 @@ def test_one_requeue_ready_command_starts_resumes_after_sigterm_and_leaves_a_fin
     for contradiction in (["--resume", str(out)], ["--overwrite"]):
         assert main([*requeue, *contradiction]) == 2
         assert "contradict each other" in capsys.readouterr().err
+
+
+KILLED_DURING_A_SAVE = """
+import os, sys
+from pathlib import Path
+from tests.conftest import tiny_config  # the tests' XLA flags and compilation cache
+from vaco_jax import TrainProgram
+from vaco_jax.runs.checkpoint import Checkpointer
+from vaco_jax.training.driver import Driver, stack_hparams
+from vaco_jax.training.plan import seed_keys
+# a state of about 150 MB (64 snapshots of 256 x 256 networks per run): its write takes a while
+config = tiny_config(lag=tiny_config().lag.replace(max_lag=63), network=tiny_config().network.replace(
+    actor_hidden=(256, 256), critic_hidden=(256, 256)))
+states = Driver(TrainProgram(config)).init(seed_keys(0, 4), stack_hparams([config] * 4))
+saver = Checkpointer(Path(sys.argv[1]), {"config": {}}, every=0, total=2)
+saver.save(1, states)
+saver.finish()
+saver.save(2, states)  # returns once the host copy is taken; orbax writes it in the background
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_kill_during_a_background_save_leaves_the_previous_checkpoint_and_a_resume_saves_again(tmp_path, tiny_driver):
+    folder = tmp_path / SUBDIR
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    killed = subprocess.run([sys.executable, "-c", KILLED_DURING_A_SAVE, str(folder)], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    assert [p.name for p in folder.iterdir() if p.name.startswith("2.")], "the kill must land during the write"
+    assert _steps(tmp_path) == [1]  # the interrupted write is not a checkpoint
+    from vaco_jax.runs.checkpoint import read_meta
+
+    assert read_meta(folder)["iterations_done"] == 1  # the previous one is whole and is what a resume takes
+    from vaco_jax.runs.run_directory import _foreign_in_owned_folder
+    from vaco_jax.training.driver import stack_hparams
+    from vaco_jax.training.plan import seed_keys
+
+    assert _foreign_in_owned_folder(folder) == []  # the unfinished write is the run's, not a user's file
+    states = tiny_driver.init(seed_keys(0, 2), stack_hparams([tiny_driver.program.config] * 2))
+    resumed = Checkpointer(folder, {"config": {}}, every=0, total=2, offset=1)
+    resumed.save(2, states)
+    assert resumed.last_saved == 1  # written in the background: not yet the newest whole checkpoint
+    resumed.finish()
+    assert resumed.last_saved == 2 and _steps(tmp_path) == [1, 2] and read_meta(folder)["iterations_done"] == 2

@@ -13,7 +13,8 @@ run; a resume drops the stored metrics past its iteration.
 
 orbax writes each step into a temporary directory and renames it when complete, so a crash during a save leaves
 the previous checkpoint usable; the last ``keep`` checkpoints are kept. Host copies of the state are taken before
-the save returns, because the driver donates the state buffers to the next chunk.
+the save returns, because the driver donates the state buffers to the next chunk; orbax writes them in the
+background while training goes on (:meth:`Checkpointer.finish` waits for the last write, at the end of a run).
 """
 
 from __future__ import annotations
@@ -198,7 +199,9 @@ class Checkpointer:
         self.directory = Path(directory).absolute()
         self.meta, self.every, self.total, self.offset = meta, every, total, offset
         self._programs, self._fingerprint = programs, None
-        self.last_saved = offset
+        self.last_saved = offset  # the newest checkpoint written whole
+        self._writing: int | None = None  # the checkpoint being written in the background, if any
+        self._last_started = offset  # the newest save begun (what the spacing of saves counts from)
         self._manager = ocp.CheckpointManager(
             self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         )
@@ -207,7 +210,7 @@ class Checkpointer:
         """Whether :meth:`on_states` saves after ``done`` iterations of this session (the driver runs such a chunk
         serially: the metric files are written before the checkpoint that follows them)."""
         done += self.offset
-        return last or done == self.total or bool(self.every and done - self.last_saved >= self.every)
+        return last or done == self.total or bool(self.every and done - self._last_started >= self.every)
 
     def on_states(self, done: int, states: TrainState, last: bool = False) -> None:
         if self.due(done, last):
@@ -224,16 +227,25 @@ class Checkpointer:
         ):  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
             self._fingerprint = self._fingerprint or self._programs()
             meta["programs"] = self._fingerprint
-        self._manager.save(
+        host = _to_host(states)  # a copy of our own: the driver donates the state buffers to the next chunk
+        self._manager.save(  # waits for the previous save to be written, then writes this one in the background
             done,
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(_to_host(states)),
+                state=ocp.args.StandardSave(host),
                 meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
             ),
             force=True,
         )
+        if self._writing is not None:
+            self.last_saved = self._writing
+        self._writing = self._last_started = done
+
+    def finish(self) -> None:
+        """Wait until the last checkpoint is written whole (called once training has ended; a process that dies
+        before leaves the previous checkpoint as the newest)."""
         self._manager.wait_until_finished()
-        self.last_saved = done
+        if self._writing is not None:
+            self.last_saved, self._writing = self._writing, None
 
 
 @dataclasses.dataclass

@@ -364,6 +364,7 @@ def execute(
     finally:
         if tensorboard:
             tensorboard.close()
+    saver.finish()  # the last checkpoint written whole before anything says the run stopped or ended
     exit_code = stop.exit_code if stop is not None and stop.requested else 1  # else: another process stopped it
     if not primary:  # process 0 writes the results; this one says where and ends as it does
         done = saver.last_saved  # a run saves where it ends
