@@ -255,6 +255,22 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
             )
 
 
+def refuse_contradictions(output: Output, argv: list[str]) -> None:
+    """Flags that ask for two things at once, refused rather than one of them silently winning."""
+    if output.resume is None:
+        return
+    given = {arg.split("=", 1)[0] for arg in argv}
+    if "--overwrite" in given:
+        raise ConfigError(
+            f"--resume {output.resume} continues the run there and --overwrite would replace it: drop one of them"
+        )
+    if "--out-dir" in given and Path(output.out_dir).absolute() != Path(output.resume).absolute():
+        raise ConfigError(
+            f"--resume {output.resume} writes into {output.resume}, and --out-dir names another directory "
+            f"({output.out_dir}): drop --out-dir (a resumed run stays where it is)"
+        )
+
+
 def refuse_empty_paths(argv: list[str]) -> None:
     """An empty path flag (``--out-dir ''``) would mean the current directory: refuse it instead."""
     for i, arg in enumerate(argv):
@@ -502,6 +518,7 @@ def _run_command(args, argv: list[str]) -> int:
             lag_model=args.lag_model,
         )
         return 0
+    refuse_contradictions(args.output, argv)
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, DemoArgs) and args.output.resume_or_start:
