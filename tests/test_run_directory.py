@@ -184,6 +184,39 @@ def test_a_second_command_on_a_directory_in_use_is_refused_naming_the_holder(tmp
         pass
 
 
+def test_the_lock_lives_beside_the_directory_whatever_tmpdir_says(tmp_path, capsys, monkeypatch):
+    """Two commands with different TMPDIR (two cluster jobs, two nodes on one shared filesystem) once both wrote
+    into one --out-dir, the second's results silently replacing the first's: the lock is where every writer looks."""
+    import tempfile
+
+    from tests.test_cli import TINY
+    from vaco_jax.cli import main
+
+    out = tmp_path / "runs" / "shared"
+    assert RunDirectory(out).lock_path() == tmp_path / "runs" / ".shared.vaco-jax-lock"
+    with RunDirectory(out).lock():  # taken with this TMPDIR...
+        other = tmp_path / "another-tmpdir"
+        other.mkdir()
+        monkeypatch.setenv("TMPDIR", str(other))
+        monkeypatch.setattr(tempfile, "tempdir", str(other))  # ...and the second command has another one
+        assert main(["train", "--out-dir", str(out), *TINY]) == 2
+        assert f"{out} is in use by another vaco-jax command (process {os.getpid()}" in capsys.readouterr().err
+        assert main(["train", "--resume", str(out), *TINY]) == 2  # a requeued job on another node: refused too
+        assert f"{out} is in use by another vaco-jax command" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "runs").exists()  # a refused command leaves no trace
+
+
+def test_a_lock_that_cannot_be_taken_is_one_line(tmp_path, capsys):
+    from tests.test_cli import TINY
+    from vaco_jax.cli import main
+
+    out = tmp_path / "run"
+    RunDirectory(out).lock_path().mkdir()  # the lock's name is taken by something it cannot open
+    assert main(["train", "--out-dir", str(out), *TINY]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"vaco-jax: error: {out} cannot be locked (") and said.count("\n") == 1, said
+
+
 def test_a_killed_holder_releases_its_directory(tmp_path):
     """The operating system releases the lock however the holder ends: kill -9 leaves no stale lock behind."""
     out = tmp_path / "run"

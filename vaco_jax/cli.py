@@ -389,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return 2
     try:
-        with _exclusive(_directory_written(args)):
+        resuming = getattr(getattr(args, "output", None), "resume", None) is not None
+        with _exclusive(_directory_written(args), "--resume" if resuming else "--out-dir"):
             return _run_command(args, argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
@@ -479,16 +480,18 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive(directory: Path):
+def _exclusive(directory: Path, flag: str = "--out-dir"):
     """The output directory's lock (:meth:`vaco_jax.runs.run_directory.RunDirectory.lock`), held by the process
     that writes: in a multi-process run process 0, which tells the others if it cannot take it."""
     with contextlib.ExitStack() as held:
         if distributed.is_primary():
             try:
+                RunDirectory(directory).check_location(flag)  # what cannot be written is said as such, not as a lock
                 held.enter_context(RunDirectory(directory).lock())
             except ConfigError:
                 distributed.agree(False)  # the other processes stop too, rather than wait for this one
                 raise
+        distributed.agree(True)  # every process learns that process 0 holds the directory
         yield
 
 

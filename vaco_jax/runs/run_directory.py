@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import json
 import os
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -55,6 +55,7 @@ from vaco_jax.core.config import ConfigError
 from vaco_jax.core.files import write_text_atomic
 
 MARKER = ".vaco-jax-run"
+LOCK_SUFFIX = ".vaco-jax-lock"  # <parent>/.<name>.vaco-jax-lock: the lock of <parent>/<name>
 WRITE_PROBE_PREFIX = ".vaco-jax-probe-"  # check_location's momentary folder (another process may see it)
 RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
 METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.training.metrics_store), written as the run goes
@@ -177,26 +178,35 @@ class RunDirectory:
     # ------------------------------------------------------------------------- one command at a time
 
     def lock_path(self) -> Path:
-        """The lock file: in the system's temporary folder, named by the hash of the resolved path, never inside
-        the directory (so that nothing a run removes can remove it, and a directory not created yet can be
-        locked)."""
-        key = hashlib.sha256(str(self.path.expanduser().resolve()).encode()).hexdigest()[:24]
-        return Path(tempfile.gettempdir()) / "vaco-jax-locks" / f"{key}.lock"
+        """The lock file: beside the directory, ``<parent>/.<name>.vaco-jax-lock``, where every command writing
+        into it looks, whatever its machine or ``TMPDIR`` (on a shared filesystem too); never inside the directory,
+        so that nothing a run removes or renames (``--overwrite``, a demo's publication) can take it away."""
+        resolved = self.path.expanduser().absolute().resolve()
+        return resolved.parent / f".{resolved.name}{LOCK_SUFFIX}"
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[RunDirectory]:
-        """Hold the directory's OS lock (``flock``) while the block runs; refuse with a :class:`ConfigError`
-        naming the holder (its process id, command line and start time) if another process holds it.
+        """Hold the directory's OS lock (``flock``, which Linux also takes on NFS) while the block runs; refuse with
+        a :class:`ConfigError` naming the holder (its process id, command line, host and start time) if another
+        process holds it, on this machine or another writing the same filesystem.
 
         The operating system releases the lock when the holder exits, however it exits (a crash or ``kill -9``
-        included), so a stale lock never blocks the next command. It covers the processes of one machine: commands
-        on other machines writing into a shared filesystem are not excluded.
+        included), so a stale lock never blocks the next command. A filesystem that cannot lock (Lustre mounted
+        without ``flock``) is said in a warning, and the command goes on unprotected. Folders created only to hold
+        the lock are removed again if the command created nothing beside it (a refused command leaves no trace).
         """
         import fcntl
 
         path = self.lock_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115 - held open for the block: closing it releases the lock
+        created = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")  # noqa: SIM115 - held open for the block: closing it releases the lock
+        except OSError as error:
+            raise ConfigError(
+                f"{self.path} cannot be locked ({path}: {error.strerror or type(error).__name__}): choose a "
+                "directory you can write"
+            ) from None
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -207,13 +217,30 @@ class RunDirectory:
                     f"{self.path} is in use by another vaco-jax command ({holder}): wait for it to finish, or "
                     "write to another --out-dir (two commands writing into one directory would mix their results)"
                 ) from None
+            except OSError as error:  # no locks on this filesystem
+                print(
+                    f"vaco-jax: warning: {path} cannot be locked ({error.strerror}): a second command writing into "
+                    f"{self.path} at the same time would not be refused",
+                    file=sys.stderr,
+                    flush=True,
+                )
             handle.seek(0)
             handle.truncate()
-            record = {"pid": os.getpid(), "command": shlex.join(sys.argv), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+            record = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": shlex.join(sys.argv),
+                "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
             handle.write(json.dumps({**record, "directory": str(self.path)}))
             handle.flush()
             yield self
         finally:
+            if created and not self.path.exists():  # refused before it wrote anything: leave no trace
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    for folder in created:  # deepest first
+                        folder.rmdir()
             handle.close()
 
     # ------------------------------------------------------------------------- the marker and its manifest
@@ -426,7 +453,8 @@ class RunDirectory:
 def _holder(text: str) -> str:
     try:
         record = json.loads(text)
-        return f"process {record['pid']}, `{record['command']}`, since {record['since']}"
+        host = f", on {record['host']}" if record.get("host") else ""
+        return f"process {record['pid']}, `{record['command']}`, since {record['since']}{host}"
     except (ValueError, KeyError, TypeError):
         return "a process that has not said which yet"
 
