@@ -98,4 +98,37 @@ def test_offline_runs_are_written_by_wandb_inside_the_run_directory(tmp_path, mo
     assert len(written) == 4 and all(name.endswith(tuple(f"{run_id}-{i}" for i in range(4))) for name in written)
     assert all(any((out / "wandb" / name).glob("*.wandb")) for name in written)
     assert RunDirectory(out).foreign_entries() == []  # W&B's files are the run's own: --overwrite may replace them
-    assert main([*argv, "--overwrite"]) == 0
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B's own variable, honoured where no flag is given
+    by_variable = [arg for arg in argv if arg not in ("--wandb-mode", "offline")]
+    assert main([*by_variable, "--overwrite"]) == 0
+    assert len(list((out / "wandb").glob("offline-run-*"))) == 4
+
+
+def test_a_run_that_cannot_log_online_is_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """It once crashed with W&B's traceback ("No API key configured") and left an empty checkpoints/ that made the
+    rerun refused."""
+    pytest.importorskip("wandb")
+    for variable in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc: no key
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setattr(sys, "stdin", open("/dev/null"))  # noqa: SIM115 - not a terminal: W&B cannot ask for a key
+    out = tmp_path / "run"
+    assert main(["train", "--wandb", "--out-dir", str(out), *TINY]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("vaco-jax: error: --wandb: W&B cannot log online here (") and said.count("\n") == 1, said
+    assert "WANDB_MODE=offline" in said and not out.exists()
+
+
+def test_wandbs_environment_sets_what_no_flag_gives():
+    from vaco_jax.runs.wandb_writer import WandbOptions
+
+    environ = {"WANDB_PROJECT": "p", "WANDB_ENTITY": "team", "WANDB_MODE": "offline", "WANDB_DIR": "/scratch/w"}
+    from_env = WandbOptions.resolve(None, None, (), None, environ)
+    resolved = (from_env.project, from_env.entity, from_env.mode, str(from_env.directory))
+    assert resolved == ("p", "team", "offline", "/scratch/w")
+    given = WandbOptions.resolve("q", "me", ("t",), "online", environ)  # a flag wins over the variable
+    assert (given.project, given.entity, given.tags, given.mode) == ("q", "me", ("t",), "online")
+    assert WandbOptions.resolve(None, None, (), None, {}) == WandbOptions()
+    with pytest.raises(Exception, match="WANDB_MODE='sometimes' is not one of"):
+        WandbOptions.resolve(None, None, (), None, {"WANDB_MODE": "sometimes"})

@@ -73,14 +73,15 @@ class Output:
     wandb: bool = False
     """Also log to Weights & Biases: one W&B run per grid point and seed, grouped by this run's id, metrics once per
     chunk, the summary at the end (needs the wandb package; see --wandb-project, --wandb-mode)."""
-    wandb_project: str = "vaco_jax"
-    """The W&B project of --wandb."""
+    wandb_project: str | None = None
+    """The W&B project of --wandb (unset: WANDB_PROJECT, else vaco_jax)."""
     wandb_entity: str | None = None
-    """The W&B entity (user or team) of --wandb (None: your default)."""
+    """The W&B entity (user or team) of --wandb (unset: WANDB_ENTITY, else your default)."""
     wandb_tags: tuple[str, ...] = ()
     """Tags for every W&B run of --wandb."""
-    wandb_mode: WandbMode = "online"
-    """online, or offline: the runs are written under out_dir/wandb, for `wandb sync` later."""
+    wandb_mode: WandbMode | None = None
+    """online, offline (the runs are written under out_dir/wandb, or WANDB_DIR, for `wandb sync` later) or disabled
+    (unset: WANDB_MODE, else online)."""
     runs_per_program: Literal["auto"] | int = "auto"
     """Split the runs into programs of at most this many, trained back to back and merged into one result set, for
     sweeps whose batch buffers do not fit the device at once; auto: one program where they fit, else as many runs
@@ -305,6 +306,13 @@ def execute(
         return runs, driver
 
     plan, driver = distributed.on_every_process(checked)  # a refusal on one process stops them all at once
+    wandb_options = None
+    if output.wandb:  # W&B's flags, else its environment; refused before anything is written if it cannot log
+        wandb_options = WandbOptions.resolve(
+            output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode
+        )
+        if distributed.is_primary():
+            wandb_options.check_ready()
     if output.dry_run:
         _dry_run(plan, output)
         return None
@@ -337,9 +345,8 @@ def execute(
         _tensorboard_writer(run_dir, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
     )
     logger = None
-    if output.wandb and primary:
-        options = WandbOptions(output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode)
-        logger = WandbWriter(options, config, grid, plan.seeds, run_id, run_dir.path, offset=offset)  # out/wandb/
+    if wandb_options is not None and primary:
+        logger = WandbWriter(wandb_options, config, grid, plan.seeds, run_id, run_dir.path, offset=offset)
     print(_run_line(plan, presets), flush=True)
     try:
         result = run_plan(

@@ -10,14 +10,17 @@ the run's index); iterations the interrupted process had logged past its checkpo
 keeps the first value of a step).
 
 ``wandb`` is an optional dependency (``pip install wandb``, or the ``dev`` extra). W&B keeps its files under
-``<out-dir>/wandb`` (``directory/wandb``); ``--wandb-mode offline`` writes the runs there only, to ``wandb sync``
-later.
+``<out-dir>/wandb`` (``directory/wandb``), or ``WANDB_DIR``; ``--wandb-mode offline`` (or ``WANDB_MODE=offline``)
+writes the runs there only, to ``wandb sync`` later. Each option left unset takes W&B's own environment variable
+(:meth:`WandbOptions.resolve`), and a run that could not log online is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +30,8 @@ from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.grid import grid_points
 from vaco_jax.runs.writers import run_labels
 
-WandbMode = Literal["online", "offline"]
+WandbMode = Literal["online", "offline", "disabled"]
+MODES = ("online", "offline", "disabled", "dryrun")  # what WANDB_MODE may say (dryrun: W&B's old name of offline)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +41,50 @@ class WandbOptions:
     project: str = "vaco_jax"
     entity: str | None = None
     tags: tuple[str, ...] = ()
-    mode: WandbMode = "online"
+    mode: str = "online"
+    directory: Path | None = None
+    """Where W&B keeps its files (None: ``<out-dir>/wandb``)."""
+
+    @classmethod
+    def resolve(
+        cls,
+        project: str | None,
+        entity: str | None,
+        tags: tuple[str, ...],
+        mode: str | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> WandbOptions:
+        """The options a run logs with: each flag given, else W&B's own environment variable (``WANDB_PROJECT``,
+        ``WANDB_ENTITY``, ``WANDB_MODE``, ``WANDB_DIR``), else vaco_jax's default (project vaco_jax, online, files
+        in the run's directory)."""
+        environ = os.environ if environ is None else environ
+        mode = mode or environ.get("WANDB_MODE") or "online"
+        if mode not in MODES:
+            raise ConfigError(f"WANDB_MODE={mode!r} is not one of {', '.join(MODES)}: set it to one, or unset it")
+        directory = environ.get("WANDB_DIR")
+        return cls(
+            project=project or environ.get("WANDB_PROJECT") or "vaco_jax",
+            entity=entity or environ.get("WANDB_ENTITY") or None,
+            tags=tuple(tags),
+            mode="offline" if mode == "dryrun" else mode,
+            directory=Path(directory) if directory else None,
+        )
+
+    def check_ready(self) -> None:
+        """Refuse, in one line and before anything is written, a run W&B could not log: no wandb package, or online
+        with no API key (W&B's own check, without network: ``wandb.login(verify=False)``)."""
+        wandb = _import_wandb()
+        login = getattr(wandb, "login", None)
+        if self.mode != "online" or login is None:
+            return
+        try:
+            login(verify=False)
+        except Exception as error:  # noqa: BLE001 -- wandb's UsageError, or anything its login raises
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ConfigError(
+                f"--wandb: W&B cannot log online here ({reason}): run `wandb login` or set WANDB_API_KEY, or log "
+                "offline (--wandb-mode offline, or WANDB_MODE=offline) and `wandb sync` later"
+            ) from None
 
 
 def _import_wandb():
@@ -79,7 +126,7 @@ class WandbWriter:
                     entity=options.entity,
                     tags=list(options.tags),
                     mode=options.mode,
-                    dir=str(directory),
+                    dir=str(options.directory or directory),
                     group=run_id,
                     name=label,
                     id=f"{run_id}-{index}",
