@@ -298,9 +298,13 @@ def test_demo_compares_algorithms_and_presets_side_by_side(tmp_path, monkeypatch
     monkeypatch.setattr(
         trainer, "validate", lambda config, **kw: validated.append(config.algorithm) or validate(config, **kw)
     )
-    out = tmp_path / "demo"
+    out = tmp_path / "demo"  # a symbolic link to the directory (it once replaced the link, then failed on rmtree)
+    (tmp_path / "elsewhere").mkdir()
+    out.symlink_to(tmp_path / "elsewhere")
     argv = ["demo", "--algorithms", "ppo", "vaco-paper", "--grid", "lag.k=0,2", "--out-dir", str(out), *TINY]
     assert main([*argv, "--num-iterations", "2"]) == 0
+    assert out.is_symlink() and (tmp_path / "elsewhere" / "ppo").is_dir()  # published where the link points
+    assert not [p.name for p in tmp_path.iterdir() if ".replaced-" in p.name or ".incomplete" in p.name]
     assert validated == ["ppo"] * 3 + ["vaco"] * 3
     assert (out / "final_vs_lag.k.png").stat().st_size > 0
     assert json.loads((out / "ppo" / "config.json").read_text())["algorithm"] == "ppo"
@@ -579,3 +583,21 @@ def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():
     assert condense_parse_error(wrapped) == (
         "invalid choice 'nope' for argument '--lag.kind'. Expected one of ('fixed', 'uniform') (see vaco-jax --help)"
     )
+
+
+def test_paths_and_lists_that_once_gave_a_traceback_or_a_surprise_are_one_line(tmp_path, capsys):
+    """A name too long for the filesystem (or for the lock beside it), a newline, a dangling symbolic link, and an
+    empty list of hidden layers (it trained a linear actor): exit 2, one line, nothing created."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    cases = [
+        (["--out-dir", str(tmp_path / ("a" * 300))], "is 300 bytes, more than the 255 a name may have"),
+        (["--out-dir", str(tmp_path / ("a" * 250))], "at most 240 leave room for its lock file beside it"),
+        (["--out-dir", str(tmp_path / "a\nb")], "contains a control character (a newline, a tab)"),
+        (["--out-dir", str(tmp_path / "dangling")], "is a symbolic link to " + str(tmp_path / "nowhere")),
+        (["--network.actor-hidden", "--out-dir", str(tmp_path / "x")], "is empty, which would train a linear"),
+    ]
+    for flags, fragment in cases:
+        assert main(["train", *flags, *TINY]) == 2, flags
+        said = capsys.readouterr().err
+        assert said.startswith("vaco-jax: error: ") and fragment in said and said.count("\n") == 1, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]  # no directory, no lock file left

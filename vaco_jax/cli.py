@@ -272,8 +272,15 @@ def refuse_contradictions(output: Output, argv: list[str]) -> None:
 
 
 def refuse_empty_paths(argv: list[str]) -> None:
-    """An empty path flag (``--out-dir ''``) would mean the current directory: refuse it instead."""
+    """An empty path flag (``--out-dir ''``) would mean the current directory, and an empty list of hidden layers a
+    linear network: refuse them instead."""
     for i, arg in enumerate(argv):
+        for flag in ("--network.actor-hidden", "--network.critic-hidden"):
+            if arg == flag and (i + 1 == len(argv) or argv[i + 1].startswith("--")):
+                raise ConfigError(
+                    f"{flag} is empty, which would train a linear network: give the hidden layers' widths, e.g. "
+                    f"{flag} 64 64"
+                )
         for flag in ("--out-dir", "--resume", "--out"):
             if arg == f"{flag}=" or (arg == flag and i + 1 < len(argv) and not argv[i + 1].strip()):
                 raise ConfigError(f"{flag} is empty: give a directory path, e.g. {flag} runs/my-run")

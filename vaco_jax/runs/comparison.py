@@ -49,7 +49,10 @@ def compare(
     one.
     """
     replace_interrupted = output.overwrite if replace_interrupted is None else replace_interrupted
-    target = RunDirectory(output.resume if output.resume is not None else output.out_dir)
+    named = Path(output.resume if output.resume is not None else output.out_dir)
+    # a symbolic link to a directory: the set is built beside, and published as, the directory it names (the link
+    # then names the new set); publishing in place of the link itself would replace the link
+    target = RunDirectory(named.resolve() if named.is_symlink() and named.is_dir() else named)
     output = dataclasses.replace(output, out_dir=target.path)
     staging = target.staging
     # a first set interrupted before it was ever published has only its staged folder: resumable all the same

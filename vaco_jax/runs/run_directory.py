@@ -159,6 +159,19 @@ class RunDirectory:
         because permission bits lie (as root, and on /proc, /sys or read-only mounts).
         """
         out = self.path
+        if any(ord(c) < 32 or c == "\x7f" for c in str(out)):
+            raise ConfigError(
+                f"{flag} {str(out)!r} contains a control character (a newline, a tab): choose a name without"
+            )
+        ancestor = out.absolute().parent
+        while not os.path.exists(ancestor):  # (os.path: a name too long is "not there", not an error)
+            ancestor = ancestor.parent
+        _check_name_lengths(out, ancestor, flag)  # before anything asks the filesystem about the path itself
+        if out.is_symlink() and not out.exists():
+            raise ConfigError(
+                f"{flag} {out} is a symbolic link to {os.readlink(out)}, which does not exist: create that directory, "
+                "or give another path"
+            )
         if out.exists() and not out.is_dir():
             raise ConfigError(f"{flag} {out} is a file, not a directory: choose a directory path")
         existing = out.absolute()
@@ -439,6 +452,11 @@ class RunDirectory:
         ``target`` must hold nothing that vaco-jax did not write (checked again here, since files may have been
         added while the set was built); otherwise the new set stays here and the error says so.
         """
+        if target.path.is_symlink():
+            raise ConfigError(
+                f"{target} is a symbolic link: the set complete in {self.path} was not published in its place (give "
+                f"the directory it names, {target.path.resolve()})"
+            )
         if not target.is_empty():
             target.refuse_foreign(f"it was not replaced (the new results are complete in {self.path})")
             print(f"vaco-jax: --overwrite: replaced in {target}: {', '.join(target.listing())}", flush=True)
@@ -448,6 +466,27 @@ class RunDirectory:
         self.path.rename(target.path)
         if aside.exists():
             shutil.rmtree(aside)
+
+
+def _check_name_lengths(out: Path, existing: Path, flag: str) -> None:
+    """Refuse a path with a name longer than the filesystem allows, counting the lock file beside the directory
+    (``.<name>.vaco-jax-lock``), before anything is created."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    names = [part for part in out.absolute().parts if part != "/"]
+    for name in names:
+        size = len(name.encode())
+        if size > limit:
+            raise ConfigError(f"{flag}: the name {name[:40]}... is {size} bytes, more than the {limit} a name may have")
+    last = len(names[-1].encode()) if names else 0
+    room = limit - len(LOCK_SUFFIX) - 1
+    if last > room:
+        raise ConfigError(
+            f"{flag}: the directory's name is {last} bytes; at most {room} leave room for its lock file beside it "
+            f"(.<name>{LOCK_SUFFIX}): choose a shorter name"
+        )
 
 
 def _holder(text: str) -> str:
