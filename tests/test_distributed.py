@@ -21,7 +21,7 @@ import pytest
 
 from tests.test_cli import TINY
 from vaco_jax.cli import main
-from vaco_jax.training import distributed
+from vaco_jax.training import cluster, distributed
 from vaco_jax.training.metrics_store import MetricsStore
 
 pytestmark = pytest.mark.slow
@@ -231,13 +231,13 @@ def test_the_docs_scaling_table_is_the_committed_measurement():
 
 
 def test_a_cluster_environment_means_an_srun_step_with_several_tasks_or_jaxs_coordinator():
-    assert distributed.cluster_environment({}) is None
+    assert cluster.cluster_environment({}) is None
     step = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"}
-    assert distributed.cluster_environment(step) == "SLURM"
-    assert distributed.cluster_environment({**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # srun -n 1
+    assert cluster.cluster_environment(step) == "SLURM"
+    assert cluster.cluster_environment({**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # srun -n 1
     batch_script = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}  # the allocation's tasks, but one process runs
-    assert distributed.cluster_environment(batch_script) is None
-    assert distributed.cluster_environment({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}) == "JAX_COORDINATOR_ADDRESS"
+    assert cluster.cluster_environment(batch_script) is None
+    assert cluster.cluster_environment({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}) == "JAX_COORDINATOR_ADDRESS"
 
 
 # -------------------------------------------------------------------------------------- which GPUs a process drives
@@ -309,16 +309,16 @@ def test_the_local_device_flag_overrides_the_layout_and_bad_values_are_refused(m
             distributed.DistributedOptions(local_device_ids=bad).check()
     uneven = {**shared, "SLURM_NTASKS_PER_NODE": "3"}
     with pytest.raises(distributed.ConfigError, match="3 tasks on this node see the same 4 GPUs.* run 1 or 2 or 4"):
-        distributed.local_devices(None, uneven)
+        cluster.local_devices(None, uneven)
     with pytest.raises(distributed.ConfigError, match="in a one-process run choose them with CUDA_VISIBLE_DEVICES"):
         distributed.initialize(distributed.DistributedOptions(local_device_ids="0"), {})
 
 
 def test_slurm_tasks_per_node_reads_the_compressed_form():
-    assert distributed.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "2"}) == 2
-    assert distributed.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"}) == 1
-    assert distributed.slurm_tasks_on_node({"SLURM_NTASKS_PER_NODE": "4"}) == 4
-    assert distributed.slurm_tasks_on_node({}) is None
+    assert cluster.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "2"}) == 2
+    assert cluster.slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"}) == 1
+    assert cluster.slurm_tasks_on_node({"SLURM_NTASKS_PER_NODE": "4"}) == 4
+    assert cluster.slurm_tasks_on_node({}) is None
 
 
 def test_runs_that_do_not_fill_the_devices_use_as_many_as_divide_them_and_say_so(monkeypatch):

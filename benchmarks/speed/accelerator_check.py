@@ -182,11 +182,19 @@ def stage_memory_estimate(args) -> dict:
     runs = 8 if args.quick else 64
     rows = {}
     for env in ("CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "brax/reacher"):
-        report = memory.estimate(Config().replace(env=Config().env.replace(name=env)), runs, chunk_size=1)
+        config = Config().replace(env=Config().env.replace(name=env))
+        report = memory.estimate(config, runs, chunk_size=1)
         estimated = report.measured_per_run * runs
-        rows[env] = {"estimated_bytes": estimated, "compiled_bytes": report.temporaries,
-                     "ratio": estimated / report.temporaries}  # fmt: skip
-        print(f"  {env}: estimate / compiled {rows[env]['ratio']:.3f} ({report.temporaries / 2**20:.0f} MiB compiled)")
+        spec = TrainProgram(config).env
+        formula = memory.rollout_bytes(config, runs, spec.observation_size, spec.action_spec.size,
+                                       spec.action_spec.discrete)  # fmt: skip
+        compiled = report.temporaries
+        rows[env] = {"estimated_bytes": estimated, "compiled_bytes": compiled, "formula_bytes": formula,
+                     "ratio": estimated / compiled, "formula_ratio": formula / compiled}  # fmt: skip
+        print(
+            f"  {env}: estimate / compiled {rows[env]['ratio']:.3f}, formula / compiled "
+            f"{rows[env]['formula_ratio']:.3f} ({compiled / 2**20:.0f} MiB compiled)"
+        )
     return {"runs": runs, "tasks": rows}
 
 
