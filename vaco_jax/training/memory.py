@@ -180,7 +180,7 @@ def rollout_bytes(config: Config, num_runs: int, observation_size: int, action_s
 
 
 GUESS_MARGIN = 10
-"""How far below the memory available :func:`rollout_bytes` (a formula, measured up to 6x under what XLA compiles)
+"""How far below the memory available :func:`rollout_bytes` (a formula, measured up to 8x under what XLA compiles)
 must stay for the split to trust it without compiling; above, the buffers are measured (:func:`measured_run_bytes`)."""
 
 MEASURED_RUNS = 2
