@@ -282,6 +282,27 @@ def test_restore_checks_every_state_shape_and_path(tiny_driver, tmp_path):
         restore(tmp_path / SUBDIR, abstract_batch(program, 4)[0])
 
 
+def test_a_checkpoint_of_host_arrays_as_earlier_versions_wrote_restores_as_before(tiny_driver, tmp_path, monkeypatch):
+    """Checkpoints are written from the (global) device arrays now; those written from gathered host arrays, as
+    every checkpoint before, still restore, leaf for leaf."""
+    import vaco_jax.runs.checkpoint as checkpoint_module
+    from vaco_jax.training.driver import stack_hparams
+    from vaco_jax.training.plan import seed_keys
+
+    program = tiny_driver.program
+    states = tiny_driver.init(seed_keys(0, 2), stack_hparams([program.config] * 2))
+    with monkeypatch.context() as earlier:
+        earlier.setattr(checkpoint_module, "_saved", checkpoint_module._to_host)  # the earlier format
+        saver = Checkpointer(tmp_path / SUBDIR, {"config": {}}, every=0, total=1)
+        saver.save(1, states)
+        saver.finish()
+    restored = restore(tmp_path / SUBDIR, abstract_batch(program, 2)[0]).states
+    for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(states), strict=True):
+        key = jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key)
+        unwrap = jax.random.key_data if key else (lambda x: x)
+        np.testing.assert_array_equal(np.asarray(unwrap(got)), np.asarray(unwrap(want)))
+
+
 def test_a_second_sigint_aborts_at_once_with_where_to_resume(tmp_path):
     """During a long compiled chunk a Python handler would wait for the chunk; the second signal must not."""
     out = tmp_path / "aborted"

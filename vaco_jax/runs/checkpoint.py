@@ -12,9 +12,12 @@ The metrics so far are not in the checkpoint: they stream to the run's
 run; a resume drops the stored metrics past its iteration.
 
 orbax writes each step into a temporary directory and renames it when complete, so a crash during a save leaves
-the previous checkpoint usable; the last ``keep`` checkpoints are kept. Host copies of the state are taken before
-the save returns, because the driver donates the state buffers to the next chunk; orbax writes them in the
-background while training goes on (:meth:`Checkpointer.finish` waits for the last write, at the end of a run).
+the previous checkpoint usable; the last ``keep`` checkpoints are kept. The state is saved from its (global) device
+arrays: in a multi-process run each process writes the shards it holds (no process gathers the whole state), and a
+restore lays it out over whatever processes and devices resume it, each reading only its own shards. Host copies
+are taken before the save returns, because the driver donates the state buffers to the next chunk; orbax writes
+them in the background while training goes on (:meth:`Checkpointer.finish` waits for the last write, at the end of
+a run). Checkpoints written from gathered host arrays, as earlier versions did, restore the same way.
 """
 
 from __future__ import annotations
@@ -59,10 +62,29 @@ def _saved_shape(leaf: Any) -> tuple[int, ...]:
 
 
 def _to_host(states: TrainState) -> dict[str, np.ndarray]:
-    """Every state leaf as a host array (keys as raw key data); in a multi-process run gathered from every process,
-    so that the checkpoint is one whole state that any number of processes can resume."""
-    leaves = [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(states)]
-    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(distributed.to_host(leaves))}
+    """Every state leaf as a host array (keys as raw key data); in a multi-process run gathered from every process."""
+    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(distributed.to_host(_leaves(states)))}
+
+
+def _leaves(states: TrainState) -> list[jax.Array]:
+    """The state's leaves as saved: keys as their raw key data."""
+    return [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(states)]
+
+
+def _saved(states: TrainState) -> dict[str, jax.Array]:
+    """Every state leaf under its checkpoint name, as the (global) array it is: orbax has each process write the
+    shards it holds, so no process gathers the whole state, and a restore may lay it out over other devices."""
+    return {f"leaf_{i:05d}": x for i, x in enumerate(_leaves(states))}
+
+
+def _targets(template: TrainState, sharding: jax.sharding.Sharding) -> dict[str, jax.ShapeDtypeStruct]:
+    """What a restore reads each saved leaf into: the template's shapes (keys as raw key data), laid out with
+    ``sharding`` (each process reads only its own shards)."""
+    targets = {}
+    for i, like in enumerate(jax.tree.leaves(template)):
+        shaped = jax.eval_shape(jax.random.key_data, like) if _is_key(like) else like
+        targets[f"leaf_{i:05d}"] = jax.ShapeDtypeStruct(shaped.shape, shaped.dtype, sharding=sharding)
+    return targets
 
 
 def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainState:
@@ -74,7 +96,7 @@ def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainSt
         )
     restored = []
     for i, like in enumerate(leaves):
-        value = np.asarray(saved[f"leaf_{i:05d}"])
+        value = saved[f"leaf_{i:05d}"]
         shape = value.shape[: len(like.shape)] if _is_key(like) else value.shape
         if tuple(shape) != tuple(like.shape):
             path = jax.tree_util.keystr(jax.tree_util.tree_flatten_with_path(template)[0][i][0])
@@ -227,11 +249,10 @@ class Checkpointer:
         ):  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
             self._fingerprint = self._fingerprint or self._programs()
             meta["programs"] = self._fingerprint
-        host = _to_host(states)  # a copy of our own: the driver donates the state buffers to the next chunk
-        self._manager.save(  # waits for the previous save to be written, then writes this one in the background
-            done,
+        self._manager.save(  # waits for the previous save, copies this one to the host (the driver donates the
+            done,  # state buffers to the next chunk), then writes it in the background
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(host),
+                state=ocp.args.StandardSave(_saved(states)),
                 meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
             ),
             force=True,
@@ -289,19 +310,39 @@ def read_meta(directory: Path, step: int | None = None) -> dict[str, Any]:
     return dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
 
 
-def restore(directory: Path, template: TrainState, step: int | None = None) -> Restored:
+def restore(
+    directory: Path, template: TrainState, step: int | None = None, sharding: jax.sharding.Sharding | None = None
+) -> Restored:
     """The newest complete checkpoint under ``directory`` (or the one at iteration ``step``), rebuilt on the
-    shapes of ``template``."""
+    shapes of ``template`` and laid out with ``sharding`` (a run sharding: each process reads only its shards;
+    None: this process's first device), whatever processes and devices wrote it."""
     import orbax.checkpoint as ocp
 
     manager, step = _manager_and_step(directory, step)
-    saved = manager.restore(
-        step,
-        args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()),
-    )
-    meta = dict(saved["meta"])
+    meta = dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
     _check_layout(meta.get("state_layout"), template)
+    _check_shapes(meta.get("state_layout"), template)
+    layout = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    targets = ocp.args.Composite(state=ocp.args.StandardRestore(_targets(template, layout)))
+    try:
+        saved = manager.restore(step, args=targets)
+    except (ValueError, TypeError, KeyError) as error:  # a checkpoint from before layouts were recorded
+        raise ConfigError(
+            f"the checkpoint's state does not fit this program ({str(error).strip().splitlines()[0][:200]}): it was "
+            "written by a different configuration or version"
+        ) from None
     return Restored(states=_from_host(saved["state"], template), meta=meta)
+
+
+def _check_shapes(saved_layout: list | None, template: TrainState) -> None:
+    """Refuse, before reading any array, a checkpoint whose leaves have other shapes than this program's (a
+    restore into the program's shapes would fail inside orbax)."""
+    for (path, saved), (_, shape) in zip(saved_layout or [], state_layout(template), strict=False):
+        if list(saved) != list(shape):
+            raise ConfigError(
+                f"the checkpoint's state {path} has shape {tuple(saved)} and this program's {tuple(shape)}: "
+                "it was written by a different configuration or version"
+            )
 
 
 def extension(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -28,7 +28,7 @@ from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_ru
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import Driver, sharding_note
+from vaco_jax.training.driver import Driver, run_sharding, sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, mostly_skipped, run_plan
@@ -591,7 +591,8 @@ def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[s
     try:
         checkpoints = RunDirectory(directory).checkpoints
         checkpoint.check_resumable(checkpoint.read_meta(checkpoints), meta)
-        return checkpoint.restore(checkpoints, memory.abstract_batch(program, num_runs)[0])
+        template = memory.abstract_batch(program, num_runs)[0]  # each process reads only the shards it trains
+        return checkpoint.restore(checkpoints, template, sharding=run_sharding(num_runs))
     except checkpoint.NoCheckpoint as error:
         raise ConfigError(
             f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
