@@ -266,16 +266,23 @@ def _initialize_arguments(monkeypatch, environ: dict[str, str], flag: str | None
              "SLURM_NTASKS_PER_NODE": "1", "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3"},
             [],
         ),
-        (  # --ntasks-per-node=4 --gpus-per-task=1: SLURM binds GPU k to task k, which sees it as its GPU 0
+        (  # --ntasks-per-node=4 --gpus-per-task=1: SLURM binds GPU 3 to task 3 (SLURM_STEP_GPUS is the task's own,
+            # SLURM_GPUS_ON_NODE the step's), which sees it as its GPU 0
             "one task per GPU, bound by SLURM",
             {**SLURM_STEP, "SLURM_LOCALID": "3", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
-             "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "3"},
+             "SLURM_STEP_GPUS": "3", "SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0"},
             [],
         ),
-        (  # --ntasks-per-node=4 --gres=gpu:4: every task sees the node's four; each drives its own
+        (  # --ntasks-per-node=2 --gpus-per-task=2: two GPUs bound to each task, both driven
+            "two GPUs per task, bound by SLURM",
+            {**SLURM_STEP, "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+             "SLURM_STEP_GPUS": "2,3", "SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1"},
+            [],
+        ),
+        (  # --ntasks-per-node=4 --gres=gpu:4 (no binding): every task sees the node's four; each drives its own
             "one task per GPU, GPUs shared",
             {**SLURM_STEP, "SLURM_LOCALID": "3", "SLURM_NODEID": "0", "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
-             "SLURM_STEP_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3"},
+             "SLURM_STEP_GPUS": "0,1,2,3", "SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1,2,3"},
             [3],
         ),
         (  # two tasks per node sharing eight GPUs: four each
@@ -310,6 +317,9 @@ def test_the_local_device_flag_overrides_the_layout_and_bad_values_are_refused(m
     uneven = {**shared, "SLURM_NTASKS_PER_NODE": "3"}
     with pytest.raises(distributed.ConfigError, match="3 tasks on this node see the same 4 GPUs.* run 1 or 2 or 4"):
         cluster.local_devices(None, uneven)
+    overlapping = {**shared, "SLURM_GPUS_ON_NODE": "8"}  # 4 tasks x 4 GPUs seen > 8: some tasks share a GPU
+    with pytest.raises(distributed.ConfigError, match="each see 4 of its 8 GPUs, so some share a GPU"):
+        cluster.local_devices(None, overlapping)
     with pytest.raises(distributed.ConfigError, match="in a one-process run choose them with CUDA_VISIBLE_DEVICES"):
         distributed.initialize(distributed.DistributedOptions(local_device_ids="0"), {})
 

@@ -203,7 +203,26 @@ def test_the_lock_lives_beside_the_directory_whatever_tmpdir_says(tmp_path, caps
         assert f"{out} is in use by another vaco-jax command (process {os.getpid()}" in capsys.readouterr().err
         assert main(["train", "--resume", str(out), *TINY]) == 2  # a requeued job on another node: refused too
         assert f"{out} is in use by another vaco-jax command" in capsys.readouterr().err
-    assert not out.exists() and not (tmp_path / "runs").exists()  # a refused command leaves no trace
+    assert not out.exists()  # a refused command writes nothing but the lock beside (never removed: others use it)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [".shared.vaco-jax-lock"]
+
+
+def test_a_parent_the_user_may_not_write_holds_no_lock_but_the_system_temporary_folder_does(tmp_path, monkeypatch):
+    import vaco_jax.runs.run_directory as run_directory
+
+    opened, real = [], run_directory._open_lock
+
+    def refuse_beside(path):
+        opened.append(path)
+        if len(opened) == 1:
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(run_directory, "_open_lock", refuse_beside)
+    out = tmp_path / "run"
+    with RunDirectory(out).lock():
+        pass
+    assert opened[0] == RunDirectory(out).lock_path() and opened[1].name.startswith(f"vaco-jax-lock-{os.getuid()}-")
 
 
 def test_a_lock_that_cannot_be_taken_is_one_line(tmp_path, capsys):

@@ -78,6 +78,24 @@ def test_jaxs_fatal_report_becomes_one_line_and_a_file(capsys):
     assert "Polled an error" in kept and "Check failure stack trace" in kept and "SendToLog" in kept
 
 
+CRASHING_WORKER = """
+import os, sys
+sys.stderr.write("F1205 00:10:16.136442   15089 gpu_executable.cc:80] Check failed: buffer fits (out of memory)\\n")
+sys.stderr.write("*** Check failure stack trace: ***\\n    @     0x7f0a10440634  xla::Something()\\n")
+sys.stderr.flush()
+os.abort()
+"""
+
+
+def test_a_crash_of_the_workers_own_keeps_its_code_and_says_what_failed(capsys):
+    """Not every fatal report is a lost process: an XLA check of this process's own keeps its exit code (134) and
+    its first fatal line, and is never reported as another process's failure."""
+    assert supervisor._watch(_worker(CRASHING_WORKER), WHO, []) == 134
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("vaco-jax: process 1 of 2: the worker crashed: F1205") and "Check failed" in line
+    assert "lost contact" not in line
+
+
 def test_the_lost_process_is_named_from_jaxs_report():
     stopped = "UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n1\nThe tasks have crashed"
     line = supervisor.lost_line(stopped, supervisor.Identity("0", "2", "runs/x"))

@@ -261,6 +261,12 @@ class Checkpointer:
             self.last_saved = self._writing
         self._writing = self._last_started = done
 
+    def newest_written(self) -> int:
+        """The newest checkpoint written whole, on disk (0: none), whether or not this process has seen its write
+        end."""
+        steps = [int(p.name) for p in self.directory.iterdir() if p.name.isdigit()] if self.directory.is_dir() else []
+        return max(steps, default=0)
+
     def finish(self) -> None:
         """Wait until the last checkpoint is written whole (called once training has ended; a process that dies
         before leaves the previous checkpoint as the newest)."""

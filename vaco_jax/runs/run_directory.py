@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
 import shlex
@@ -205,16 +206,29 @@ class RunDirectory:
 
         The operating system releases the lock when the holder exits, however it exits (a crash or ``kill -9``
         included), so a stale lock never blocks the next command. A filesystem that cannot lock (Lustre mounted
-        without ``flock``) is said in a warning, and the command goes on unprotected. Folders created only to hold
-        the lock are removed again if the command created nothing beside it (a refused command leaves no trace).
+        without ``flock``) is said in a warning, and the command goes on unprotected; so is a parent folder the
+        user may not write, whose lock then lives in the system's temporary folder (this machine's commands only).
+        NFS mounted ``nolock`` (or Lustre ``localflock``) locks for one machine only, without saying so.
         """
         import fcntl
 
         path = self.lock_path()
-        created = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(path, "a+")  # noqa: SIM115 - held open for the block: closing it releases the lock
+            handle = _open_lock(path)
+        except PermissionError:  # a parent the user may not write (/scratch/$USER's, a read-only image's root)
+            key = hashlib.sha256(str(path).encode()).hexdigest()[:24]
+            fallback = Path(tempfile.gettempdir()) / f"vaco-jax-lock-{os.getuid()}-{key}"
+            print(
+                f"vaco-jax: warning: {path.parent} cannot hold the lock of {self.path}; it is {fallback}, which only "
+                "commands of this machine with this TMPDIR see",
+                file=sys.stderr,
+                flush=True,
+            )
+            path = fallback
+            try:
+                handle = _open_lock(path)
+            except OSError as error:
+                raise ConfigError(f"{self.path} cannot be locked ({path}: {error.strerror})") from None
         except OSError as error:
             raise ConfigError(
                 f"{self.path} cannot be locked ({path}: {error.strerror or type(error).__name__}): choose a "
@@ -249,12 +263,7 @@ class RunDirectory:
             handle.flush()
             yield self
         finally:
-            if created and not self.path.exists():  # refused before it wrote anything: leave no trace
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    for folder in created:  # deepest first
-                        folder.rmdir()
-            handle.close()
+            handle.close()  # never removed: another process may hold it open, waiting
 
     # ------------------------------------------------------------------------- the marker and its manifest
 
@@ -376,6 +385,13 @@ class RunDirectory:
         folder = self.checkpoints
         return _is_plain_dir(folder) and any(entry.name.isdigit() and entry.is_dir() for entry in folder.iterdir())
 
+    def newest_checkpoint(self) -> int | None:
+        """The iteration of the newest complete checkpoint here, or None."""
+        folder = self.checkpoints
+        if not _is_plain_dir(folder):
+            return None
+        return max((int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()), default=None)
+
     def requeue_action(self) -> str:
         """What ``--resume-or-start`` does here: ``resume`` a run with a checkpoint; ``restart`` a vaco-jax run that
         stopped before its first checkpoint and wrote no results (its own files are replaced); ``start`` otherwise
@@ -466,6 +482,13 @@ class RunDirectory:
         self.path.rename(target.path)
         if aside.exists():
             shutil.rmtree(aside)
+
+
+def _open_lock(path: Path):
+    """The lock file, opened for writing (created with its folders if missing), never through a symbolic link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(descriptor, "r+")
 
 
 def _check_name_lengths(out: Path, existing: Path, flag: str) -> None:

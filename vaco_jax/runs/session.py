@@ -280,11 +280,12 @@ def execute(
     # every process of a multi-process run was given the same command (else all refuse it, naming the difference)
     resumes = str(output.resume) if output.resume is not None else None
     command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
-    if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem)
-        command["resume_checkpoint"] = RunDirectory(output.resume).has_checkpoint()
+    if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem), or see
+        command["resume_checkpoint"] = RunDirectory(output.resume).has_checkpoint()  # at another step (NFS caching)
+        command["resume_step"] = RunDirectory(output.resume).newest_checkpoint()
     distributed.check_same_command(command)
 
-    def checked() -> tuple[RunPlan, Driver | AsyncDriver]:
+    def checked() -> tuple[RunPlan, Driver | AsyncDriver, WandbOptions | None]:
         """Every check of the runs, once, before anything compiles or is written."""
         check_output(output)
         if output.metric.startswith("eval/") and config.eval.every == 0:
@@ -303,16 +304,16 @@ def execute(
         driver = AsyncDriver(runs.program, asynchronous) if asynchronous is not None else Driver(runs.program)
         if asynchronous is not None:
             check_one_program(runs.num_runs, runs.runs_per_program)
-        return runs, driver
+        wandb = None
+        if output.wandb:  # W&B's flags, else its environment; refused before anything is written if it cannot log
+            wandb = WandbOptions.resolve(
+                output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode
+            )
+            if distributed.is_primary():  # the only process that logs
+                wandb.check_ready()
+        return runs, driver, wandb
 
-    plan, driver = distributed.on_every_process(checked)  # a refusal on one process stops them all at once
-    wandb_options = None
-    if output.wandb:  # W&B's flags, else its environment; refused before anything is written if it cannot log
-        wandb_options = WandbOptions.resolve(
-            output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode
-        )
-        if distributed.is_primary():
-            wandb_options.check_ready()
+    plan, driver, wandb_options = distributed.on_every_process(checked)  # one refusal stops every process at once
     if output.dry_run:
         _dry_run(plan, output)
         return None
@@ -364,9 +365,12 @@ def execute(
             metrics_dir=run_dir.metrics,
             progress=False,  # the CLI prints one line per chunk instead
         )
+    except distributed.LostProcess:
+        raise  # ends this process at once (a peer is gone: a checkpoint being written cannot complete)
     except BaseException:
         if logger:
             logger.finish(None, failed=True)
+        saver.finish()  # the checkpoint being written completes (nothing waits for it at exit)
         raise
     finally:
         if tensorboard:
@@ -602,10 +606,11 @@ def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[s
 
 def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
     """What a second Ctrl-C says: where the last complete checkpoint is, and how to resume from it."""
-    if saver.last_saved == saver.offset and saver.offset == 0:
+    newest = saver.newest_written()
+    if newest == 0:
         return f"no checkpoint was written yet; run the command again with --overwrite to start over in {resume_dir}"
     return (
-        f"the last complete checkpoint is at iteration {saver.last_saved} in {saver.directory}; "
+        f"the last complete checkpoint is at iteration {newest} in {saver.directory}; "
         f"resume with the same command and --resume {resume_dir}"
     )
 

@@ -95,6 +95,15 @@ def lost_line(report: str, who: Identity) -> str:
     return f"vaco-jax: process {who.index} of {who.count}: {lost}. {resume_hint(who.count, who.out_dir)}"
 
 
+DISTRIBUTED_MARKERS = ("JAX distributed service", "coordination service", "stopped sending heartbeats")
+"""What a fatal report says when the distributed runtime ended the process (another process was lost), rather than
+a crash of its own."""
+
+
+def _distributed(report: str) -> bool:
+    return any(marker in report for marker in DISTRIBUTED_MARKERS)
+
+
 def _die_with_parent() -> None:
     """In the worker, before it runs: be killed when the supervising process dies (Linux; elsewhere nothing)."""
     try:
@@ -107,12 +116,15 @@ def supervise(argv: Sequence[str]) -> int:
     """Run ``vaco-jax <argv>`` as a watched worker (see the module docstring); returns the command's exit code."""
     who = identity(argv)
     env = {**os.environ, WORKER_VARIABLE: "1", "PYTHONUNBUFFERED": "1"}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "vaco_jax.cli", *argv], env=env, stderr=subprocess.PIPE, preexec_fn=_die_with_parent
-    )
-    received: list[tuple[int, float]] = []  # signals sent to this process, with when
+    received: list[tuple[int, float]] = []  # signals sent to this process, with when (caught from before the start)
     previous = {s: signal.signal(s, lambda signum, _: received.append((signum, time.monotonic()))) for s in _SIGNALS}
     try:
+        worker = subprocess.Popen(  # -P: the worker imports what this process imported, not the working directory's
+            [sys.executable, "-P", "-m", "vaco_jax.cli", *argv],
+            env=env,
+            stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
+        )
         return _watch(worker, who, received)
     finally:
         for signum, handler in previous.items():
@@ -134,6 +146,7 @@ def _watch(worker: subprocess.Popen, who: Identity, received: list[tuple[int, fl
     threading.Thread(target=read, name="vaco-jax-worker-stderr", daemon=True).start()
     held: list[tuple[str, float]] = []  # glog's lines (and what follows them), held a moment
     report: list[str] = []  # a fatal report, kept whole
+    ended_at = None
     while True:
         try:
             line = lines.get(timeout=0.1)
@@ -142,6 +155,10 @@ def _watch(worker: subprocess.Popen, who: Identity, received: list[tuple[int, fl
         now = time.monotonic()
         if line is _EOF:
             break
+        if line is None and worker.poll() is not None:  # a grandchild may hold stderr open: not for long
+            ended_at = ended_at or now
+            if now - ended_at > HOLD_SECONDS:
+                break
         if line is not None:
             glog = GLOG_LINE.match(line) is not None
             if report or any(marker in line for marker in FATAL) or (glog and line.startswith("F")):
@@ -161,10 +178,16 @@ def _watch(worker: subprocess.Popen, who: Identity, received: list[tuple[int, fl
             if worker.poll() is None:
                 worker.send_signal(signum)
     code = worker.wait()
-    if report:
+    if report and _distributed("".join(report)):
         path = _keep(report, who)
         _write(f"{lost_line(''.join(report), who)} (JAX's report: {path})\n")
         return JOIN_EXIT_CODE
+    if report:  # a crash of this process's own (an XLA check, a GPU error): its first fatal line, and its code
+        path = _keep(report, who)
+        fatal = next((line for line in report if line.startswith("F") or "Check failed" in line), report[0]).strip()
+        _write(f"vaco-jax: process {who.index} of {who.count}: the worker crashed: {fatal[:400]} (the whole report: "
+               f"{path})\n")  # fmt: skip
+        return code if code >= 0 else 128 - code
     for text, _ in held:
         _write(text)
     return code if code >= 0 else 128 - code

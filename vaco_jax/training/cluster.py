@@ -88,8 +88,9 @@ def local_devices(flag: str | None, environ: Mapping[str, str] | None = None) ->
 
     1. ``--distributed.local-device-ids`` (``flag``), then ``JAX_LOCAL_DEVICE_IDS``, as given;
     2. outside SLURM, or one task on this node: every GPU the process sees;
-    3. several tasks on this node, each seeing fewer GPUs than the step has there (SLURM bound them): every GPU
-       the task sees;
+    3. several tasks on this node, each seeing fewer GPUs than the step has there (``SLURM_GPUS_ON_NODE``: SLURM
+       bound them; ``SLURM_STEP_GPUS`` then lists the task's own): every GPU the task sees (tasks sharing one are
+       refused);
     4. several tasks seeing the same GPUs: an equal share each, by ``SLURM_LOCALID`` (refused if uneven);
     5. nothing says how many GPUs there are: GPU ``SLURM_LOCALID`` (JAX's guess), said so.
     """
@@ -107,10 +108,15 @@ def local_devices(flag: str | None, environ: Mapping[str, str] | None = None) ->
     if tasks is None or tasks <= 1:
         return LocalDevices((), "the only task on its node")
     visible = _gpu_list(environ.get("CUDA_VISIBLE_DEVICES"))
-    node = _gpu_list(environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS"))
-    on_node = environ.get("SLURM_GPUS_ON_NODE", "")
-    node_count = len(node) if node is not None else int(on_node) if on_node.isdigit() else None
+    on_node = environ.get("SLURM_GPUS_ON_NODE", "")  # the step's GPUs on this node (SLURM_STEP_GPUS: this task's,
+    node_count = int(on_node) if on_node.isdigit() else None  # where SLURM binds GPUs to tasks)
     if visible is not None and node_count is not None and len(visible) < node_count:
+        if len(visible) * tasks > node_count:
+            raise ConfigError(
+                f"the {tasks} tasks on this node each see {len(visible)} of its {node_count} GPUs, so some share a "
+                "GPU (--gpu-bind=closest?): give each task its own (srun --gpus-per-task N --gpu-bind=single:1), or "
+                "choose with --distributed.local-device-ids"
+            )
         return LocalDevices((), f"SLURM bound {len(visible)} of the node's {node_count} GPUs to it")
     shared = len(visible) if visible is not None else node_count
     if shared is None:

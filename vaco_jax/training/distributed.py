@@ -371,7 +371,8 @@ def check_same_command(record: Mapping[str, Any]) -> None:
     if difference is not None:
         raise ConfigError(
             f"the {len(records)} processes were started with different commands, {difference}; start every "
-            "process with the same command (only --distributed.process-id differs)"
+            "process with the same command (only the --distributed.process-id and --distributed.local-device-ids "
+            "flags may differ)"
         )
 
 
