@@ -36,7 +36,7 @@ import numpy as np
 from vaco_jax.core.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
 from vaco_jax.core.grid import grid_points
 from vaco_jax.core.types import TrainState
-from vaco_jax.runs.run_directory import CHECKPOINTS_SUBDIR
+from vaco_jax.runs.run_directory import CHECKPOINTS_SUBDIR, checkpoint_steps
 from vaco_jax.training import distributed
 
 SUBDIR = CHECKPOINTS_SUBDIR
@@ -109,7 +109,8 @@ def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainSt
 
 
 def _check_layout(saved_layout: list | None, template: TrainState) -> None:
-    """Refuse a checkpoint whose state tree (leaf paths and shapes) is not this program's."""
+    """Refuse, before any array is read, a checkpoint whose state tree (leaf paths, then shapes) is not this
+    program's (a restore into this program's shapes would fail inside orbax)."""
     if saved_layout is None:  # written before layouts were recorded: the shape check in _from_host still runs
         return
     current = state_layout(template)
@@ -130,6 +131,12 @@ def _check_layout(saved_layout: list | None, template: TrainState) -> None:
                 else ""
             )
         )
+    for (path, saved), (_, shape) in zip(saved_layout, current, strict=True):
+        if list(saved) != list(shape):
+            raise ConfigError(
+                f"the checkpoint's state {path} has shape {tuple(saved)} and this program's {tuple(shape)}: "
+                "it was written by a different configuration or version"
+            )
 
 
 def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int) -> dict[str, Any]:
@@ -264,8 +271,7 @@ class Checkpointer:
     def newest_written(self) -> int:
         """The newest checkpoint written whole, on disk (0: none), whether or not this process has seen its write
         end."""
-        steps = [int(p.name) for p in self.directory.iterdir() if p.name.isdigit()] if self.directory.is_dir() else []
-        return max(steps, default=0)
+        return max(checkpoint_steps(self.directory), default=0)
 
     def finish(self) -> None:
         """Wait until the last checkpoint is written whole (called once training has ended; a process that dies
@@ -310,9 +316,13 @@ def _manager_and_step(directory: Path, step: int | None):
 
 def read_meta(directory: Path, step: int | None = None) -> dict[str, Any]:
     """The meta record (config, grid, seeds, iterations done, versions) of the newest checkpoint, or of ``step``."""
+
+    return _read_meta(*_manager_and_step(directory, step))
+
+
+def _read_meta(manager, step: int) -> dict[str, Any]:
     import orbax.checkpoint as ocp
 
-    manager, step = _manager_and_step(directory, step)
     return dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
 
 
@@ -325,9 +335,8 @@ def restore(
     import orbax.checkpoint as ocp
 
     manager, step = _manager_and_step(directory, step)
-    meta = dict(manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
+    meta = _read_meta(manager, step)
     _check_layout(meta.get("state_layout"), template)
-    _check_shapes(meta.get("state_layout"), template)
     layout = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     targets = ocp.args.Composite(state=ocp.args.StandardRestore(_targets(template, layout)))
     try:
@@ -338,17 +347,6 @@ def restore(
             "written by a different configuration or version"
         ) from None
     return Restored(states=_from_host(saved["state"], template), meta=meta)
-
-
-def _check_shapes(saved_layout: list | None, template: TrainState) -> None:
-    """Refuse, before reading any array, a checkpoint whose leaves have other shapes than this program's (a
-    restore into the program's shapes would fail inside orbax)."""
-    for (path, saved), (_, shape) in zip(saved_layout or [], state_layout(template), strict=False):
-        if list(saved) != list(shape):
-            raise ConfigError(
-                f"the checkpoint's state {path} has shape {tuple(saved)} and this program's {tuple(shape)}: "
-                "it was written by a different configuration or version"
-            )
 
 
 def extension(saved_meta: Mapping[str, Any], current_meta: Mapping[str, Any]) -> tuple[int, int] | None:

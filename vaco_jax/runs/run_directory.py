@@ -380,23 +380,15 @@ class RunDirectory:
 
     # ------------------------------------------------------------------------- starting, replacing, resuming
 
-    def has_checkpoint(self) -> bool:
-        """Whether the run here saved a complete checkpoint (orbax renames a step's folder into place when done)."""
-        folder = self.checkpoints
-        return _is_plain_dir(folder) and any(entry.name.isdigit() and entry.is_dir() for entry in folder.iterdir())
-
     def newest_checkpoint(self) -> int | None:
         """The iteration of the newest complete checkpoint here, or None."""
-        folder = self.checkpoints
-        if not _is_plain_dir(folder):
-            return None
-        return max((int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()), default=None)
+        return max(checkpoint_steps(self.checkpoints), default=None)
 
     def requeue_action(self) -> str:
         """What ``--resume-or-start`` does here: ``resume`` a run with a checkpoint; ``restart`` a vaco-jax run that
         stopped before its first checkpoint and wrote no results (its own files are replaced); ``start`` otherwise
         (a new or empty directory; anything else is refused by :meth:`prepare` as for any new run)."""
-        if self.has_checkpoint():
+        if self.newest_checkpoint() is not None:
             return "resume"
         if (
             self.is_marked()
@@ -482,6 +474,14 @@ class RunDirectory:
         self.path.rename(target.path)
         if aside.exists():
             shutil.rmtree(aside)
+
+
+def checkpoint_steps(folder: Path) -> list[int]:
+    """The iterations of the complete checkpoints in a checkpoints folder (orbax renames a step's folder into place,
+    named by its iteration, only when it is written whole), read from the folder alone."""
+    if not _is_plain_dir(folder):
+        return []
+    return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit() and entry.is_dir()]
 
 
 def _open_lock(path: Path):

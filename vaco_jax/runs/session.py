@@ -281,8 +281,8 @@ def execute(
     resumes = str(output.resume) if output.resume is not None else None
     command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
     if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem), or see
-        command["resume_checkpoint"] = RunDirectory(output.resume).has_checkpoint()  # at another step (NFS caching)
-        command["resume_step"] = RunDirectory(output.resume).newest_checkpoint()
+        step = RunDirectory(output.resume).newest_checkpoint()  # at another step (NFS caching)
+        command["resume_checkpoint"], command["resume_step"] = step is not None, step
     distributed.check_same_command(command)
 
     def checked() -> tuple[RunPlan, Driver | AsyncDriver, WandbOptions | None]:

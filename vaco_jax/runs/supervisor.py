@@ -178,19 +178,20 @@ def _watch(worker: subprocess.Popen, who: Identity, received: list[tuple[int, fl
             if worker.poll() is None:
                 worker.send_signal(signum)
     code = worker.wait()
-    if report and _distributed("".join(report)):
-        path = _keep(report, who)
+    code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a shell says it
+    if not report:
+        for text, _ in held:
+            _write(text)
+        return code
+    path = _keep(report, who)
+    if _distributed("".join(report)):
         _write(f"{lost_line(''.join(report), who)} (JAX's report: {path})\n")
         return JOIN_EXIT_CODE
-    if report:  # a crash of this process's own (an XLA check, a GPU error): its first fatal line, and its code
-        path = _keep(report, who)
-        fatal = next((line for line in report if line.startswith("F") or "Check failed" in line), report[0]).strip()
-        _write(f"vaco-jax: process {who.index} of {who.count}: the worker crashed: {fatal[:400]} (the whole report: "
-               f"{path})\n")  # fmt: skip
-        return code if code >= 0 else 128 - code
-    for text, _ in held:
-        _write(text)
-    return code if code >= 0 else 128 - code
+    # a crash of this process's own (an XLA check, a GPU error): its first fatal line, and its code
+    fatal = next((line for line in report if line.startswith("F") or "Check failed" in line), report[0]).strip()
+    crashed = f"vaco-jax: process {who.index} of {who.count}: the worker crashed: {fatal[:400]}"
+    _write(f"{crashed} (the whole report: {path})\n")
+    return code
 
 
 def _keep(report: list[str], who: Identity) -> str:

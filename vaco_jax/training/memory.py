@@ -135,7 +135,6 @@ def estimate(
     Example:
       >>> print(estimate(Config(), num_runs=64).format())  # doctest: +SKIP
     """
-    from vaco_jax.training.driver import Driver
 
     program = TrainProgram(config)
     chunk_size = max(1, min(chunk_size or config.num_iterations, config.num_iterations))
@@ -157,9 +156,8 @@ def estimate(
         start = time.perf_counter()
         if runs_per_program is not None and runs_per_program < num_runs:  # one program's shapes
             states, hparams = abstract_batch(program, runs_per_program)
-        compiled = Driver(program).lower_chunk(states, hparams, chunk_size).compile()
+        analysis = _chunk_memory(program, states, hparams, chunk_size)
         report.compile_seconds = time.perf_counter() - start
-        analysis = compiled.memory_analysis()
         report.temporaries = int(analysis.temp_size_in_bytes)
         report.chunk_output = int(analysis.output_size_in_bytes)
         report.measured_per_run = measured_run_bytes(config)
@@ -192,24 +190,16 @@ layout (Breakout-MinAtar's one-run temporaries are 0.75x of 1/8 of eight runs'),
 def measured_run_bytes(config: Config) -> int:
     """The batch buffers one run adds: the compiled temporaries of a one-iteration chunk program of
     :data:`MEASURED_RUNS` runs, per run (what XLA allocates, not a formula; costs one compile of a chunk program)."""
-    from vaco_jax.training.driver import Driver
-
     program = TrainProgram(config)
-    states, hparams = abstract_batch(program, MEASURED_RUNS)
-    analysis = Driver(program).lower_chunk(states, hparams, 1).compile().memory_analysis()
+    analysis = _chunk_memory(program, *abstract_batch(program, MEASURED_RUNS), 1)
     return -(-int(analysis.temp_size_in_bytes) // MEASURED_RUNS)
 
 
-def batch_bytes_per_run(
-    config: Config, num_runs: int, available: int | None, observation_size: int, action_size: int, discrete: bool
-) -> tuple[int, str]:
-    """The batch buffers per run the split sizes programs by, and where the figure comes from: the formula
-    (:func:`rollout_bytes`) where ``num_runs`` of it stay :data:`GUESS_MARGIN` times under ``available`` (no compile),
-    else the compiled program's (:func:`measured_run_bytes`)."""
-    guess = rollout_bytes(config, 1, observation_size, action_size, discrete)
-    if available is None or GUESS_MARGIN * guess * num_runs <= available:
-        return guess, "the config's formula"
-    return measured_run_bytes(config), f"a compiled program of {MEASURED_RUNS} runs"
+def _chunk_memory(program: TrainProgram, states, hparams, chunk_size: int):
+    """XLA's memory analysis of the chunk program for these (abstract) runs, compiled as the driver compiles it."""
+    from vaco_jax.training.driver import Driver
+
+    return Driver(program).lower_chunk(states, hparams, chunk_size).compile().memory_analysis()
 
 
 def available_bytes() -> tuple[int | None, str]:
@@ -267,9 +257,10 @@ def runs_per_program(
     guess = rollout_bytes(config, 1, observation_size, action_size, discrete)
     if available is not None and guess > available:  # not even one run fits, by a formula that under-estimates:
         return None, ""  # check_fits refuses it, in words, before anything compiles
-    total = None if available is None else available * devices
-    per_run, source = batch_bytes_per_run(config, num_runs, total, observation_size, action_size, discrete)
-    if available is None or per_run * num_runs <= available * devices:
+    if available is None or GUESS_MARGIN * guess * num_runs <= available * devices:
+        return None, ""  # far from the limit even by the formula: no compile needed
+    per_run, source = measured_run_bytes(config), f"a compiled program of {MEASURED_RUNS} runs"
+    if per_run * num_runs <= available * devices:
         return None, ""
     states = abstract_batch(TrainProgram(config), num_runs)[0]
     budget = available - _bytes(states) // devices  # per device: its share of the state, then buffers
