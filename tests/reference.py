@@ -78,6 +78,30 @@ def vtrace(
     return advantages, targets
 
 
+def truncated_gae(
+    rewards, values, next_values, terminations, truncations, log_probs, behaviour_log_probs, gamma, lambda_, c_bar
+):
+    """GePPO's off-policy advantage as its paper's code writes it (``gae_vtrace``: an explicit sum, not a recursion):
+    A_t = sum_{j >= t, same episode} (gamma * lambda)^(j - t) * prod_{i=t+1..j} min(c_bar, w_i) * delta_j, with
+    w_i = pi(a_i|s_i) / beta(a_i|s_i); an episode's last step ends every sum that reaches it. Arrays [T, N]."""
+    rewards, values, next_values = (np.asarray(x, np.float64) for x in (rewards, values, next_values))
+    done = np.logical_or(np.asarray(terminations, bool), np.asarray(truncations, bool))
+    w = np.exp(np.asarray(log_probs, np.float64) - np.asarray(behaviour_log_probs, np.float64))
+    delta = rewards + gamma * (1.0 - np.asarray(terminations, np.float64)) * next_values - values
+    horizon, envs = rewards.shape
+    advantages = np.zeros_like(values)
+    for n in range(envs):
+        for t in range(horizon):
+            total = 0.0
+            for j in range(t, horizon):
+                trace = np.prod([min(c_bar, w[i, n]) for i in range(t + 1, j + 1)])
+                total += (gamma * lambda_) ** (j - t) * trace * delta[j, n]
+                if done[j, n]:
+                    break
+            advantages[t, n] = total
+    return advantages
+
+
 def ppo_kl_loss(log_probs, ref_log_probs, advantages, kl_coef):
     """-mean(r A) + beta * mean(k3), k3 = r - 1 - log r with r = pi/ref: Schulman's "k3" estimate of KL(ref || pi)
     from samples of ref (non-negative since log x <= x - 1), one sample at a time."""

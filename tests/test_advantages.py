@@ -119,6 +119,25 @@ def test_vtrace_float64_matches_reference_tightly(advantage):
     np.testing.assert_allclose(adv, ref_adv, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (2.0, 0.5)])
+def test_truncated_gae_matches_geppos_sum_and_keeps_vtraces_targets(rho_bar, c_bar):
+    """GePPO's code's advantage (no own-step weight) against its explicit double sum; targets stay V-trace's v_t;
+    with rho_bar = c_bar it is the lambda form divided by rho_t."""
+    data = random_off_policy(5, shape=(23, 4), dtype=np.float64)
+    kwargs = dict(gamma=0.97, lambda_=0.9, rho_bar=rho_bar, c_bar=c_bar)
+    with jax.enable_x64(True):
+        inputs = {k: jnp.asarray(v) for k, v in data.items()}
+        adv, target = advantages.vtrace(**inputs, **kwargs, advantage="truncated_gae")
+        lambda_adv, lambda_target = advantages.vtrace(**inputs, **kwargs, advantage="lambda")
+    adv, target, lambda_adv, lambda_target = (np.asarray(x) for x in (adv, target, lambda_adv, lambda_target))
+    np.testing.assert_allclose(adv, reference.truncated_gae(**data, gamma=0.97, lambda_=0.9, c_bar=c_bar), rtol=1e-10)
+    np.testing.assert_allclose(target, lambda_target, rtol=1e-12)
+    if rho_bar == c_bar:
+        rho = np.minimum(rho_bar, np.exp(data["log_probs"] - data["behaviour_log_probs"]))
+        np.testing.assert_allclose(adv * rho, lambda_adv, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(adv, lambda_adv)
+
+
 @pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (1.5, 3.0)])
 def test_vtrace_without_lag_equals_gae(rho_bar, c_bar):
     data = random_trajectory(8)

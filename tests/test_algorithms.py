@@ -14,7 +14,7 @@ from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, run_sweep
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.core.types import ActorSnapshot
-from vaco_jax.numerics import lag
+from vaco_jax.numerics import advantages, lag
 from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, step_advantages
 
 
@@ -68,7 +68,7 @@ def test_impala_advantages_change_between_gradient_steps():
     assert np.abs(before - after).max() > 1e-6
 
 
-@pytest.mark.parametrize("name,from_batch", [("vaco", True), ("ppo", True), ("impala", False)])
+@pytest.mark.parametrize("name,from_batch", [("vaco", True), ("ppo", True), ("impala", False), ("impact", False)])
 def test_advantages_come_from_the_batch_unless_re_estimated_every_step(name, from_batch):
     """VACO (and PPO) train every step of an iteration on the advantages estimated once at its start, held in the
     batch; IMPALA re-estimates them from the current parameters. Scrambling the batch's advantages must change
@@ -92,6 +92,60 @@ def test_advantages_come_from_the_batch_unless_re_estimated_every_step(name, fro
     assert changed == from_batch
 
 
+def test_impacts_default_is_rllibs_appo_vtrace_q_form_for_the_target_with_the_live_critic():
+    """IMPACT (impact.advantages=vtrace_every_step) re-estimates V-trace's q form at every gradient step, as RLlib's
+    APPO loss does: for the target network pi_T (the batch's ratio reference), whatever pi_theta is, and with the
+    critic being trained (a moved critic moves them)."""
+    program = TrainProgram(tiny_config(algorithm="impact"))
+    assert program.config.ppo.minibatch == "segments"
+    state, batch = first_batch(program)
+    learner, config = _learner(program), program.config
+    shift = jax.random.normal(jax.random.key(2), batch.ref_log_probs.shape) * 0.5
+    batch = batch.replace(ref_log_probs=batch.behaviour_log_probs + shift)  # pi_T away from beta
+    some_policy = batch.behaviour_log_probs - 0.3 * shift
+
+    def used(params, log_probs):
+        return np.asarray(step_advantages(params, batch, log_probs, state.obs_norm, learner, config)[0])
+
+    got = used(state.params, some_policy)
+    np.testing.assert_array_equal(got, used(state.params, batch.behaviour_log_probs))  # pi_theta plays no part
+    critic = lambda obs: program.networks.value(state.params.critic, state.obs_norm, obs)  # noqa: E731
+    want, _ = advantages.vtrace(
+        batch.rewards,
+        critic(batch.observations),
+        critic(batch.next_observations),
+        batch.terminations,
+        batch.truncations,
+        batch.ref_log_probs,
+        batch.behaviour_log_probs,
+        gamma=config.ppo.gamma,
+        lambda_=config.ppo.gae_lambda,
+        advantage="q",
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    moved = state.params.replace(critic=jax.tree.map(lambda x: x * 1.1, state.params.critic))
+    assert np.abs(used(moved, some_policy) - got).max() > 1e-4
+
+
+def test_impacts_kl_term_adds_its_coefficient_times_the_targets_kl():
+    """impact.kl_coef (RLlib's optional APPO term) adds kl_coef * KL(pi_T || pi_theta), exact from the logits here
+    (CartPole's discrete actions), to the policy loss; 0, the default, adds nothing."""
+    program = TrainProgram(tiny_config(algorithm="impact"))
+    state, batch = first_batch(program)
+    noise = jax.random.normal(jax.random.key(3), batch.ref_logits.shape)
+    batch = batch.replace(ref_logits=batch.ref_logits + noise)  # pi_T's logits away from pi_theta's
+    learner, config = _learner(program), program.config
+
+    def policy_loss(coef):
+        hparams = config.replace(impact=config.impact.replace(kl_coef=coef))
+        _, metrics = minibatch_loss(state.params, batch, state.obs_norm, state.algo_state, learner, hparams)
+        return float(metrics["loss/policy"]), float(metrics["kl/target"])
+
+    (plain, kl), (penalised, _) = policy_loss(0.0), policy_loss(0.7)
+    assert kl > 1e-2
+    assert penalised == pytest.approx(plain + 0.7 * kl, rel=1e-5)
+
+
 def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
     _, ppo = first_batch(TrainProgram(tiny_config(algorithm="ppo")))
     _, vaco = first_batch(TrainProgram(tiny_config(algorithm="vaco")))
@@ -110,7 +164,7 @@ def test_vaco_at_zero_lag_uses_exactly_ppo_advantages():
         ("vaco", "vtrace", "learner", False),
         ("vaco_align_only", "vtrace", "learner", False),
         ("vaco_filter_only", "gae", "learner", False),
-        ("impact", "vtrace", "learner", False),
+        ("impact", "vtrace", "learner", True),
         ("m2po", "gae", "behaviour", False),
         ("geppo", "vtrace", "learner", False),
         ("cispo", "gae", "behaviour", False),
@@ -255,8 +309,10 @@ def test_geppo_adapts_its_step_size_to_the_updates_tv():
     frozen = config.replace(geppo=config.geppo.replace(adapt_factor=1e6, adapt_min=0.0))  # never grows back
     tv = run_sweep(frozen, num_seeds=1).metrics["tv/forward"][0]
     assert tv[0] > 1e-3 and np.all(tv[1:] < 1e-4 * tv[0]), tv
-    loose = config.replace(ppo=config.ppo.replace(clip_eps=10.0))  # TV < adapt_min * eps / 2: the step grows
-    np.testing.assert_allclose(run_sweep(loose, num_seeds=1).metrics["geppo/lr_scale"][0], 1.03 ** np.arange(4))
+    loose = config.replace(ppo=config.ppo.replace(clip_eps=10.0))  # the references' adapt_min = 0: never grows
+    np.testing.assert_allclose(run_sweep(loose, num_seeds=1).metrics["geppo/lr_scale"][0], np.ones(4))
+    growing = loose.replace(geppo=loose.geppo.replace(adapt_min=0.5))  # TV < adapt_min * eps / 2: the step grows
+    np.testing.assert_allclose(run_sweep(growing, num_seeds=1).metrics["geppo/lr_scale"][0], 1.03 ** np.arange(4))
 
 
 def test_geppo_adapts_to_the_exact_tv_for_discrete_actions():
@@ -315,6 +371,27 @@ def test_geppo_standardises_advantages_with_the_offpolicy_weight():
         _first_step_gradient(weighted),
         _first_step_gradient(plain),
     )
+
+
+def test_geppo_advantages_are_its_codes_truncated_gae_not_vtraces_lambda_form():
+    """GePPO's default advantage (jqueeney/geppo's gae_vtrace) carries no weight at the sample's own step; the
+    earlier reading (geppo.own_step_weight) is V-trace's lambda form. Under lag the two differ, targets agree."""
+    config = tiny_config(algorithm="geppo")
+    _, batch = first_batch(TrainProgram(config))
+    shift = jax.random.normal(jax.random.key(1), batch.behaviour_log_probs.shape) * 0.5
+    # the estimating stage's record again (the learning stage drops next_values), pi_T moved away from beta
+    stale = batch.replace(learner_log_probs=batch.behaviour_log_probs + shift, next_values=0.9 * batch.values)
+    kwargs = dict(gamma=config.ppo.gamma, lambda_=config.ppo.gae_lambda, rho_bar=1.0, c_bar=1.0)
+    inputs = (stale.rewards, stale.values, stale.next_values, stale.terminations, stale.truncations)
+    inputs += (stale.learner_log_probs, stale.behaviour_log_probs)
+    for own_step, form in ((False, "truncated_gae"), (True, "lambda")):
+        algo = algorithms.build(config.replace(geppo=config.geppo.replace(own_step_weight=own_step)))
+        got = algo.advantage_fn(stale, config)
+        want = advantages.vtrace(*inputs, **kwargs, advantage=form)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), got, want)
+    plain = algorithms.build(config).advantage_fn(stale, config)[0]
+    legacy = algorithms.build(config.replace(geppo=config.geppo.replace(own_step_weight=True))).advantage_fn
+    assert float(np.abs(plain - legacy(stale, config)[0]).max()) > 1e-3
 
 
 def test_m2pos_decoupled_mask_variant_is_reachable():

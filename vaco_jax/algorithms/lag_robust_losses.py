@@ -93,6 +93,37 @@ def impact_loss(
     return loss, {"ppo/clip_frac": _clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
 
 
+def target_kl(
+    log_probs: jax.Array,
+    proximal_log_probs: jax.Array,
+    behaviour_log_probs: jax.Array,
+    *,
+    logits: jax.Array | None = None,
+    proximal_logits: jax.Array | None = None,
+    weights: jax.Array | None = None,
+) -> jax.Array:
+    """KL(pi_T || pi_theta), the target network's divergence from the policy being optimised (RLlib's APPO KL term).
+
+    With discrete actions (``logits`` and ``proximal_logits`` given), exact per state:
+        KL_s = sum_a pi_T(a|s) * (log pi_T(a|s) - log pi_theta(a|s)),  averaged over the states.
+    Otherwise estimated from the actions beta drew, weighted to pi_T's distribution:
+        KL ~= mean( w * ((r - 1) - log r) ),  w = pi_T(a|s) / beta(a|s),  r = pi_theta(a|s) / pi_T(a|s)
+    (k3 of each sample is >= 0, and its expectation under pi_T is the KL). pi_T's and beta's terms are constants.
+
+    Returns:
+      The scalar KL, differentiable in pi_theta.
+    """
+    if logits is not None and proximal_logits is not None:
+        proximal = jax.nn.log_softmax(jax.lax.stop_gradient(proximal_logits))
+        per_state = jnp.sum(jnp.exp(proximal) * (proximal - jax.nn.log_softmax(logits)), axis=-1)
+        return sample_mean(per_state, weights)
+    chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs])
+    proximal = jax.lax.stop_gradient(proximal_log_probs)
+    w = ratios(proximal, jax.lax.stop_gradient(behaviour_log_probs))
+    log_r = jnp.clip(log_probs - proximal, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    return sample_mean(w * (jnp.expm1(log_r) - log_r), weights)
+
+
 def m2po_bound(
     log_ratios: jax.Array, advantages: jax.Array, *, tau: float | jax.Array, valid: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -402,6 +433,7 @@ __all__ = [
     "trajectory_totals",
     "geppo_loss",
     "impact_loss",
+    "target_kl",
     "m2po_bound",
     "m2po_decoupled_mask_loss",
     "m2po_keep_mask",

@@ -15,9 +15,9 @@ against, and which policy loss to use. Adding one means adding a factory to
 | vaco               | V-trace once per iteration (GAE if no align) | vaco.filter_ref | vaco_filter_loss     |
 | vaco_align_only    | V-trace once per iteration                  | vaco.filter_ref  | filter off (delta=inf) |
 | vaco_filter_only   | GAE                                         | vaco.filter_ref  | vaco_filter_loss     |
-| impact             | V-trace for pi_T (impact.advantages)        | pi_T (target)    | impact_loss          |
+| impact             | V-trace q form for pi_T, every step (RLlib) | pi_T (target)    | impact_loss (+ KL)   |
 | m2po               | GAE                                         | beta (variant: pi_T) | m2po_loss        |
-| geppo              | V-trace for pi_T (geppo.advantages)         | pi_T (weight)    | geppo_loss, adaptive step size |
+| geppo              | truncated-IS GAE for pi_T (geppo.advantages) | pi_T (weight)   | geppo_loss, adaptive step size |
 | cispo              | GAE                                         | beta             | cispo_loss (or TOPR) |
 
 The lag-robust baselines' losses are in :mod:`vaco_jax.algorithms.lag_robust_losses`.
@@ -92,14 +92,17 @@ class Algorithm(NamedTuple):
     standardisation (:func:`vaco_jax.numerics.advantages.standardize`; GePPO: pi_T/beta); otherwise it is unweighted.
     ``needs_segments``, when given, says why the loss needs a rollout's time axis inside each minibatch (whole
     environment segments, ``ppo.minibatch=segments``); an algorithm that re-estimates its advantages at every step
-    needs them too (:func:`segments_reason`). Every other loss takes minibatches of shuffled samples by default.
+    (with the live critic V_phi, for pi_theta or, ``every_step_policy="reference"``, for the batch's ratio
+    reference pi_T) needs them too (:func:`segments_reason`). Every other loss takes minibatches of shuffled
+    samples by default.
     """
 
     name: str
     advantage_fn: AdvantageFn
     policy_loss_fn: PolicyLossFn
     ratio_ref: str  # "behaviour" (beta) or "learner" (pi_T): the policy the loss's ratios are taken against
-    advantages_every_step: bool = False  # recompute advantages at every gradient step (IMPALA)
+    advantages_every_step: bool = False  # recompute advantages at every gradient step with the live critic
+    every_step_policy: str = "current"  # ...for pi_theta ("current", IMPALA) or the ratio reference ("reference", APPO)
     init_state: Callable[[Config], AlgoState] = no_state
     update_state: Callable[[AlgoState, Signals, Config], tuple[AlgoState, losses.Metrics]] = keep_state
     actor_step_scale: Callable[[AlgoState], jax.Array] | None = None
@@ -237,10 +240,12 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
 
 
 def _impact_loss(options: Config) -> PolicyLossFn:
-    """IMPACT's loss with the static ratio form ``options.impact.ratio_form`` bound."""
+    """IMPACT's loss with the static ratio form ``options.impact.ratio_form`` bound, plus RLlib's KL term
+    ``impact.kl_coef * KL(pi_T || pi_theta)`` (a traced coefficient, 0 by default: the term is always compiled, so
+    that the coefficient can be swept)."""
 
     def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-        return lrl.impact_loss(
+        value, metrics = lrl.impact_loss(
             log_probs,
             batch.ref_log_probs,
             batch.behaviour_log_probs,
@@ -250,6 +255,16 @@ def _impact_loss(options: Config) -> PolicyLossFn:
             ratio_form=options.impact.ratio_form,
             weights=batch.sample_weights,
         )
+        discrete = batch.ref_logits is not None
+        kl = lrl.target_kl(
+            log_probs,
+            batch.ref_log_probs,
+            batch.behaviour_log_probs,
+            logits=dist_params if discrete else None,
+            proximal_logits=batch.ref_logits,
+            weights=batch.sample_weights,
+        )
+        return value + hparams.impact.kl_coef * kl, {**metrics, "kl/target": kl}
 
     return loss
 
@@ -352,6 +367,15 @@ def _impala(config: Config) -> Algorithm:
 
 
 def _impact(config: Config) -> Algorithm:
+    if config.impact.advantages == "vtrace_every_step":  # RLlib's APPO: q form for pi_T, the live critic
+        return Algorithm(
+            "impact",
+            vtrace_advantages("q"),
+            _impact_loss(config),
+            ratio_ref="learner",
+            advantages_every_step=True,
+            every_step_policy="reference",
+        )
     return Algorithm("impact", baseline_advantages(config.impact.advantages), _impact_loss(config), ratio_ref="learner")
 
 
@@ -366,7 +390,10 @@ def offpolicy_weights(batch: Transitions) -> jax.Array:
 
 
 def _geppo(config: Config) -> Algorithm:
-    estimator = baseline_advantages(config.geppo.advantages)
+    if config.geppo.advantages == "vtrace":
+        estimator = vtrace_advantages("lambda" if config.geppo.own_step_weight else "truncated_gae")
+    else:
+        estimator = gae_advantages
     weights = offpolicy_weights if config.geppo.weighted_advantages else None
     loss = _geppo_loss(config)
     if not config.geppo.adaptive_lr:

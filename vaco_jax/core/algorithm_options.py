@@ -28,6 +28,7 @@ IS_WEIGHTS = ("none", "truncated")
 TV_ESTIMATORS = ("auto", "sample", "exact")
 SURROGATES = ("ratio", "logprob")
 BASELINE_ADVANTAGES = ("vtrace", "gae")
+IMPACT_ADVANTAGES = ("vtrace_every_step", "vtrace", "gae")
 GEPPO_EPS_SCALES = ("reuse", "none")
 CISPO_TRUNCATIONS = ("cispo", "topr", "topr_per_step")
 IMPACT_RATIO_FORMS = ("target", "behaviour")
@@ -100,11 +101,19 @@ class ImpactConfig:
     """target (RLlib's APPO: q = clip(beta/pi_T, 0, rho_max) * pi_theta/beta, i.e. pi_theta/pi_T until truncation)
     or behaviour (a variant: q = clip(pi_T/beta, 0, rho_max) * pi_theta/pi_T, i.e. pi_theta/beta until truncation:
     PPO-clip around the behaviour policy; this project's IMPACT before 2026-12)."""
-    advantages: Literal["vtrace", "gae"] = static("vtrace")
-    """V-trace(lambda) for the target network pi_T, as in the paper (vtrace.rho_bar, vtrace.c_bar), or GAE."""
+    advantages: Literal["vtrace_every_step", "vtrace", "gae"] = static("vtrace_every_step")
+    """vtrace_every_step (RLlib's APPO): V-trace's q form for the target network pi_T, re-estimated at every
+    gradient step with the live critic along each rollout segment (whole-segment minibatches); vtrace (this
+    project's IMPACT before 2026-12): V-trace(lambda) for pi_T once per iteration with the iteration's critic V_T;
+    gae. Both V-trace forms use vtrace.rho_bar and vtrace.c_bar."""
+    kl_coef: float = 0.0
+    """Weight of RLlib's optional KL term, kl_coef * KL(pi_T || pi_theta), added to the policy loss (0: none, RLlib's
+    default; its tuned examples use 1.0, adapted there, fixed here): exact per state for discrete actions, the
+    importance-weighted estimate (pi_T/beta) * k3 for continuous ones."""
 
     def check(self) -> None:
-        check_choice("impact.advantages", self.advantages, BASELINE_ADVANTAGES)
+        check_choice("impact.advantages", self.advantages, IMPACT_ADVANTAGES)
+        check_number("impact.kl_coef", self.kl_coef, low=0)
         check_choice("impact.ratio_form", self.ratio_form, IMPACT_RATIO_FORMS)
         check_number("impact.rho_max", self.rho_max, low=0, low_open=True, allow_inf=True)
 
@@ -132,7 +141,13 @@ class GePPOConfig:
     """GePPO (Queeney et al. 2021): PPO's clip centred on the off-policy weight pi_T/beta, TV-adaptive step size."""
 
     advantages: Literal["vtrace", "gae"] = static("vtrace")
-    """V-trace(lambda) for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.rho_bar, c_bar) or GAE."""
+    """V-trace for pi_T (the paper's truncated-importance-sampling GAE, with vtrace.c_bar; value targets V-trace's
+    v_t with vtrace.rho_bar, c_bar) or GAE."""
+    own_step_weight: bool = static(False)
+    """With advantages=vtrace: weight each sample's advantage by its own rho_t = min(rho_bar, pi_T/beta) (V-trace's
+    lambda form, this project's GePPO before 2026-12). false (the paper's code, ``gae_vtrace``): traces from the next
+    step on only, A_t = delta_t + gamma * lambda * c_{t+1} * A_{t+1}, since the loss's ratio pi/beta already weights
+    the sample (true weights samples with pi_T/beta < 1 twice)."""
     adaptive_lr: bool = static(True)
     """Adapt the actor's step size (not the critic's, as in the paper's code) once per iteration from the update's
     TV(pi_{T+1}, pi_T) = 0.5 E|r - w| (tv/forward)."""
@@ -143,8 +158,9 @@ class GePPOConfig:
     adapt_factor: float = 0.03
     """Step-size factor: divided by (1 + adapt_factor) when TV > adapt_max * eps/2, multiplied when TV < adapt_min *
     eps/2."""
-    adapt_min: float = 0.5
-    """Lower TV threshold, as a multiple of the trust region's eps/2."""
+    adapt_min: float = 0.0
+    """Lower TV threshold, as a multiple of the trust region's eps/2 (0, both reference repositories' default: the
+    step size only shrinks; this project's default was 0.5 before 2026-12)."""
     adapt_max: float = 1.0
     """Upper TV threshold, as a multiple of the trust region's eps/2."""
     clip_eps_scale: Literal["reuse", "none"] = static("reuse")
@@ -181,6 +197,7 @@ GROUPS = ("vaco", "vtrace", "impact", "m2po", "geppo", "cispo")
 
 __all__ = [
     "BASELINE_ADVANTAGES",
+    "IMPACT_ADVANTAGES",
     "CISPO_TRUNCATIONS",
     "FILTER_REFS",
     "GROUPS",

@@ -94,7 +94,7 @@ class PPOConfig:
     """How each epoch splits the batch into minibatches: samples (the whole batch flattened, shuffled and split, as
     PureJaxRL and CleanRL do), segments (whole environment rollout segments, [T, E / M] each, for the losses that
     need a rollout's time axis inside a gradient step) or auto (samples, unless the algorithm and its options need
-    segments: IMPALA's V-trace at every step, vaco.tv_scope=trajectory, cispo.truncation=topr; the training
+    segments: IMPALA's and IMPACT's V-trace at every step, vaco.tv_scope=trajectory, cispo.truncation=topr; the training
     program resolves it and says so). Forcing segments on every method keeps a controlled comparison."""
     learning_rate: float = 2.5e-4
     """Adam step size (its initial value when annealed)."""
@@ -225,6 +225,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "impact.ratio_form": "behaviour",
     "m2po.form": "decoupled_mask",
     "geppo.weighted_advantages": False,
+    "geppo.own_step_weight": True,
 }
 """Fields whose default is not what every run did before the field existed, and the value those runs had: minibatches
 were whole environment segments for every algorithm until ``ppo.minibatch`` made shuffled samples the default (where
@@ -232,7 +233,8 @@ the loss allows); the observation statistics were updated after the gradient ste
 made ``before`` the default; brax reset every environment at every step until ``env.start_pool`` made a per-rollout
 pool the default; IMPACT's ratio was pi_theta/beta until truncation until ``impact.ratio_form`` made RLlib's target-
 network form the default; M2PO masked by log(pi_T/beta) before ``m2po.form`` made its authors' released form the
-default; GePPO's advantages were standardised unweighted before ``geppo.weighted_advantages``. A record written
+default; GePPO's advantages were standardised unweighted before ``geppo.weighted_advantages`` and carried V-trace's
+own-step weight before ``geppo.own_step_weight``. A record written
 before such a field (a checkpoint, a study cell) is read with this value, not today's default."""
 
 
@@ -248,6 +250,7 @@ def legacy_value(path: str, record: Mapping[str, Any]) -> Any:
         "impact.ratio_form": record.get("algorithm") == "impact",
         "m2po.form": record.get("algorithm") == "m2po",
         "geppo.weighted_advantages": record.get("algorithm") == "geppo",
+        "geppo.own_step_weight": record.get("algorithm") == "geppo",
     }
     if not applies.get(path, True):
         return default

@@ -135,6 +135,10 @@ def gae(
     return advantages, advantages + values
 
 
+VTRACE_FORMS = ("lambda", "q", "truncated_gae")
+"""V-trace's advantage forms (:func:`vtrace`'s ``advantage``)."""
+
+
 def vtrace(
     rewards: jax.Array,
     values: jax.Array,
@@ -162,6 +166,11 @@ def vtrace(
       ``"lambda"``: A_t = v_t - V(s_t). With w = 1 and rho_bar, c_bar >= 1 this is GAE(lambda) exactly.
       ``"q"`` (IMPALA): A_t = rho_t * (r_t + gamma * (1 - term_t) * v+_{t+1} - V(s_t)), where
         v+_{t+1} = v_{t+1} inside an episode and V(s'_t) at a truncation (or after the last step).
+      ``"truncated_gae"`` (GePPO's code, ``gae_vtrace``): GAE with truncated importance traces from the next step on,
+        A_t = delta_t + gamma * lambda * (1 - done_t) * min(c_bar, w_{t+1}) * A_{t+1}, i.e.
+        A_t = sum_j (gamma * lambda)^(j - t) * prod_{i=t+1..j} min(c_bar, w_i) * delta_j. No weight at the step's
+        own action: a loss whose ratio already carries pi/beta does not weight it twice. With rho_bar = c_bar it is
+        (v_t - V(s_t)) / rho_t. The value targets are v_t in every form.
 
     Args:
       rewards: [T, ...] reward r_t of transition t.
@@ -175,7 +184,7 @@ def vtrace(
       lambda_: trace-cutting lambda.
       rho_bar: truncation level of the importance weight in the TD term.
       c_bar: truncation level of the trace coefficients.
-      advantage: ``"lambda"`` or ``"q"``.
+      advantage: ``"lambda"``, ``"q"`` or ``"truncated_gae"``.
 
     Returns:
       ``(advantages, value_targets)``, each [T, ...]; value_targets are v_t.
@@ -195,8 +204,8 @@ def vtrace(
       >>> adv.tolist()  # w = (2, 0.5): rho = (1, 0.5), c = (1, 0.5)
       [1.5, 0.5]
     """
-    if advantage not in ("lambda", "q"):
-        raise ValueError(f"vtrace.advantage={advantage!r} is unknown; choose 'lambda' or 'q'")
+    if advantage not in VTRACE_FORMS:
+        raise ValueError(f"vtrace.advantage={advantage!r} is unknown; choose one of {', '.join(VTRACE_FORMS)}")
     chex.assert_equal_shape([rewards, values, next_values, terminations, truncations, log_probs, behaviour_log_probs])
     chex.assert_type([rewards, values, next_values, log_probs, behaviour_log_probs], float)
     weights = ratios(log_probs, behaviour_log_probs)  # log-ratio bounded before exp: finite at rho_bar = inf
@@ -214,6 +223,16 @@ def vtrace(
     targets = values + diffs
     if advantage == "lambda":
         return diffs, targets
+    if advantage == "truncated_gae":
+        next_clipped = jnp.concatenate([jnp.minimum(c_bar, weights[1:]), jnp.zeros_like(weights[:1])])
+
+        def unweighted(next_adv: jax.Array, step) -> tuple[jax.Array, jax.Array]:
+            delta, cont, next_c = step
+            adv = delta + gamma * lambda_ * cont * next_c * next_adv
+            return adv, adv
+
+        _, advs = jax.lax.scan(unweighted, jnp.zeros_like(values[0]), (deltas, continues, next_clipped), reverse=True)
+        return advs, targets
     # v+_{t+1}: v_{t+1} inside an episode; V(s'_t) at an episode end and after the last step.
     later_targets = jnp.concatenate([targets[1:], next_values[-1:]])
     next_targets = jnp.where(continues > 0, later_targets, next_values)

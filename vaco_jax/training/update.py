@@ -58,14 +58,17 @@ def step_advantages(
     """The advantages and value targets one gradient step uses, [T, B] each (constants).
 
     Most algorithms use those estimated once per iteration; IMPALA re-estimates
-    them with the current policy pi_theta and critic V_phi at every step.
+    them with the current policy pi_theta and critic V_phi at every step, APPO (IMPACT's
+    default) with V_phi for the batch's ratio reference pi_T.
     """
-    if not learner.algorithm.advantages_every_step:
+    algorithm = learner.algorithm
+    if not algorithm.advantages_every_step:
         return batch.advantages, batch.value_targets
     critic = lambda obs: learner.networks.value(params.critic, obs_norm, obs)  # noqa: E731
     values, next_values = critic(batch.observations), critic(batch.next_observations)
-    # the estimating stage, for pi_theta and V_phi: constants to the gradient
-    inputs = jax.lax.stop_gradient(batch.replace(values=values, next_values=next_values, learner_log_probs=log_probs))
+    target = log_probs if algorithm.every_step_policy == "current" else batch.ref_log_probs
+    # the estimating stage, for the target policy and V_phi: constants to the gradient
+    inputs = jax.lax.stop_gradient(batch.replace(values=values, next_values=next_values, learner_log_probs=target))
     return jax.lax.stop_gradient(learner.algorithm.advantage_fn(inputs, hparams))
 
 
