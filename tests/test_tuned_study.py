@@ -164,60 +164,27 @@ def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study,
     assert provenance.chunk_lengths(60, 20) == [20] and provenance.chunk_lengths(7, 3) == [1, 3]
 
 
-def test_paired_probability_of_improvement(report_module):
-    pi = report_module.paired_probability_of_improvement
-    x, y = np.array([3.0, 1.0, 2.0, 5.0]), np.array([2.0, 1.0, 4.0, 0.0])
-    assert pi(x, y) == pytest.approx((1 + 0.5 + 0 + 1) / 4)  # seed by seed: win, tie, loss, win
-    assert pi(y, x) == pytest.approx(1 - pi(x, y))
-    # unpaired, the same scores give another number: pairing is what the test seeds allow
-    from vaco_jax.numerics import stats
-
-    assert stats.probability_of_improvement(x, y) != pytest.approx(pi(x, y))
-    assert pi(np.array([np.nan, 1.0]), np.array([0.0, np.nan])) == 0.5  # a diverged run loses its pair
-    low, high = report_module.paired_probability_of_improvement_ci(x, y, num_resamples=500)
-    assert 0.0 <= low <= pi(x, y) <= high <= 1.0
-
-
-def _signed_rank_p_by_enumeration(d: np.ndarray) -> float:
-    """The two-sided signed-rank p-value from its definition: drop zeros, rank |d| with tied values sharing their
-    mean rank, and count the 2^n sign assignments whose positive-rank sum is at least as far from its centre."""
-    import itertools
-
-    d = d[d != 0]
-    magnitudes = np.abs(d)
-    ranks = np.array([np.mean(np.flatnonzero(np.sort(magnitudes) == m) + 1.0) for m in magnitudes])
-    observed, centre = ranks[d > 0].sum(), ranks.sum() / 2
-    assignments = itertools.product([0, 1], repeat=d.size)
-    sums = [sum(r for r, s in zip(ranks, signs, strict=True) if s) for signs in assignments]
-    return float(np.mean([abs(t - centre) >= abs(observed - centre) - 1e-9 for t in sums]))
-
-
-def test_the_paired_wilcoxon_test_is_the_exact_sign_flip_test_of_its_definition(report_module):
-    """The two-sided p-value is the share of the 2^n sign assignments of the ranked absolute differences whose
-    signed-rank sum is at least as extreme as the observed one (enumerated here), with and without tied |d|."""
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=9), rng.normal(size=9) + 0.6
-    assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(_signed_rank_p_by_enumeration(x - y), rel=1e-9)
-    for _ in range(5):  # integer-valued scores: tied |differences| and zeros, where scipy's normal approximation
-        x, y = rng.integers(0, 6, size=11).astype(float), rng.integers(1, 7, size=11).astype(float)  # is not exact
-        assert report_module.paired_wilcoxon_p(x, y) == pytest.approx(_signed_rank_p_by_enumeration(x - y), rel=1e-9)
-    assert report_module.paired_wilcoxon_p(x, x) == 1.0  # no nonzero difference
-    base, wins = np.arange(16.0), 1.0 + 0.01 * np.arange(16)  # 16 seeds, every one won, by distinct margins:
-    assert report_module.paired_wilcoxon_p(base + wins, base) == pytest.approx(2 / 2**16)  # the smallest exact p
-    tied_wins = np.where(np.arange(16) < 8, 1.0, 2.0)  # ... and by two margins only: still the smallest exact p
-    assert report_module.paired_wilcoxon_p(base + tied_wins, base) == pytest.approx(2 / 2**16)  # (scipy: 4.4e-4)
-    diverged = np.where(np.arange(16) == 3, np.nan, base + wins)  # a run without a score loses its pair
-    assert report_module.paired_wilcoxon_p(diverged, base) > 2 / 2**16
-
-
-def test_holm_adjustment_by_its_definition(report_module):
-    p = [0.01, 0.04, 0.03, 0.005]  # sorted: 0.005 (x4), 0.01 (x3), 0.03 (x2), 0.04 (x1), each at least the last
-    assert report_module.holm_adjusted(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert report_module.holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    marked = {"p": 0.9, "ci_low": 0.7, "ci_high": 1.0}
+def test_a_tables_marks_come_from_the_signed_rank_and_equivalence_tests_after_holm(report_module):
+    """+ / - from the Holm-adjusted signed-rank test with the statistic's direction (not P's), = from the
+    Holm-adjusted two one-sided tests; an interval clear of 0.5 is not a test. Comparisons of too few seeds to be
+    marked in the family leave it."""
+    marked = {"p": 0.9, "ci_low": 0.7, "ci_high": 1.0, "direction": 1}
     assert report_module.format_pi({**marked, "holm_p": 0.01}).endswith("**+**")
-    assert report_module.format_pi({**marked, "p": 0.1, "holm_p": 0.01}).endswith("**-**")
-    assert "**" not in report_module.format_pi({**marked, "holm_p": 0.2})  # an interval clear of 0.5 is not a test
+    assert report_module.format_pi({**marked, "direction": -1, "holm_p": 0.01}).endswith("**-**")  # P says +
+    assert "**" not in report_module.format_pi({**marked, "holm_p": 0.2})
+    assert report_module.format_pi({**marked, "holm_p": 0.2, "equivalence_holm_p": 0.01}).endswith("**=**")
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=16)
+    comparisons = [report_module.paired_comparison(base + 1.0 + 0.01 * rng.random(16), base, margin=0.1)]  # all won
+    comparisons += [report_module.paired_comparison(base + 0.001 * rng.normal(size=16), base, margin=0.1)]  # within
+    comparisons += [report_module.paired_comparison(base[:8] + 5.0, base[:8], margin=0.1)]  # 8 seeds, all won
+    noise = [report_module.paired_comparison(rng.normal(size=16), base, margin=0.1) for _ in range(5)]
+    family = report_module.correct_family(comparisons + noise)  # 8 in the family: 0.05 / 7 < 2 / 2^8 = 0.0078
+    assert family["comparisons"] == 7 and family["apart"] == [8] and family["fewest_one_way"][16] <= 16
+    won, level, few = (report_module.format_pi(c) for c in comparisons)
+    assert won.endswith("**+**") and level.endswith("**=**") and "**" not in few
+    assert comparisons[2]["family"] == "apart" and "holm_p" not in comparisons[2]
+    assert report_module.correct_family(comparisons[2:] + noise[:3])["apart"] == []  # 0.05 / 4 > 0.0078: it stays
 
 
 def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tree(study, monkeypatch, tmp_path):

@@ -46,16 +46,12 @@ from benchmarks.studies.tuned.cells import (
     load_cell,
     train_points,
 )
-from benchmarks.studies.tuned.report import (
-    holm_adjusted,
-    mean_diverged_as_worst,
-    paired_probability_of_improvement,
-    paired_wilcoxon_p,
-)
+from benchmarks.studies.tuned.report import mean_diverged_as_worst
 from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
 from vaco_jax import LagConfig
 from vaco_jax.core.config import strict_json
 from vaco_jax.core.files import write_text_atomic
+from vaco_jax.numerics import stats
 
 RESULTS = ROOT / "benchmarks/results/lag_robustness/tuned"
 SUMMARY_BLOCK = "lag probe summary"
@@ -68,7 +64,7 @@ def probe_reading(record: dict[str, Any], reading: str = "learner_auc") -> dict[
     winner with a Holm-adjusted Wilcoxon p below :data:`SIGNIFICANCE` (Holm over the probe's own steps), the best of
     them, or none (the winner holds). A diagnosis per probe, not a table of the verdict."""
     winner, steps = record["rows"][0], record["rows"][1:]
-    adjusted = holm_adjusted([row[f"{reading}_wilcoxon_p"] for row in steps])
+    adjusted = stats.holm_adjusted([row[f"{reading}_wilcoxon_p"] for row in steps])
     higher = [
         (row, p)
         for row, p in zip(steps, adjusted, strict=True)
@@ -201,8 +197,8 @@ def compare_with_winner(
             row[reading] = values.tolist()
             row[f"{reading}_mean"] = mean_diverged_as_worst(values)
             if index:
-                row[f"{reading}_p_above_winner"] = paired_probability_of_improvement(values, reference)
-                row[f"{reading}_wilcoxon_p"] = paired_wilcoxon_p(values, reference)
+                row[f"{reading}_p_above_winner"] = stats.paired_probability_of_improvement(values, reference)
+                row[f"{reading}_wilcoxon_p"] = stats.signed_rank_p(stats.paired_differences(values, reference))
         rows.append(row)
     return rows
 

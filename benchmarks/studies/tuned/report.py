@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from benchmarks.common.provenance import block_markers, replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
-from benchmarks.studies.tuned.specs import METHODS, Knob, search_space
+from benchmarks.studies.tuned.specs import METHODS, SCORE_RANGES, Knob, search_space
 from vaco_jax import envs
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
@@ -54,64 +53,27 @@ def rule_markers(rule: str) -> tuple[str, str]:
 SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
 SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
+EQUIVALENCE_MARGIN = 0.05  # "=" within 5% of the task's score range (SCORE_RANGES), fixed 2026-12-05 before the rerun
 
 
-def paired_probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
-    """P(X > Y) paired by seed: the mean over seeds s of S(x_s, y_s), S = 1 if x_s > y_s, 1/2 if equal, else 0.
-
-    Runs of X and Y with the same seed share their environment and initialisation keys, so the pairs remove the
-    seed's own luck from the comparison. A run without a finite score ranks below every finite one."""
-    x, y = (np.where(np.isfinite(v), v, -np.inf) for v in (np.asarray(x, np.float64), np.asarray(y, np.float64)))
-    return float(np.mean((x > y) + 0.5 * (x == y)))
-
-
-def paired_probability_of_improvement_ci(
-    x: np.ndarray, y: np.ndarray, *, num_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of :func:`paired_probability_of_improvement`, resampling seeds (pairs)."""
+def paired_comparison(x: Sequence[float], y: Sequence[float], margin: float | None = None) -> dict[str, Any]:
+    """X against Y seed by seed (:mod:`vaco_jax.numerics.stats`): the paired P(X > Y) with its exact interval, the
+    exact signed-rank p-value and the side its statistic leans to (a mark's direction), and, given the equivalence
+    ``margin`` (in the score's units), the two one-sided tests' p-value."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    index = np.random.default_rng(seed).integers(0, x.size, size=(num_resamples, x.size))
-    samples = np.array([paired_probability_of_improvement(x[i], y[i]) for i in index])
-    alpha = (1.0 - confidence) / 2
-    return float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha))
-
-
-def exact_signed_rank_p(differences: np.ndarray) -> float:
-    """Two-sided p-value of the Wilcoxon signed-rank test, exact under ties: the share of the 2^n equally likely sign
-    assignments of the ranked |differences| whose signed-rank sum lies at least as far from its centre as the
-    observed one. Zero differences are dropped first (Wilcoxon's convention); tied |differences| share their mid-rank.
-
-    scipy falls back to the normal approximation as soon as two |differences| tie (common here: returns are means
-    of integer episode scores), and in the tail that approximation is far too large: 16 of 16 seeds lost gives
-    4.4e-4 instead of the exact 2 / 2^16 = 3.1e-5, enough to lose a mark under Holm's correction. Mid-ranks are
-    multiples of 1/2, so the null distribution of twice the positive-rank sum is counted exactly over integers (a
-    subset-sum count, O(n^3)), for any n."""
-    d = np.asarray(differences, np.float64)
-    d = d[d != 0]
-    if d.size == 0:
-        return 1.0
-    doubled_ranks = np.rint(2 * scipy_stats.rankdata(np.abs(d))).astype(np.int64)  # mid-ranks x 2: integers
-    counts = np.zeros(int(doubled_ranks.sum()) + 1, dtype=np.float64)  # ways to reach each doubled rank sum
-    counts[0] = 1.0
-    for rank in doubled_ranks:  # each rank joins the positive sum or not, with probability 1/2
-        counts[rank:] = counts[rank:] + counts[:-rank]  # the right side is a new array
-    sums = np.arange(counts.size)
-    centre = doubled_ranks.sum() / 2
-    observed = doubled_ranks[d > 0].sum()
-    extreme = np.abs(sums - centre) >= abs(observed - centre)
-    return float(min(1.0, counts[extreme].sum() / counts.sum()))
-
-
-def paired_wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float:
-    """Two-sided p-value of the Wilcoxon signed-rank test of the per-seed differences x_s - y_s
-    (:func:`exact_signed_rank_p`: exact, ties included). A run without a finite score counts as below every finite
-    one of either method; zero differences are dropped (Wilcoxon's convention); no nonzero difference at all gives
-    p = 1."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    finite = np.concatenate([x[np.isfinite(x)], y[np.isfinite(y)]])
-    floor = (finite.min() - 1.0 - np.abs(finite).max()) if finite.size else 0.0  # below every finite score
-    x, y = np.where(np.isfinite(x), x, floor), np.where(np.isfinite(y), y, floor)
-    return exact_signed_rank_p(x - y)
+    differences = stats.paired_differences(x, y)
+    low, high = stats.paired_improvement_interval(x, y)
+    comparison = {
+        "p": stats.paired_probability_of_improvement(x, y),
+        "ci_low": low,
+        "ci_high": high,
+        "wilcoxon_p": stats.signed_rank_p(differences),
+        "direction": stats.signed_rank_direction(differences),
+        "seeds": int(x.size),
+    }
+    if margin is not None:
+        comparison |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
+    return comparison
 
 
 def mean_diverged_as_worst(per_seed: Sequence[float] | np.ndarray) -> float:
@@ -120,32 +82,49 @@ def mean_diverged_as_worst(per_seed: Sequence[float] | np.ndarray) -> float:
     return float(np.mean(stats.worst_filled(np.asarray(per_seed, np.float64), floor=-np.inf)))
 
 
-def holm_adjusted(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjustment: with the m p-values sorted ascending, p_(i) becomes max_{j <= i} min(1,
-    (m - j + 1) p_(j)); rejecting where the adjusted value is below alpha controls the family-wise error at alpha."""
-    order = np.argsort(p_values, kind="stable")
-    m, running, adjusted = len(p_values), 0.0, [0.0] * len(p_values)
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted
+def correct_family(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+    """Holm's correction over one table's comparisons, in place: ``holm_p`` of the signed-rank tests and
+    ``equivalence_holm_p`` of the equivalence tests (two families of the same comparisons). A comparison whose seed
+    count cannot reach the family's first Holm threshold even with every seed one way (8 seeds: 2/2^8 = 0.0078
+    against 0.05 / m) leaves the family (``family: apart``), so that it does not make the others' threshold
+    stricter for nothing; it stays unmarked. Returns the family's size and what it takes to be marked."""
+    inside = list(comparisons)
+    while True:  # the threshold depends on the family's size: drop the unmarkable until none is left
+        threshold = SIGNIFICANCE / max(len(inside), 1)
+        kept = [c for c in inside if stats.smallest_signed_rank_p(c["seeds"]) < threshold]
+        if len(kept) == len(inside):
+            break
+        inside = kept
+    for c in comparisons:
+        c["family"] = "table" if any(c is k for k in inside) else "apart"
+    for c, adjusted in zip(inside, stats.holm_adjusted([c["wilcoxon_p"] for c in inside]), strict=True):
+        c["holm_p"] = adjusted
+    tested = [c for c in inside if "equivalence_p" in c]
+    for c, adjusted in zip(tested, stats.holm_adjusted([c["equivalence_p"] for c in tested]), strict=True):
+        c["equivalence_holm_p"] = adjusted
+    seeds = sorted({c["seeds"] for c in inside})
+    threshold = SIGNIFICANCE / max(len(inside), 1)
+    return {
+        "comparisons": len(inside),
+        "apart": sorted({c["seeds"] for c in comparisons if c["family"] == "apart"}),
+        "apart_count": sum(c["family"] == "apart" for c in comparisons),
+        "first_threshold": threshold,
+        "fewest_one_way": {n: stats.fewest_one_way_to_reject(n, threshold) for n in seeds},
+    }
 
 
 def format_pi(pi: dict[str, float] | None) -> str:
-    """P(X > reference) with its bootstrap interval, marked **+** / **-** where the Holm-adjusted paired Wilcoxon
-    test rejects equality (the direction from P)."""
+    """P(X > reference) with its exact interval, marked **+** / **-** where the Holm-adjusted signed-rank test
+    rejects equality (the direction from the signed-rank statistic, not from P) and **=** where the Holm-adjusted
+    two one-sided tests show the two equivalent within the margin; unmarked: undecided."""
     if pi is None:
         return "-"
-    significant = pi.get("holm_p", 1.0) < SIGNIFICANCE
-    mark = (" **+**" if pi["p"] > 0.5 else " **-**") if significant else ""
+    mark = ""
+    if pi.get("holm_p", 1.0) < SIGNIFICANCE:
+        mark += " **+**" if pi.get("direction", 1 if pi["p"] > 0.5 else -1) > 0 else " **-**"
+    if pi.get("equivalence_holm_p", 1.0) < SIGNIFICANCE:
+        mark += " **=**"
     return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
-
-
-def _pi(x: list[float], y: list[float]) -> dict[str, float]:
-    x, y = np.asarray(x), np.asarray(y)
-    low, high = paired_probability_of_improvement_ci(x, y, num_resamples=1000)
-    p = paired_probability_of_improvement(x, y)
-    return {"p": p, "ci_low": low, "ci_high": high, "wilcoxon_p": paired_wilcoxon_p(x, y)}
 
 
 def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
@@ -241,8 +220,10 @@ def _pi_key(score: str) -> str:
 
 
 def statistics(collected: dict[str, Any]) -> None:
-    """Adds summaries to every row and the paired P(X > tuned decoupled PPO) on the learner's AUC, of its mode
-    (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``)."""
+    """Adds summaries to every row and the paired comparison with tuned decoupled PPO (:func:`paired_comparison`,
+    the equivalence margin :data:`EQUIVALENCE_MARGIN` of the env's score range) on the learner's AUC, of its mode
+    (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``); then Holm's correction
+    per verdict table (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
     rows = collected["rows"]
     reference = {
         (r["env"], r["regime"], r["lag"], r["rule"]): r for r in rows if r["method"] == REFERENCE and _shown(r)
@@ -251,17 +232,22 @@ def statistics(collected: dict[str, Any]) -> None:
         row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
         base = reference.get((row["env"], row["regime"], row["lag"], row["rule"]))
         if base is not None and row is not base:
+            margin = equivalence_margin(row["env"])
             for score in SCORE_NAMES:
-                row[_pi_key(score)] = _pi(row["per_seed"][score], base["per_seed"][score])
-    collected["comparisons_by_rule"] = {}
+                row[_pi_key(score)] = paired_comparison(row["per_seed"][score], base["per_seed"][score], margin)
+    collected["comparisons_by_rule"], collected["families_by_rule"] = {}, {}
     for rule in dict.fromkeys(r["rule"] for r in rows):
-        for score in SCORE_NAMES:  # Holm over the comparisons one verdict table shows (one rule's rows)
+        for score in SCORE_NAMES:  # one family per verdict table (one rule's rows, one score)
             shown = [row[_pi_key(score)] for row in rows if _shown(row, rule) and _pi_key(score) in row]
-            for pi, adjusted in zip(shown, holm_adjusted([pi["wilcoxon_p"] for pi in shown]), strict=True):
-                pi["holm_p"] = adjusted
-        collected["comparisons_by_rule"][rule] = len(
-            [row for row in rows if _shown(row, rule) and _pi_key("learner_auc") in row]
-        )
+            family = correct_family(shown)
+            collected["families_by_rule"].setdefault(rule, {})[score] = family
+        collected["comparisons_by_rule"][rule] = collected["families_by_rule"][rule]["learner_auc"]["comparisons"]
+
+
+def equivalence_margin(env: str) -> float:
+    """:data:`EQUIVALENCE_MARGIN` of ``env``'s score range (:data:`SCORE_RANGES`: random policy to best known)."""
+    low, high = SCORE_RANGES[env]
+    return EQUIVALENCE_MARGIN * (high - low)
 
 
 def _shown(row: dict[str, Any], rule: str | None = None) -> bool:
@@ -366,7 +352,7 @@ def probe_summary(probe: dict[str, Any], search: dict[str, Any]) -> list[dict[st
         steps = []
         for point in points[1 + 2 * i : 3 + 2 * i]:
             value = point["point"][name]
-            pi = _pi(point["learner_auc"], winner["learner_auc"])
+            pi = paired_comparison(point["learner_auc"], winner["learner_auc"])
             steps.append({"value": value, "inside": knob.contains(value), "mean_auc": mean(point), "pi": pi})
         summary.append(
             {
@@ -388,7 +374,7 @@ def probe_summaries(probes: dict[tuple[str, str, str], dict[str, Any]], tuning: 
         for (env, regime, method), probe in probes.items()
     ]
     pis = [row[side]["pi"] for summary in summaries for row in summary["knobs"] for side in ("down", "up")]
-    for pi, adjusted in zip(pis, holm_adjusted([pi["wilcoxon_p"] for pi in pis]), strict=True):
+    for pi, adjusted in zip(pis, stats.holm_adjusted([pi["wilcoxon_p"] for pi in pis]), strict=True):
         pi["holm_p"] = adjusted
     return summaries
 
@@ -562,6 +548,35 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         update_readme(readme, stochastic, markers=README_STOCHASTIC)
         for rule, table in rules.items():
             update_readme(readme, table, markers=rule_markers(rule))
+    return payload
+
+
+def restate(preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]:
+    """Re-read a committed record's rows (``tuned.json``) with today's statistics: its comparisons, families and
+    marks recomputed from each row's per-seed scores, written back into the record (``restated`` says so) and into
+    the README's and the docs page's tables. For cells this checkout no longer makes (made for another spec, so a
+    report would find none); the verdict page and the figures keep what their report wrote."""
+    record = out_dir / "tuned.json"
+    payload = json.loads(record.read_text())
+    rows = [{k: v for k, v in r.items() if not k.startswith("pi_vs_reference")} for r in payload["rows"]]
+    collected = {"rows": rows}
+    statistics(collected)
+    payload |= {
+        "rows": rows,
+        "comparisons_per_table": collected["comparisons_by_rule"].get("mode", 0),
+        "comparisons_by_rule": collected["comparisons_by_rule"],
+        "families_by_rule": collected["families_by_rule"],
+        "restated": "comparisons recomputed from the rows' per-seed scores by report.restate: exact intervals, "
+        "signed-rank direction, equivalence tests, Holm families of markable comparisons",
+    }
+    write_text_atomic(record, json.dumps(payload, indent=1, allow_nan=True))
+    if readme is not None:
+        update_readme(readme, verdict_table(rows, preset.methods))
+        update_readme(readme, verdict_table(rows, preset.methods, "learner_stochastic_auc"), README_STOCHASTIC)
+        for rule in preset.winner_rules[1:]:
+            update_readme(
+                readme, verdict_table(rows, preset.methods, "learner_stochastic_auc", rule), rule_markers(rule)
+            )
     return payload
 
 

@@ -81,7 +81,7 @@ from benchmarks.studies.tuned.cells import (
     run_cell,
     tuning_cell,
 )
-from benchmarks.studies.tuned.report import report
+from benchmarks.studies.tuned.report import report, restate
 from benchmarks.studies.tuned.specs import PRESETS, Block, TunedPreset
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.session import format_table
@@ -388,6 +388,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--keep-stale", action="store_true", help="do not rerun cells made by other programs (the report marks them)"
     )
     parser.add_argument("--update-readme", type=Path, default=None, help="rewrite this README's tuned verdict block")
+    parser.add_argument(
+        "--restate",
+        action="store_true",
+        help="re-read the committed tuned.json with today's statistics (for cells this checkout no longer makes)",
+    )
     parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
     parser.add_argument(
         "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
@@ -412,6 +417,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
+    if args.restate:
+        restate(PRESETS[args.preset], out_dir, readme=args.update_readme)
+        return
     if args.status:
         with fingerprints_memoized():
             status(args.preset, out_dir, shards, args.block)
