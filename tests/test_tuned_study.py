@@ -238,12 +238,12 @@ def test_a_commit_is_dirty_only_with_changes_to_code_not_to_results(study, tmp_p
 
 
 def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
-    """Every number of the README's tuned-benchmark table comes from the committed results (tuned.json)."""
+    """Every number of the lag benchmark page's tuned tables comes from the committed results (tuned.json)."""
     root = Path(__file__).resolve().parents[1]
     payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
-    readme, page = (root / "README.md").read_text(), (root / "docs" / "lag-benchmark.md").read_text()
+    page = (root / "docs" / "lag-benchmark.md").read_text()
     for score, (start, end), pages in [
-        ("learner_auc", (report_module.README_START, report_module.README_END), (readme, page)),  # front page too
+        ("learner_auc", (report_module.README_START, report_module.README_END), (page,)),
         ("learner_stochastic_auc", report_module.README_STOCHASTIC, (page,)),
     ]:
         lines = report_module.verdict_table(payload["rows"], study.PRESETS["tuned"].methods, score=score)
@@ -251,6 +251,54 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
             f"README's tuned verdict ({score}) is stale: run python -m benchmarks.studies.tuned --preset tuned "
             "--report --update-readme README.md"
         )
+
+
+def test_the_readme_quotes_the_committed_aggregate_over_tasks(report_module):
+    """The README's and the docs page's aggregate table is the committed record's (tuned.json's aggregate), and that
+    aggregate is what the record's rows give."""
+    from benchmarks.studies.tuned import aggregate
+
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
+    start, end = report_module.README_AGGREGATE
+    block = "\n".join([start, *aggregate.aggregate_table(payload["aggregate"]), end])
+    for page in (root / "README.md", root / "docs" / "lag-benchmark.md"):
+        assert block in page.read_text(), (
+            f"{page.name}: run python -m benchmarks.studies.tuned --preset tuned --restate"
+        )
+    assert aggregate.aggregate(payload["rows"], num_resamples=200)["entries"][0]["iqm"] == pytest.approx(
+        payload["aggregate"]["entries"][0]["iqm"]
+    )
+
+
+def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
+    """rliable's protocol by hand: scores on each task's range, the 8-seed block left out, the IQM of all runs, and
+    P(X > decoupled PPO) the mean over blocks of the unpaired P."""
+    from benchmarks.studies.tuned import aggregate
+    from benchmarks.studies.tuned.specs import SCORE_RANGES
+    from vaco_jax.numerics import stats
+
+    rng = np.random.default_rng(0)
+
+    def row(env, method, seeds, shift):
+        low, high = SCORE_RANGES[env]
+        scores = low + (high - low) * (0.5 + shift + 0.1 * rng.normal(size=seeds))
+        return {"env": env, "regime": "aggressive", "method": method, "lag": "4", "rule": "mode", "primary": True,
+                "per_seed": {"learner_auc": scores.tolist()}}  # fmt: skip
+
+    rows = [row(env, m, 16, s) for env in ("CartPole-v1", "Pendulum-v1") for m, s in (("ppo_decoupled", 0), ("x", 0.2))]
+    rows += [row("brax/hopper", m, 8, 0.0) for m in ("ppo_decoupled", "x")]
+    blocks, matrices = aggregate.score_matrices(rows)
+    assert blocks == ["CartPole-v1 (aggressive)", "Pendulum-v1 (aggressive)"] and matrices[("x", "4")].shape == (16, 2)
+    result = aggregate.aggregate(rows, num_resamples=200)
+    x = next(e for e in result["entries"] if e["method"] == "x")
+    normalised = [aggregate.normalised(r["env"], r["per_seed"]["learner_auc"]) for r in rows if r["method"] == "x"][:2]
+    assert x["iqm"] == pytest.approx(float(stats.iqm(np.concatenate(normalised))))
+    reference = [aggregate.normalised(r["env"], r["per_seed"]["learner_auc"]) for r in rows[:4] if r["method"] != "x"]
+    want = np.mean([stats.probability_of_improvement(a, b) for a, b in zip(normalised, reference, strict=True)])
+    assert x["p_improvement"] == pytest.approx(want) and x["p_improvement"] > 0.8
+    assert x["ci"][0] <= x["iqm"] <= x["ci"][1]
+    assert aggregate.aggregate_table(result)[2].startswith("| ppo_decoupled | 0.")
 
 
 def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_module):

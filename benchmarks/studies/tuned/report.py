@@ -30,6 +30,7 @@ import numpy as np
 
 from benchmarks.common.provenance import block_markers, replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
+from benchmarks.studies.tuned.aggregate import aggregate, aggregate_table, plot_aggregate
 from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
 from benchmarks.studies.tuned.specs import METHODS, SCORE_RANGES, Knob, search_space
 from vaco_jax import envs
@@ -42,6 +43,7 @@ README_START, README_END = block_markers("tuned verdict")
 # the same table on the learner's stochastic policy (what an on-policy actor would earn): a near-uniform policy
 # with a good argmax wins on the mode and loses here
 README_STOCHASTIC = block_markers("tuned verdict, stochastic")
+README_AGGREGATE = block_markers("tuned aggregate")
 
 
 def rule_markers(rule: str) -> tuple[str, str]:
@@ -471,6 +473,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
         "probes": probe_summaries(collected["probes"], collected["tuning"]),
         "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
+        "aggregate": aggregate(rows),
     }
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
     verdict = verdict_table(rows, preset.methods)
@@ -492,6 +495,10 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
             if collected["incomplete"]
             else []
         ),
+        "## Over the blocks at once: the aggregate normalised learner AUC and P(X > tuned decoupled PPO)",
+        "",
+        *aggregate_table(payload["aggregate"]),
+        "",
         "## The learner's AUC (tuned), and P(X > tuned decoupled PPO) paired by seed",
         "",
         f"**+** / **-**: the paired Wilcoxon signed-rank test rejects equality with tuned decoupled PPO at "
@@ -543,7 +550,9 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     write_text_atomic(out_dir / "verdict.md", "\n".join(markdown) + "\n")
     if rows:
         plot_all(rows, preset, out_dir)
+        plot_aggregate(_pyplot(), rows, payload["aggregate"], out_dir / "aggregate.png")
     if readme is not None:
+        update_readme(readme, aggregate_table(payload["aggregate"]), README_AGGREGATE)
         update_readme(readme, verdict)
         update_readme(readme, stochastic, markers=README_STOCHASTIC)
         for rule, table in rules.items():
@@ -555,7 +564,8 @@ def restate(preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]
     """Re-read a committed record's rows (``tuned.json``) with today's statistics: its comparisons, families and
     marks recomputed from each row's per-seed scores, written back into the record (``restated`` says so) and into
     the README's and the docs page's tables. For cells this checkout no longer makes (made for another spec, so a
-    report would find none); the verdict page and the figures keep what their report wrote."""
+    report would find none) and the aggregate over tasks with its figure; the verdict page and the other figures
+    keep what their report wrote."""
     record = out_dir / "tuned.json"
     payload = json.loads(record.read_text())
     rows = [{k: v for k, v in r.items() if not k.startswith("pi_vs_reference")} for r in payload["rows"]]
@@ -566,11 +576,14 @@ def restate(preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]
         "comparisons_per_table": collected["comparisons_by_rule"].get("mode", 0),
         "comparisons_by_rule": collected["comparisons_by_rule"],
         "families_by_rule": collected["families_by_rule"],
+        "aggregate": aggregate(rows),
         "restated": "comparisons recomputed from the rows' per-seed scores by report.restate: exact intervals, "
         "signed-rank direction, equivalence tests, Holm families of markable comparisons",
     }
     write_text_atomic(record, json.dumps(payload, indent=1, allow_nan=True))
+    plot_aggregate(_pyplot(), rows, payload["aggregate"], out_dir / "aggregate.png")
     if readme is not None:
+        update_readme(readme, aggregate_table(payload["aggregate"]), README_AGGREGATE)
         update_readme(readme, verdict_table(rows, preset.methods))
         update_readme(readme, verdict_table(rows, preset.methods, "learner_stochastic_auc"), README_STOCHASTIC)
         for rule in preset.winner_rules[1:]:
