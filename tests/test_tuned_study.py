@@ -881,3 +881,43 @@ def test_report_figures_wrap_blocks_into_rows_of_four(report_module):
     fig, axis = report_module._block_grid(plt, 2)
     assert len(fig.axes) == 2 and all(ax.get_visible() for ax in fig.axes)
     plt.close(fig)
+
+
+def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_configuration(
+    study, report_module, smoke, tmp_path, monkeypatch
+):
+    """Robustness apart from transfer: a block's search at another lag (here the fleet) draws the same trials as its
+    lag-4 search, runs them at that lag, and its winner is tested there on the test seeds; the report sets it
+    beside the lag-4 configuration carried to that lag, paired by seed. Its cells never hold the main tables back."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(smoke, out)
+    smoke_preset = study.PRESETS["tuned-smoke"]
+    cartpole = dataclasses.replace(smoke_preset.blocks[0], own_lag_searches=("fleet",), methods=("ppo_decoupled",))
+    preset = dataclasses.replace(smoke_preset, blocks=(cartpole,), methods=("ppo_decoupled",))
+    monkeypatch.setitem(study.PRESETS, "own-lag-smoke", preset)
+    search, test = tuned_cells.cells_of(preset)[-2:]
+    assert (search.stage, test.stage, search.is_search, test.rule) == (
+        "tune-at-fleet",
+        "test-at-fleet",
+        True,
+        "own-lag",
+    )
+    lag4 = tuned_cells.cell_plan(preset, tuned_cells.Cell(cartpole, "tune", "ppo_decoupled"), out)
+    config, trials, seeds = tuned_cells.cell_plan(preset, search, out)
+    assert trials == lag4[1] and seeds == lag4[2] and config.lag.kind == "uniform" and config.lag.max_lag == 4
+    with study.fingerprints_memoized():
+        before = report_module.collect(preset, out)
+        assert before["rows"] and not report_module.transfer_rows(before["rows"])  # missing: main rows still in
+        study.run("own-lag-smoke", out)
+        collected = report_module.collect(preset, out)
+    tuned = json.loads(tuned_cells.cell_path(out, search).read_text())
+    tested = json.loads(tuned_cells.cell_path(out, test).read_text())
+    assert tested["spec"]["points"] == [tuned["best"]["point"]] and tested["spec"]["seeds"] == [3000, 3001]
+    report_module.statistics(collected)
+    transfer = report_module.transfer_rows(collected["rows"])
+    assert [(r["method"], r["lag"]) for r in transfer] == [("ppo_decoupled", "U{0..4}")]
+    carried = next(r for r in collected["rows"] if r["rule"] == "mode" and r["primary"] and r["lag"] == "U{0..4}")
+    assert transfer[0]["carried"] == pytest.approx(float(np.median(carried["per_seed"]["learner_auc"])))
+    assert len(report_module.transfer_table(transfer)) == 3

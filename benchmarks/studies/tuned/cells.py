@@ -125,9 +125,29 @@ class Cell:
         return self.stage.split(".")[0]
 
     @property
+    def own_lag(self) -> str | None:
+        """The lag of a search at a lag of its own, or of the test of its winner there ("16", "fleet"), else None."""
+        for prefix in OWN_LAG_STAGES:
+            if self.stage.startswith(prefix):
+                return self.stage.removeprefix(prefix)
+        return None
+
+    @property
+    def is_search(self) -> bool:
+        """A random search: the preset's at its tuning lag ("tune"), or one at a lag of its own ("tune-at-16")."""
+        return self.stage == "tune" or self.stage.startswith(OWN_LAG_STAGES[0])
+
+    @property
     def rule(self) -> str:
-        """The winner rule whose configuration a test cell tests: "mode" (the first rule), or the one it names."""
+        """The winner rule whose configuration a test cell tests: "mode" (the first rule), the one it names, or
+        "own-lag" (a search's winner at the lag it was tuned at: robustness apart from transfer)."""
+        if self.own_lag is not None:
+            return "own-lag"
         return self.stage.split(".")[1].removesuffix("-rule") if "." in self.stage else "mode"
+
+
+OWN_LAG_STAGES = ("tune-at-", "test-at-")
+"""Prefixes of the stages of a block's searches at other lags than the preset's (:attr:`Block.own_lag_searches`)."""
 
 
 def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
@@ -136,7 +156,8 @@ def block_methods(preset: TunedPreset, block: Block) -> tuple[str, ...]:
 
 def cells_of(preset: TunedPreset) -> list[Cell]:
     """Run order: per block, every method's tuning (where it tunes), then every method's tests, then the probes of
-    its searches' winners (where the preset has probe seeds)."""
+    its searches' winners (where the preset has probe seeds), then its searches at lags of their own and their
+    tests."""
     cells = []
     for block in preset.blocks:
         methods = block_methods(preset, block)
@@ -146,6 +167,8 @@ def cells_of(preset: TunedPreset) -> list[Cell]:
             suffix = RULE_SUFFIX.format(rule=rule)
             cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
         cells += [Cell(block, "probe", m) for m in methods] if block.tuned_here and preset.probe_seeds else []
+        for lag in block.own_lag_searches:  # tuned at that lag with the same budget, tested there
+            cells += [Cell(block, f"{prefix}{lag}", m) for prefix in OWN_LAG_STAGES for m in methods]
     return cells
 
 
@@ -155,6 +178,8 @@ def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
     block = cell.block
     if block.untuned:
         return None
+    if cell.own_lag is not None:
+        return Cell(block, f"{OWN_LAG_STAGES[0]}{cell.own_lag}", cell.method)
     if block.tune_from is None:
         return Cell(block, "tune", cell.method)
     source = next(b for b in preset.blocks if b.env == block.tune_from and b.regime == block.regime and b.tuned_here)
@@ -174,6 +199,13 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         search = json.loads(cell_path(out_dir, Cell(cell.block, "tune", cell.method)).read_text())
         points = probe_points(method, search["best"]["point"], cell.block)
         return base_config(preset, cell.block, method, tune_lag), points, list(preset.probe_seeds)
+    if cell.own_lag is not None:  # the same search at another lag, and its winner tested there
+        lag, at_lag = own_lag_config(preset, cell.own_lag)
+        config = base_config(preset, cell.block, method, lag)
+        if cell.is_search:
+            return config, draw_trials(method, preset.trials, seed=0, block=cell.block), list(preset.tuning_seeds)
+        winner = json.loads(cell_path(out_dir, tuning_cell(preset, cell)).read_text())["best"]["point"]
+        return config, [{**winner, **at_lag}], test_seeds(preset, cell.block)
     if cell.stage == "tune":
         # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
@@ -187,7 +219,7 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
         # the same default runs, bit for bit: a check that both rules' cells see the same runs)
         settings.append(winner["point"])
-    seeds = list(range(preset.first_test_seed, preset.first_test_seed + (cell.block.test_seeds or preset.test_seeds)))
+    seeds = test_seeds(preset, cell.block)
     if cell.kind == "test-fixed":
         lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
@@ -195,6 +227,19 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         lag = LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k)
         points = [dict(s) for s in settings]
     return base_config(preset, cell.block, method, lag), points, seeds
+
+
+def test_seeds(preset: TunedPreset, block: Block) -> list[int]:
+    return list(range(preset.first_test_seed, preset.first_test_seed + (block.test_seeds or preset.test_seeds)))
+
+
+def own_lag_config(preset: TunedPreset, lag: str) -> tuple[LagConfig, dict[str, Any]]:
+    """A search's lag of its own: "fleet" (the test fleet: 4 actor groups, lag ~ U{0..fleet_k}) or a fixed lag k
+    (one actor group), and the traced point that sets it."""
+    if lag == "fleet":
+        return LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k), {}
+    k = int(lag)
+    return LagConfig(kind="fixed", max_lag=k, num_actors=1, k=k), {"lag.k": k}
 
 
 def cell_spec(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
@@ -242,7 +287,7 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
         "env_steps_per_run": config.total_env_steps,
         "points": results,
     }
-    if cell.stage == "tune":
+    if cell.is_search:
         result["best"] = pick_winner(results)
     result["host"] = host_record(host_code(cell))
     return result
@@ -275,7 +320,7 @@ how points and seeds become runs and keys, and how a search picks the winner its
 
 def host_code(cell: Cell) -> tuple:
     """:data:`HOST_CODE`, and the winner rule of a cell that tests another rule's winner."""
-    return HOST_CODE if cell.rule == "mode" else (*HOST_CODE, WINNER_RULES[cell.rule])
+    return (*HOST_CODE, WINNER_RULES[cell.rule]) if cell.rule in WINNER_RULES else HOST_CODE
 
 
 def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] | None:
@@ -285,7 +330,7 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
-    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+    source = tuning_cell(preset, cell) if not cell.is_search else None
     if source is not None and load_cell(out_dir, preset, source) is None:
         return None
     result = json.loads(path.read_text())
@@ -301,7 +346,7 @@ def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str,
         return False
     if host_differences(result.get("host"), host_record(host_code(cell))):
         return False
-    source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+    source = tuning_cell(preset, cell) if not cell.is_search else None
     if source is None:
         return True
     tuned = load_cell(out_dir, preset, source)

@@ -130,13 +130,15 @@ def format_pi(pi: dict[str, float] | None) -> str:
 
 
 def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
-    return f"U{{0..{fleet_k}}}" if stage.split(".")[0] == "test-fleet" else str(point["lag.k"])
+    fleet = stage.split(".")[0] in ("test-fleet", "test-at-fleet")
+    return f"U{{0..{fleet_k}}}" if fleet else str(point["lag.k"])
 
 
 def collect(preset, out_dir: Path) -> dict[str, Any]:
     """Rows of every test result on disk, the tuning and probe results, and which cells are missing or stale."""
 
     rows, tuning, probes, missing, stale, unrecorded, seconds = [], {}, {}, [], [], [], 0.0
+    own_lag_tuning = {}
     cells = cells_of(preset)
     # a block's table rows wait until all its cells of that winner rule are in (its search's too): a half-run block
     # would change the comparisons, and so the corrected marks, of the whole table (a probe is in no table)
@@ -157,6 +159,9 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
         elif host_unrecorded(result):
             unrecorded.append(cell.id)
         block = (cell.block.env, cell.block.regime)
+        if cell.is_search and cell.own_lag is not None:  # a search at a lag of its own: its winner, for the report
+            own_lag_tuning[(*block, cell.method, cell.own_lag)] = result["best"]
+            continue
         if cell.stage == "tune":
             tuning[(*block, cell.method)] = {
                 "ranges": {
@@ -203,6 +208,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     return {
         "rows": rows,
         "tuning": tuning,
+        "own_lag_tuning": own_lag_tuning,
         "probes": probes,
         "incomplete": sorted(f"{env} ({regime}), {rule} rule" for env, regime, rule in absent),
         "missing": missing,
@@ -298,6 +304,51 @@ def verdict_table(
                 cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
             lines.append(f"| {block_label(best)} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
+    return lines
+
+
+def transfer_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Robustness apart from transfer: per block, method and lag where a method was also tuned at that lag
+    (``own-lag`` rows), its AUC with the configuration tuned at the preset's lag carried there (the primary row)
+    and tuned there, paired by seed (the same test seeds), with Holm's correction over these comparisons."""
+    carried = {(r["env"], r["regime"], r["method"], r["lag"]): r for r in rows if r["rule"] == "mode" and r["primary"]}
+    out = []
+    for row in rows:
+        base = carried.get((row["env"], row["regime"], row["method"], row["lag"]))
+        if row["rule"] != "own-lag" or base is None:
+            continue
+        out.append(
+            {
+                "env": row["env"],
+                "regime": row["regime"],
+                "method": row["method"],
+                "lag": row["lag"],
+                "carried": float(stats.iqm(stats.worst_filled(np.asarray(base["per_seed"]["learner_auc"])))),
+                "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row["per_seed"]["learner_auc"])))),
+                "knobs": row["knobs"],
+                "pi": paired_comparison(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"]),
+            }
+        )
+    correct_family([r["pi"] for r in out])
+    return out
+
+
+def transfer_table(transfer: list[dict[str, Any]]) -> list[str]:
+    """:func:`transfer_rows` as markdown: what each method's lag-4 configuration gives at a lag (transfer) beside
+    what the method reaches when tuned at that lag (robustness), and P(tuned there > carried) by seed."""
+    if not transfer:
+        return ["(no search at a lag of its own is in yet)"]
+    lines = [
+        "| env | lag | method | learner AUC, lag-4 configuration carried | learner AUC, tuned at this lag | "
+        "P(tuned here > carried) | its winner |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in transfer:
+        knobs = ", ".join(f"{k.split('.')[-1]} {v:.3g}" for k, v in r["knobs"].items())
+        lines.append(
+            f"| {r['env']} ({r['regime']}) | {r['lag']} | {r['method']} | {r['carried']:.1f} | {r['tuned_there']:.1f} "
+            f"| {format_pi(r['pi'])} | {knobs} |"
+        )
     return lines
 
 
@@ -474,6 +525,11 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "probes": probe_summaries(collected["probes"], collected["tuning"]),
         "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
         "aggregate": aggregate(rows),
+        "transfer": transfer_rows(rows),
+        "own_lag_tuning": [
+            {"env": e, "regime": g, "method": m, "lag": lag, **best}
+            for (e, g, m, lag), best in collected["own_lag_tuning"].items()
+        ],
     }
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
     verdict = verdict_table(rows, preset.methods)
@@ -524,6 +580,18 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
                 "",
             )
         ),
+        "## Robustness apart from transfer: tuned at the lag it is tested at",
+        "",
+        "Each method's lag-4 configuration carried to lag 16 and to the fleet (what the tables above test: transfer) "
+        "beside the same search's budget and sampler run at that lag, its winner tested there on the same fresh "
+        "seeds (robustness); P paired by seed, Holm over this table's comparisons.",
+        "",
+        *transfer_table(payload["transfer"]),
+        "",
+        "Against decoupled PPO, each tuned at the lag it is tested at:",
+        "",
+        *verdict_table(rows, preset.methods, rule="own-lag"),
+        "",
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
         *default_vs_tuned_table(rows, preset.methods),

@@ -70,6 +70,7 @@ from benchmarks.common.provenance import (
 from benchmarks.studies.tuned.cells import (
     ROOT,
     SCORES,
+    WINNER_RULES,
     Cell,
     cell_path,
     cell_plan,
@@ -116,7 +117,7 @@ class Shard:
 def cell_group(preset: TunedPreset, cell: Cell) -> str:
     """The cells that run in one place: a search and every test cell that uses its winner (a held-out block's, and
     another rule's, which may copy its twin), named by that search; an untuned block's cells by block and method."""
-    source = cell if cell.stage == "tune" else tuning_cell(preset, cell)
+    source = cell if cell.is_search else tuning_cell(preset, cell)
     return source.id if source is not None else f"{cell.block.env}__{cell.block.regime}__untuned__{cell.method}"
 
 
@@ -191,7 +192,7 @@ def run(
     ran = 0
     cells = shard_cells(preset, shards, blocks)
     for cell in cells:  # a held-out block run alone needs its source's search on disk
-        source = tuning_cell(preset, cell) if cell.stage != "tune" else None
+        source = tuning_cell(preset, cell) if not cell.is_search else None
         if source is not None and source not in cells and load_cell(out_dir, preset, source) is None:
             raise SystemExit(
                 f"{cell.id} tests the winner of {source.id}, which is neither on disk in {out_dir} nor among the "
@@ -215,7 +216,7 @@ def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, An
     """Another winner rule's cell whose rule picked the same trial as the first rule's: the same programs, points
     and seeds as that rule's cell, so the same numbers, bit for bit. Where that cell is on disk and current, its
     result is copied (``copied_from`` names it; no training time counted) instead of training the runs again."""
-    if cell.rule == "mode":
+    if cell.rule not in WINNER_RULES:  # the first rule's cell, or a search's winner at its own lag: no twin
         return None
     twin = dataclasses.replace(cell, stage=cell.kind)
     source = load_cell(out_dir, preset, twin)
@@ -303,7 +304,10 @@ def cell_state(preset: TunedPreset, cell: Cell, out_dir: Path, done: dict[str, A
 
 
 def stage_label(cell: Cell) -> str:
-    """A cell's stage as the status table names it: search, test (a winner rule's), probe."""
+    """A cell's stage as the status table names it: search, test (a winner rule's), probe, and the searches at lags
+    of their own and their tests."""
+    if cell.own_lag is not None:
+        return f"search at lag {cell.own_lag}" if cell.is_search else f"test at lag {cell.own_lag}"
     if cell.kind == "tune":
         return "search"
     if cell.kind == "probe":
@@ -332,7 +336,7 @@ def status(
         if state == "current":
             row["dirty"] += is_dirty(done.get("commit", ""))
         elif len(to_run) < shown:
-            free = state == "missing" and cell.rule != "mode" and copy_of_twin(preset, cell, out_dir) is not None
+            free = state == "missing" and cell.rule in WINNER_RULES and copy_of_twin(preset, cell, out_dir) is not None
             to_run.append(f"{cell.id} ({state}{', a copy of its first rule cell' if free else ''})")
     header = ["block", "stage", *CELL_STATES, "current from a dirty tree"]
     states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty")]  # noqa: E731
