@@ -491,9 +491,8 @@ def test_shards_partition_the_cells_and_keep_each_search_with_its_tests(study, c
     assert sorted(c.id for part in parts for c in part) == sorted(c.id for c in every)  # disjoint and complete
     for part in parts:
         ids = {c.id for c in part}
-        for cell in part:
-            source = tuned_cells.tuning_cell(preset, cell) if cell.stage != "tune" else None
-            assert source is None or source.id in ids, (cell.id, source.id)
+        for cell in part:  # every search a cell reads (a high-staleness block reads two)
+            assert all(source.id in ids for source in tuned_cells.source_cells(preset, cell)), cell.id
     if count > 1:  # a host's share split over two devices is a partition of that share
         within = [study.shard_cells(preset, [study.Shard(0, count), study.Shard(j, 2)]) for j in range(2)]
         assert sorted(c.id for part in within for c in part) == sorted(c.id for c in parts[0])
@@ -921,3 +920,37 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     carried = next(r for r in collected["rows"] if r["rule"] == "mode" and r["primary"] and r["lag"] == "U{0..4}")
     assert transfer[0]["carried"] == pytest.approx(float(np.median(carried["per_seed"]["learner_auc"])))
     assert len(report_module.transfer_table(transfer)) == 3
+    # a high-staleness block tests both searches' winners far beyond their lags, in tables of its own
+    stale = dataclasses.replace(
+        cartpole,
+        regime="aggressive-stale",
+        iterations=6,
+        tune_from="CartPole-v1",
+        own_lag_searches=(),
+        test_lags=(8,),
+        fleet_k=8,
+        configurations=("tuned", "tuned-at-fleet"),
+    )
+    monkeypatch.setitem(study.PRESETS, "own-lag-smoke", dataclasses.replace(preset, blocks=(cartpole, stale)))
+    stale_cells = [c for c in tuned_cells.cells_of(study.PRESETS["own-lag-smoke"]) if c.block.stale]
+    assert [(c.stage, c.rule) for c in stale_cells] == [("test-fixed", "staleness"), ("test-fleet", "staleness")]
+    assert tuned_cells.source_cells(study.PRESETS["own-lag-smoke"], stale_cells[0]) == [
+        tuned_cells.Cell(cartpole, "tune", "ppo_decoupled"),
+        search,
+    ]
+    with study.fingerprints_memoized():
+        study.run("own-lag-smoke", out)
+        collected = report_module.collect(study.PRESETS["own-lag-smoke"], out)
+    fixed = json.loads(tuned_cells.cell_path(out, stale_cells[0]).read_text())
+    lag4 = json.loads(tuned_cells.cell_path(out, tuned_cells.Cell(cartpole, "tune", "ppo_decoupled")).read_text())
+    winners = [lag4["best"]["point"], tuned["best"]["point"]]  # its lag-4 configuration, then the fleet search's
+    assert [p["point"] for p in fixed["points"]] == [{**w, "lag.k": 8} for w in winners]
+    assert "tv/backward" in fixed["points"][0]["curves"] and fixed["spec"]["config"]["lag"]["max_lag"] == 8
+    rows = [r for r in collected["rows"] if r["rule"] == "staleness"]
+    assert {(r["setting"], r["lag"]) for r in rows} == {
+        (s, lag) for s in ("tuned", "tuned-at-fleet") for lag in ("8", "U{0..8}")
+    }
+    report_module.statistics(collected)
+    table = report_module.staleness_table(collected["rows"])
+    assert len(table) == 2 + 2 and "tuned-at-fleet" in table[3]
+    assert all(r["rule"] != "staleness" for r in collected["rows"] if report_module._shown(r, "mode"))

@@ -99,6 +99,8 @@ SCORES = (
 )
 DIAGNOSTICS = ("entropy", "tv/forward", "tv/backward", "tv/forward_exact", "ppo/clip_frac", "is/weight_mean")
 CURVES = ("eval/return_deterministic", "eval/return_stochastic", "episode/return", "entropy", "tv/forward")
+STALENESS_CURVES = ("tv/backward", "tv/ess_learner", "ppo/clip_frac", "is/weight_mean", "is/masked_frac", "lag/mean")
+"""Curves a high-staleness block's cells also keep (those its algorithm logs): does anything collapse late?"""
 
 
 # ----------------------------------------------------------------------------- cells
@@ -143,6 +145,8 @@ class Cell:
         "own-lag" (a search's winner at the lag it was tuned at: robustness apart from transfer)."""
         if self.own_lag is not None:
             return "own-lag"
+        if self.block.stale:
+            return "staleness"
         return self.stage.split(".")[1].removesuffix("-rule") if "." in self.stage else "mode"
 
 
@@ -163,7 +167,8 @@ def cells_of(preset: TunedPreset) -> list[Cell]:
         methods = block_methods(preset, block)
         cells += [Cell(block, "tune", m) for m in methods] if block.tuned_here else []
         cells += [Cell(block, stage, m) for m in methods for stage in block.test_stages]
-        for rule in preset.winner_rules[1:] if not block.untuned else ():  # the other rules' winners, tested alike
+        other_rules = preset.winner_rules[1:] if not (block.untuned or block.stale) else ()
+        for rule in other_rules:  # the other rules' winners, tested alike
             suffix = RULE_SUFFIX.format(rule=rule)
             cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
         cells += [Cell(block, "probe", m) for m in methods] if block.tuned_here and preset.probe_seeds else []
@@ -182,8 +187,54 @@ def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
         return Cell(block, f"{OWN_LAG_STAGES[0]}{cell.own_lag}", cell.method)
     if block.tune_from is None:
         return Cell(block, "tune", cell.method)
-    source = next(b for b in preset.blocks if b.env == block.tune_from and b.regime == block.regime and b.tuned_here)
-    return Cell(source, "tune", cell.method)
+    return Cell(source_block(preset, block), "tune", cell.method)
+
+
+def source_cells(preset: TunedPreset, cell: Cell) -> list[Cell]:
+    """The searches whose winners a cell runs: none for a search or an untuned block's test; a test's (or probe's)
+    tuning cell, and a high-staleness block's searches at other lags too."""
+    if cell.is_search:
+        return []
+    source = tuning_cell(preset, cell)
+    if source is None:
+        return []
+    others = [name.removeprefix("tuned-at-") for name in cell.block.configurations if name.startswith("tuned-at-")]
+    return [source, *(Cell(source.block, OWN_LAG_STAGES[0] + lag, cell.method) for lag in others)]
+
+
+def source_block(preset: TunedPreset, block: Block) -> Block:
+    """The tuned block whose searches a held-out or high-staleness block tests."""
+    return next(
+        b for b in preset.blocks if b.env == block.tune_from and b.regime == block.source_regime and b.tuned_here
+    )
+
+
+def block_lags(preset: TunedPreset, block: Block) -> tuple[tuple[int, ...], int]:
+    """A block's fixed test lags and its fleet's largest lag (its own for a high-staleness block)."""
+    return block.test_lags or preset.test_lags, block.fleet_k or preset.fleet_k
+
+
+def configuration_points(preset: TunedPreset, cell: Cell, out_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The configurations a test cell runs, named: ``default`` (no knob set), ``tuned`` (its search's winner by the
+    cell's rule) and, for a high-staleness block, ``tuned-at-LAG`` (the source block's search at that lag)."""
+    source = tuning_cell(preset, cell)
+    named: list[tuple[str, dict[str, Any]]] = []
+    for name in cell.block.configurations if source is not None else ("default",):
+        if name == "default":
+            named.append((name, {}))
+            continue
+        search = (
+            source
+            if name == "tuned"
+            else Cell(source.block, OWN_LAG_STAGES[0] + name.removeprefix("tuned-at-"), cell.method)
+        )
+        result = json.loads(cell_path(out_dir, search).read_text())
+        # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
+        # the same default runs, bit for bit: a check that both rules' cells see the same runs)
+        other_rule = cell.rule in WINNER_RULES and name == "tuned"
+        winner = WINNER_RULES[cell.rule](result["points"]) if other_rule else result["best"]
+        named.append((name, winner["point"]))
+    return named
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
@@ -211,20 +262,14 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
         trials = draw_trials(method, preset.trials, seed=0, block=cell.block)
         return base_config(preset, cell.block, method, tune_lag), trials, list(preset.tuning_seeds)
-    source = tuning_cell(preset, cell)
-    settings: list[dict[str, Any]] = [{}]  # the default configuration, then the tuned one (where there is one)
-    if source is not None:
-        search = json.loads(cell_path(out_dir, source).read_text())
-        winner = search["best"] if cell.rule == "mode" else WINNER_RULES[cell.rule](search["points"])
-        # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
-        # the same default runs, bit for bit: a check that both rules' cells see the same runs)
-        settings.append(winner["point"])
+    settings = [point for _, point in configuration_points(preset, cell, out_dir)]
     seeds = test_seeds(preset, cell.block)
+    lags, fleet_k = block_lags(preset, cell.block)
     if cell.kind == "test-fixed":
-        lag = LagConfig(kind="fixed", max_lag=max(preset.test_lags), num_actors=1)
-        points = [{**s, "lag.k": k} for s in settings for k in preset.test_lags]
+        lag = LagConfig(kind="fixed", max_lag=max(lags), num_actors=1)
+        points = [{**s, "lag.k": k} for s in settings for k in lags]
     else:
-        lag = LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k)
+        lag = LagConfig(kind="uniform", max_lag=fleet_k, num_actors=4, k=fleet_k)
         points = [dict(s) for s in settings]
     return base_config(preset, cell.block, method, lag), points, seeds
 
@@ -264,6 +309,7 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     metrics, compile_seconds = train_points(config, points, seeds, preset.chunk_size)
     seconds = time.perf_counter() - start
     scores = learner_scores(metrics)
+    curves = CURVES + (STALENESS_CURVES if cell.block.stale else ())
     results = []
     for p, point in enumerate(points):
         results.append(
@@ -272,7 +318,8 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
                 **{name: values[p].tolist() for name, values in scores.items()},
                 "diagnostics": {m: float(np.nanmedian(metrics[m][p])) for m in DIAGNOSTICS if m in metrics},
                 "skipped_steps": metrics["nonfinite/skipped_steps"][p].sum(axis=-1).tolist(),
-                "curves": {m: stats.iqm(metrics[m][p], axis=0).tolist() for m in CURVES},  # IQM over seeds
+                # IQM over seeds
+                "curves": {m: stats.iqm(metrics[m][p], axis=0).tolist() for m in curves if m in metrics},
             }
         )
     spec = cell_spec(preset, cell, out_dir)
@@ -330,8 +377,7 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
     path = cell_path(out_dir, cell)
     if not path.exists():
         return None
-    source = tuning_cell(preset, cell) if not cell.is_search else None
-    if source is not None and load_cell(out_dir, preset, source) is None:
+    if any(load_cell(out_dir, preset, source) is None for source in source_cells(preset, cell)):
         return None
     result = json.loads(path.read_text())
     return result if same_cell_spec(result.get("spec", {}), cell_spec(preset, cell, out_dir)) else None
@@ -346,11 +392,11 @@ def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str,
         return False
     if host_differences(result.get("host"), host_record(host_code(cell))):
         return False
-    source = tuning_cell(preset, cell) if not cell.is_search else None
-    if source is None:
-        return True
-    tuned = load_cell(out_dir, preset, source)
-    return tuned is not None and is_current(preset, source, out_dir, tuned)
+    for source in source_cells(preset, cell):
+        tuned = load_cell(out_dir, preset, source)
+        if tuned is None or not is_current(preset, source, out_dir, tuned):
+            return False
+    return True
 
 
 def host_unrecorded(result: dict[str, Any]) -> bool:

@@ -31,7 +31,17 @@ import numpy as np
 from benchmarks.common.provenance import block_markers, replace_readme_block
 from benchmarks.studies.lag.study import lag_order  # the earlier study's lag order, shared
 from benchmarks.studies.tuned.aggregate import aggregate, aggregate_table, plot_aggregate
-from benchmarks.studies.tuned.cells import SCORES, cells_of, host_unrecorded, is_current, load_cell, tuning_cell
+from benchmarks.studies.tuned.cells import (
+    SCORES,
+    block_lags,
+    cells_of,
+    configuration_points,
+    host_unrecorded,
+    is_current,
+    load_cell,
+    source_cells,
+    tuning_cell,
+)
 from benchmarks.studies.tuned.specs import METHODS, SCORE_RANGES, Knob, search_space
 from vaco_jax import envs
 from vaco_jax.core.files import write_text_atomic
@@ -129,6 +139,16 @@ def format_pi(pi: dict[str, float] | None) -> str:
     return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
 
 
+def late_drop(curve: list[float]) -> float:
+    """How far a learning curve (the learner's evaluations, IQM over seeds; NaN between evaluations) ends below its
+    peak: max - mean of its last 10% of evaluations ("prosperity before collapse" when large), NaN without any."""
+    values = np.asarray(curve, np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan")
+    return float(values.max() - values[-max(1, values.size // 10) :].mean())
+
+
 def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
     fleet = stage.split(".")[0] in ("test-fleet", "test-at-fleet")
     return f"U{{0..{fleet_k}}}" if fleet else str(point["lag.k"])
@@ -179,13 +199,14 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
             probes[(*block, cell.method)] = result
             continue
         source = tuning_cell(preset, cell)
-        if (*block, cell.rule) in absent or (source is not None and (*_block_of(source), "mode") in absent):
-            continue  # an incomplete block (or one whose search is incomplete): listed, not tabled
-        tuned = load_cell(out_dir, preset, source)["best"]["point"] if source is not None else None
-        for point in result["points"]:
+        sources = {(*_block_of(c), c.rule) for c in source_cells(preset, cell)}  # their searches' rules: mode, own-lag
+        if (*block, cell.rule) in absent or sources & absent:
+            continue  # an incomplete block (or one whose searches are incomplete): listed, not tabled
+        names = [name for name, _ in configuration_points(preset, cell, out_dir)]
+        for index, point in enumerate(result["points"]):
             knobs = {k: v for k, v in point["point"].items() if k != "lag.k"}
-            setting = "tuned" if knobs == tuned else "default"
-            if cell.rule != "mode" and knobs:  # another rule's winner (it may be the same trial as the mode's)
+            setting = names[index * len(names) // len(result["points"])]  # points run configuration by configuration
+            if cell.rule != "mode" and cell.rule != "staleness" and knobs:  # another rule's winner, or own lag's
                 setting = f"tuned ({cell.rule} rule)"
             rows.append(
                 {
@@ -198,8 +219,9 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
                     "rule": cell.rule,
                     "held_out": cell.block.tune_from,
                     "knobs": knobs,
-                    "lag": _lag_label(point["point"], cell.stage, preset.fleet_k),
+                    "lag": _lag_label(point["point"], cell.stage, block_lags(preset, cell.block)[1]),
                     "per_seed": {k: point[k] for k in SCORES},
+                    "late_drop": late_drop(point["curves"]["eval/return_deterministic"]),
                     "diagnostics": point["diagnostics"],
                     "skipped_steps_total": float(np.sum(point["skipped_steps"])),
                     "curves": point["curves"],
@@ -233,12 +255,14 @@ def statistics(collected: dict[str, Any]) -> None:
     (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``); then Holm's correction
     per verdict table (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
     rows = collected["rows"]
-    reference = {
-        (r["env"], r["regime"], r["lag"], r["rule"]): r for r in rows if r["method"] == REFERENCE and _shown(r)
-    }
+
+    def key(r: dict[str, Any]) -> tuple:  # a high-staleness block compares each configuration with its own kind
+        return r["env"], r["regime"], r["lag"], r["rule"], r["setting"] if r["rule"] == "staleness" else None
+
+    reference = {key(r): r for r in rows if r["method"] == REFERENCE and _shown(r)}
     for row in rows:
         row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
-        base = reference.get((row["env"], row["regime"], row["lag"], row["rule"]))
+        base = reference.get(key(row))
         if base is not None and row is not base:
             margin = equivalence_margin(row["env"])
             for score in SCORE_NAMES:
@@ -350,6 +374,69 @@ def transfer_table(transfer: list[dict[str, Any]]) -> list[str]:
             f"| {format_pi(r['pi'])} | {knobs} |"
         )
     return lines
+
+
+def staleness_table(rows: list[dict[str, Any]]) -> list[str]:
+    """A high-staleness block: per method and configuration (its lag-4 one, ``tuned``, and its lag-16 one,
+    ``tuned-at-16``), the learner AUC at each lag with P(> decoupled PPO in the same configuration) and its marks
+    (Holm over the block's own comparisons), and how far its curve ends below its peak (a late collapse)."""
+    stale = [r for r in rows if r["rule"] == "staleness"]
+    if not stale:
+        return ["(no high-staleness block has all its cells yet)"]
+    lags = sorted({r["lag"] for r in stale}, key=lag_order)
+    lines = [
+        "| env | method | configuration | "
+        + " | ".join(f"lag {lag}: AUC, P(> {REFERENCE}), drop from peak" for lag in lags)
+        + " |",
+        "|---|---|---|" + "---|" * len(lags),
+    ]
+    for env, regime, method, setting in dict.fromkeys(
+        (r["env"], r["regime"], r["method"], r["setting"]) for r in stale
+    ):
+        at = {
+            r["lag"]: r
+            for r in stale
+            if (r["env"], r["regime"], r["method"], r["setting"]) == (env, regime, method, setting)
+        }
+        cells = []
+        for lag in lags:
+            row = at.get(lag)
+            if row is None:
+                cells.append("-")
+                continue
+            pi = row.get("pi_vs_reference")
+            cells.append(
+                f"{row['summary']['learner_auc']['iqm']:.1f}" + (f", {format_pi(pi)}" if pi else "")
+                + f", {row.get('late_drop', float('nan')):.0f}"
+            )  # fmt: skip
+        lines.append(f"| {env} ({regime}) | {method} | {setting} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_staleness(plt, rows: list[dict[str, Any]], path: Path) -> None:
+    """A high-staleness block over time at its largest fixed lag, lag-4 configurations: the learner's evaluation,
+    the backward TV, the ESS of pi_T/beta and the clip fraction, per method (IQM over seeds)."""
+    stale = [r for r in rows if r["rule"] == "staleness" and r["setting"] == "tuned" and "curves" in r]
+    fixed = sorted({int(r["lag"]) for r in stale if r["lag"].isdigit()})
+    if not fixed:
+        return
+    at = [r for r in stale if r["lag"] == str(fixed[-1])]
+    panels = ("eval/return_deterministic", "tv/backward", "tv/ess_learner", "ppo/clip_frac")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, metric in zip(axes, panels, strict=True):
+        for i, row in enumerate(at):
+            curve = np.asarray(row["curves"].get(metric, []), np.float64)
+            if curve.size:
+                x = np.flatnonzero(np.isfinite(curve))
+                ax.plot(x, curve[x], label=row["method"], linestyle="-:"[i // 4 % 2])
+        ax.set_xlabel("iteration")
+        ax.set_title(f"{metric} at lag {fixed[-1]}", fontsize=10)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels) or 1, fontsize=8, bbox_to_anchor=(0.5, 1.04))
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
 
 
 def block_label(row: dict[str, Any]) -> str:
@@ -592,6 +679,14 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "",
         *verdict_table(rows, preset.methods, rule="own-lag"),
         "",
+        "## Staleness far beyond 16: lag 64 and 256 and a fleet U{0..256}, a longer budget",
+        "",
+        "Each method at its lag-4 configuration (tuned) and at its lag-16 one (tuned-at-16); P against decoupled "
+        "PPO in the same configuration, Holm over this block's comparisons; drop from peak: how far the learner's "
+        "curve ends below its best (a late collapse). Curves over time: staleness.png.",
+        "",
+        *staleness_table(rows),
+        "",
         "## Default against tuned hyperparameters (learner AUC, IQM [95% CI])",
         "",
         *default_vs_tuned_table(rows, preset.methods),
@@ -619,6 +714,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     if rows:
         plot_all(rows, preset, out_dir)
         plot_aggregate(_pyplot(), rows, payload["aggregate"], out_dir / "aggregate.png")
+        plot_staleness(_pyplot(), rows, out_dir / "staleness.png")
     if readme is not None:
         update_readme(readme, aggregate_table(payload["aggregate"]), README_AGGREGATE)
         update_readme(readme, verdict)

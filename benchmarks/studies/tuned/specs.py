@@ -43,6 +43,8 @@ STUDY_REGIMES = {
     name: {key: value for key, value in regime.items() if key not in STUDY_PPO_PINS}
     for name, regime in {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3}}.items()
 }
+STALE = "-stale"  # a regime's high-staleness block: the regime's updates, a longer budget, lags far beyond 16
+STUDY_REGIMES |= {name + STALE: regime for name, regime in STUDY_REGIMES.items()}
 
 SCORE_RANGES: dict[str, tuple[float, float]] = {
     "CartPole-v1": (22.0, 500.0),
@@ -179,6 +181,21 @@ class Block:
     # tested at its own lag on the test seeds: the best a method reaches when tuned there (robustness), beside its
     # tune_lag configuration carried there (transfer)
     own_lag_searches: tuple[str, ...] = ()
+    # a high-staleness block (regime "<regime>-stale"): its own test lags and fleet, and the configurations it tests
+    # (names of searches of tune_from's block in the base regime: "tuned", the preset's search, "tuned-at-16", a
+    # search at lag 16); the preset's lags and (default, tuned) elsewhere
+    test_lags: tuple[int, ...] | None = None
+    fleet_k: int | None = None
+    configurations: tuple[str, ...] = ("default", "tuned")
+
+    @property
+    def stale(self) -> bool:
+        return self.regime.endswith(STALE)
+
+    @property
+    def source_regime(self) -> str:
+        """The regime of the block whose searches a held-out or high-staleness block tests."""
+        return self.regime.removesuffix(STALE)
 
     @property
     def tuned_here(self) -> bool:
@@ -261,6 +278,17 @@ PRESETS: dict[str, TunedPreset] = {
             Block("CartPole-v1", "standard", 350, ranges=STANDARD_RANGES),
             # a third held-out task, pre-registered with Breakout-MinAtar: brax's reacher, Pendulum-v1's winners
             Block("brax/reacher", "aggressive", 100, tune_from="Pendulum-v1"),
+            # staleness far beyond 16 (issue 49): lag 64 and 256 and a fleet U{0..256} over 5x Pendulum-v1's budget,
+            # every method at its lag-4 configuration and at its lag-16 one (continuous actions: the ESS is logged)
+            Block(
+                "Pendulum-v1",
+                "aggressive" + STALE,
+                500,
+                tune_from="Pendulum-v1",
+                test_lags=(64, 256),
+                fleet_k=256,
+                configurations=("tuned", "tuned-at-16"),
+            ),
         ),
         methods=tuple(METHODS),
         trials=16,

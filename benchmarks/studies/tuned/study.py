@@ -80,6 +80,7 @@ from benchmarks.studies.tuned.cells import (
     is_current,
     load_cell,
     run_cell,
+    source_cells,
     tuning_cell,
 )
 from benchmarks.studies.tuned.report import report, restate
@@ -116,8 +117,11 @@ class Shard:
 
 def cell_group(preset: TunedPreset, cell: Cell) -> str:
     """The cells that run in one place: a search and every test cell that uses its winner (a held-out block's, and
-    another rule's, which may copy its twin), named by that search; an untuned block's cells by block and method."""
+    another rule's, which may copy its twin), with the block's searches at other lags and their tests, named by that
+    search; an untuned block's cells by block and method."""
     source = cell if cell.is_search else tuning_cell(preset, cell)
+    if source is not None and source.own_lag is not None:  # joins its block's first search (a stale block reads both)
+        source = dataclasses.replace(source, stage="tune")
     return source.id if source is not None else f"{cell.block.env}__{cell.block.regime}__untuned__{cell.method}"
 
 
@@ -191,13 +195,13 @@ def run(
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     ran = 0
     cells = shard_cells(preset, shards, blocks)
-    for cell in cells:  # a held-out block run alone needs its source's search on disk
-        source = tuning_cell(preset, cell) if not cell.is_search else None
-        if source is not None and source not in cells and load_cell(out_dir, preset, source) is None:
-            raise SystemExit(
-                f"{cell.id} tests the winner of {source.id}, which is neither on disk in {out_dir} nor among the "
-                f"cells to run: add --block {block_name(source.block)}"
-            )
+    for cell in cells:  # a held-out block run alone needs its source's searches on disk
+        for source in source_cells(preset, cell):
+            if source not in cells and load_cell(out_dir, preset, source) is None:
+                raise SystemExit(
+                    f"{cell.id} tests the winner of {source.id}, which is neither on disk in {out_dir} nor among the "
+                    f"cells to run: add --block {block_name(source.block)}"
+                )
     for cell in cells:
         done = load_cell(out_dir, preset, cell)
         if done is not None and (keep_stale or is_current(preset, cell, out_dir, done)):
