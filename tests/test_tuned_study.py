@@ -954,3 +954,33 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     table = report_module.staleness_table(collected["rows"])
     assert len(table) == 2 + 2 and "tuned-at-fleet" in table[3]
     assert all(r["rule"] != "staleness" for r in collected["rows"] if report_module._shown(r, "mode"))
+
+
+def test_a_lag_probe_record_carries_its_programs_fingerprint_and_status_reads_it(study, smoke, capsys):
+    """A lag probe is current only while the checkout would train the same points (its search's winner) with the
+    same programs and host code; a record without a fingerprint is reported as such, never as current."""
+    from benchmarks.common.provenance import host_record
+    from benchmarks.studies.tuned import lag_probe
+
+    command = (
+        "python -m benchmarks.studies.tuned.lag_probe --preset tuned-smoke --env CartPole-v1 --regime aggressive "
+        "--method m2po --lag 2 --seeds 2 --first-seed 5000"
+    )
+    config, points, _, _ = lag_probe.probe_plan("tuned-smoke", "CartPole-v1", "aggressive", "m2po", 2, smoke)
+    record = {
+        "command": command,
+        "rows": [{"point": point} for point in points],
+        "seeds": [5000, 5001],
+        "fingerprint": lag_probe.probe_fingerprint("tuned-smoke", config, len(points) * 2),
+        "host": host_record(lag_probe.HOST_CODE),
+    }
+    assert lag_probe.probe_state(record, smoke) == "current"
+    assert lag_probe.probe_state({**record, "fingerprint": "0" * 16}, smoke) == "stale: made by other programs"
+    assert lag_probe.probe_state({k: v for k, v in record.items() if k != "fingerprint"}, smoke) == "unrecorded"
+    moved = [{"point": {**points[0], "ppo.learning_rate": 0.5}}, *record["rows"][1:]]
+    assert lag_probe.probe_state({**record, "rows": moved}, smoke).startswith("stale: its search picked another")
+    (smoke / "lag_probe").mkdir(exist_ok=True)
+    (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").write_text(json.dumps(record))
+    study.main(["--preset", "tuned-smoke", "--out-dir", str(smoke), "--status"])
+    assert "CartPole-v1__aggressive__m2po__lag2: current" in capsys.readouterr().out
+    (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").unlink()

@@ -31,13 +31,17 @@ import numpy as np
 
 from benchmarks.common.provenance import (
     block_markers,
+    chunk_lengths,
     git_commit,
+    host_differences,
     host_record,
+    program_fingerprint,
     refuse_dirty_results,
     replace_readme_block,
 )
 from benchmarks.studies.tuned.cells import (
     HOST_CODE,
+    REDUCTIONS,
     ROOT,
     Cell,
     base_config,
@@ -48,7 +52,7 @@ from benchmarks.studies.tuned.cells import (
 )
 from benchmarks.studies.tuned.report import mean_diverged_as_worst
 from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
-from vaco_jax import LagConfig
+from vaco_jax import Config, LagConfig
 from vaco_jax.core.config import strict_json
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.numerics import stats
@@ -203,16 +207,58 @@ def compare_with_winner(
     return rows
 
 
+def probe_plan(
+    preset_name: str, env: str, regime: str, method: str, lag: int, results: Path
+) -> tuple[Config, list[dict[str, Any]], Block, dict[str, Any]]:
+    """The config and points a probe trains (the current search's winner and its neighbourhood at ``lag``), the
+    block whose search picked them, and that search cell."""
+    preset = PRESETS[preset_name]
+    block, searched, search = current_search(preset_name, env, regime, method, results)
+    winner = dict(search["best"]["point"])
+    points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, searched)]
+    config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
+    return config, points, searched, search
+
+
+def probe_fingerprint(preset_name: str, config: Config, runs: int) -> str:
+    """The fingerprint of a probe's programs and reductions, as a study cell records its own."""
+    return program_fingerprint(
+        config, runs, chunk_lengths(config.num_iterations, PRESETS[preset_name].chunk_size), REDUCTIONS
+    )
+
+
+def probe_state(record: dict[str, Any], results: Path) -> str:
+    """``current`` (this checkout would train the same points with the same programs and host code), ``stale``
+    (with a reason: other programs, host code or search winner) or ``unrecorded`` (written before probe records
+    carried their programs' fingerprint: only its search winner can be checked)."""
+    words = shlex.split(record["command"])
+    option = {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i].startswith("--")}
+    try:
+        config, points, _, _ = probe_plan(
+            option["--preset"], option["--env"], option["--regime"], option["--method"], int(option["--lag"]), results
+        )
+    except SystemExit as reason:
+        return f"stale: {reason}"
+    if [row["point"] for row in record["rows"]] != points:
+        return "stale: its search picked another winner since"
+    if "fingerprint" not in record:
+        return "unrecorded"
+    if record["fingerprint"] != probe_fingerprint(option["--preset"], config, len(points) * len(record["seeds"])):
+        return "stale: made by other programs"
+    if host_differences(record.get("host"), host_record(HOST_CODE)):
+        return "stale: made by other host code or on another platform"
+    return "current"
+
+
 def lag_probe(
     preset_name: str, env: str, regime: str, method: str, lag: int, seeds: Sequence[int], results: Path
 ) -> dict[str, Any]:
     """Train the winner's neighbourhood at ``lag`` on ``seeds`` and compare every point with the winner, seed by
     seed (the record :func:`main` writes)."""
     preset = PRESETS[preset_name]
-    block, searched, search = current_search(preset_name, env, regime, method, results)
+    config, points, searched, search = probe_plan(preset_name, env, regime, method, lag, results)
     winner = dict(search["best"]["point"])
-    points = [{**point, "lag.k": lag} for point in probe_points(METHODS[method], winner, searched)]
-    config = base_config(preset, block, METHODS[method], LagConfig(kind="fixed", max_lag=lag, num_actors=1, k=lag))
+    fingerprint = probe_fingerprint(preset_name, config, len(points) * len(seeds))
     start = time.time()
     metrics, compile_seconds = train_points(config, points, list(seeds), preset.chunk_size)
     rows = compare_with_winner(point_labels(method, searched, points), points, learner_scores(metrics))
@@ -229,6 +275,7 @@ def lag_probe(
         "seconds": time.time() - start,
         "compile_seconds": compile_seconds,
         "commit": git_commit(ROOT),
+        "fingerprint": fingerprint,
         "host": host_record(HOST_CODE),
     }
 

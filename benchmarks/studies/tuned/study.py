@@ -345,6 +345,14 @@ def status(
     header = ["block", "stage", *CELL_STATES, "current from a dirty tree"]
     states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty")]  # noqa: E731
     print(format_table(header, [[row["block"], row["stage"], *states(row)] for row in rows.values()]))
+    probes = sorted((out_dir / "lag_probe").glob("*__lag*.json"))
+    if probes:  # the lag probes beside the cells: a diagnosis each, rerun by its own command when stale
+        from benchmarks.studies.tuned.lag_probe import probe_state
+
+        print(f"\nlag probes in {out_dir / 'lag_probe'}:")
+        for path in probes:
+            record = json.loads(path.read_text())
+            print(f"  {path.stem}: {probe_state(record, out_dir)} ({record['command']})")
     left = sum(r["stale"] + r["missing"] for r in rows.values())
     print(f"\n{left} cells to run in {out_dir}" + (": next, in run order:" if left else ""))
     for line in to_run:
