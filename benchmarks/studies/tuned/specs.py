@@ -23,6 +23,9 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
     "Breakout-MinAtar": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
     # held out, chosen before any result of it was seen (2026-12-02): a brax arm reaching for a target, tested with
     # Pendulum-v1's tuned configurations (continuous actions; brax's own reacher discount, 0.95, is Pendulum's)
+    # held out, chosen on 2026-12-05 before any result of it was seen: bsuite's Catch, a kind the study did not have
+    # (one delayed reward at the episode's end, +1 or -1: the terminal-reward setting the LLM methods come from)
+    "Catch-bsuite": {"env": {"num_envs": 16, "num_steps": 128, "normalize_observations": True}, "ppo": {}},
     "brax/reacher": {
         "env": {"num_envs": 32, "num_steps": 64, "normalize_observations": True},
         "ppo": {"gamma": 0.95, "ent_coef": 0.0},
@@ -54,6 +57,7 @@ SCORE_RANGES: dict[str, tuple[float, float]] = {
     "brax/reacher": (-837.0, 0.0),
     "brax/inverted_double_pendulum": (252.0, 9360.0),
     "brax/hopper": (126.0, 3800.0),
+    "Catch-bsuite": (-0.61, 1.0),
 }
 """Each task's score range, (a uniform-random policy's return, the best return known), for the equivalence margin
 (5% of it) and the normalised aggregate over tasks; fixed on 2026-12-05, before any cell of the rerun on the new PPO
@@ -61,7 +65,8 @@ defaults was made. The bottom: :func:`vaco_jax.envs.random_policy_return` (64 en
 checkout, rounded. The top: the task's maximum (CartPole-v1 500) or gymnax's documented PPO return (Pendulum-v1
 -130, Breakout-MinAtar 28), the PPO parity benchmark's -60 on Acrobot-v1 (gymnax documents -80), and for brax where
 no return at this episode length is documented, the reward's bound (reacher: 0, no distance and no action; the
-inverted double pendulum: 1000 steps of its largest alive reward, 9.36) or gymnasium's Hopper threshold (3800)."""
+inverted double pendulum: 1000 steps of its largest alive reward, 9.36) or gymnasium's Hopper threshold (3800);
+Catch-bsuite's maximum, 1 (added with its block on the same day, before any of its cells)."""
 
 # ----------------------------------------------------------------------------- methods and their search spaces
 
@@ -289,6 +294,8 @@ PRESETS: dict[str, TunedPreset] = {
                 fleet_k=256,
                 configurations=("tuned", "tuned-at-16"),
             ),
+            # a fourth held-out task, pre-registered on 2026-12-05 before any result of it: CartPole-v1's winners
+            Block("Catch-bsuite", "aggressive", 60, tune_from="CartPole-v1"),
         ),
         methods=tuple(METHODS),
         trials=16,
