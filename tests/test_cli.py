@@ -209,6 +209,27 @@ def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
     assert all(any(p.name.startswith("events.out.tfevents") for p in (sweep_dir / "tb" / r).iterdir()) for r in runs)
 
 
+def test_python_gives_the_command_lines_numbers_bit_for_bit_and_prints_its_table(sweep_dir):
+    """run_sweep with the command line's config, grid, seeds and chunk size trains the same programs: every metric
+    equal, bit for bit; both default to the same chunk size; and the result prints the command line's table."""
+    from vaco_jax import run_sweep
+    from vaco_jax.core.config import config_from_dict
+    from vaco_jax.runs.session import Output
+    from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
+
+    payload = json.loads((sweep_dir / "metrics.json").read_text())
+    config = config_from_dict(payload["config"])
+    result = run_sweep(config, {"lag.k": [0, 4]}, num_seeds=2, chunk_size=3, progress=False)
+    for name in ("tv/backward", "loss/total", "episode/return", "eval/return_deterministic"):
+        want = np.asarray(payload["metrics"][name], dtype=np.float64)  # null (no episode ended) reads as NaN
+        np.testing.assert_array_equal(np.asarray(result.metrics[name], np.float64), want, err_msg=name)
+    assert run_sweep.__kwdefaults__["chunk_size"] == Output().chunk_size == DEFAULT_CHUNK_SIZE
+    text = repr(result)
+    assert text.startswith("SweepResult: ppo on CartPole-v1, 4 run(s) x 6 iterations")
+    assert "final IQM" in text and len(text.splitlines()) == 1 + 2 + 2  # title, header, rule, a line per lag
+    assert "<table>" in result._repr_html_() and result._repr_html_().count("<tr>") == 3
+
+
 def test_refuses_to_overwrite_results(sweep_dir, capsys):
     code = main(["sweep", "--grid", "lag.k=0,4", "--out-dir", str(sweep_dir), *TINY])
     assert code == 2
@@ -601,3 +622,18 @@ def test_paths_and_lists_that_once_gave_a_traceback_or_a_surprise_are_one_line(t
         said = capsys.readouterr().err
         assert said.startswith("vaco-jax: error: ") and fragment in said and said.count("\n") == 1, said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]  # no directory, no lock file left
+
+
+def test_a_python_sweep_shows_a_progress_bar_by_default_and_the_bar_changes_no_number(capsys):
+    """The README's Python call prints progress while it trains (chunks of the command line's size), and
+    progress=False trains the very same numbers silently."""
+    from tests.conftest import tiny_config
+    from vaco_jax import run_sweep
+
+    config = tiny_config(num_iterations=12)  # two chunks of 6 (10, evened out)
+    shown = run_sweep(config, num_seeds=1)
+    bar = capsys.readouterr().err
+    assert "training" in bar and "12/12" in bar
+    silent = run_sweep(config, num_seeds=1, progress=False)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(shown.metrics["loss/total"], silent.metrics["loss/total"])

@@ -96,7 +96,7 @@ def train_returns(task: Task, variant: str, seeds: int) -> tuple[np.ndarray, flo
     """Per-iteration returns of completed training episodes [seeds, iterations] (NaN where none completed), and the
     wall seconds (compile included)."""
     start = time.perf_counter()
-    result = run_sweep(task_config(task, variant), num_seeds=seeds, progress=False)
+    result = run_sweep(task_config(task, variant), num_seeds=seeds, chunk_size=None, progress=False)
     return np.asarray(result.metrics["episode/return"], np.float64).reshape(seeds, -1), time.perf_counter() - start
 
 

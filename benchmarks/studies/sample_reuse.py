@@ -58,9 +58,9 @@ def evaluations(metrics: dict[str, np.ndarray]) -> np.ndarray:
 def measure(algorithm: str, num_batches: int, seeds: int, iterations: int) -> dict[str, float]:
     config = study_config(algorithm, num_batches, iterations)
     driver = Driver(TrainProgram(config))
-    run_sweep(config, num_seeds=seeds, driver=driver, progress=False)  # compiles
+    run_sweep(config, num_seeds=seeds, chunk_size=None, driver=driver, progress=False)  # compiles
     start = time.perf_counter()
-    result = run_sweep(config, num_seeds=seeds, driver=driver, progress=False)
+    result = run_sweep(config, num_seeds=seeds, chunk_size=None, driver=driver, progress=False)
     seconds = time.perf_counter() - start
     scores = evaluations(result.metrics)
     final_window = max(1, int(round(0.2 * scores.shape[1])))

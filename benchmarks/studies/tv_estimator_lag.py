@@ -73,7 +73,7 @@ def main() -> None:
     for estimator in ESTIMATORS:
         config = study_config(estimator, args.iterations)
         grid = {"vaco.tv_threshold": list(DELTAS), "lag.k": list(LAGS)}
-        sweep = run_sweep(config, grid, num_seeds=args.seeds, progress=False)
+        sweep = run_sweep(config, grid, num_seeds=args.seeds, chunk_size=None, progress=False)
         for delta in DELTAS:
             for k in LAGS:
                 selected = sweep.sel(vaco_tv_threshold=delta, lag_k=k)

@@ -28,10 +28,10 @@ from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_ru
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import Driver, run_sharding, sharding_note
+from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, Driver, run_sharding, sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
-from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, mostly_skipped, run_plan
+from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, format_table, mostly_skipped, run_plan, summary_cells
 from vaco_jax.training.trainer import TrainProgram
 
 ReportedMetric = Literal[
@@ -50,7 +50,7 @@ class Output:
     a directory holding anything else is refused whole. Without it, a directory with results is refused."""
     tensorboard: bool = False
     """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
-    chunk_size: int = 10
+    chunk_size: int = DEFAULT_CHUNK_SIZE
     """Iterations per compiled chunk, at most: progress and metrics reach the host once per chunk. Evened out where
     the iteration count allows, so that a run compiles one chunk program (100 in chunks of 30 run as 4 x 25)."""
     quiet: bool = False
@@ -191,30 +191,8 @@ def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
-    """A plain-text table of final return and AUC per grid point."""
-    axes = list(result.grid)
-    header = [*axes, "final IQM", "95% CI", "AUC IQM", "95% CI", "seeds"]
-    lines = []
-    for row in rows:
-        f, a = row["final"], row["auc"]
-        lines.append(
-            [
-                *(str(row[x]) for x in axes),
-                f"{f['iqm']:.1f}",
-                f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
-                f"{a['iqm']:.1f}",
-                f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
-                str(f["runs"]) + (f" ({f['diverged']} diverged)" if f.get("diverged") else ""),
-            ]
-        )
-    return format_table(header, lines)
-
-
-def format_table(header: list[str], lines: list[list[str]]) -> str:
-    """Right-aligned plain-text columns under a header and a rule."""
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+    """A plain-text table of final return and AUC per grid point (:meth:`SweepResult.table`'s)."""
+    return format_table(*summary_cells(result, rows))
 
 
 class Interrupted(Exception):

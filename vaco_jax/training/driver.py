@@ -69,6 +69,11 @@ def _leaf_array(value) -> np.ndarray:
     return array
 
 
+DEFAULT_CHUNK_SIZE = 10
+"""Iterations per compiled chunk, at most, unless told otherwise (the CLI's ``--chunk-size`` and
+:func:`vaco_jax.run_sweep`'s default): progress and metrics reach the host once per chunk."""
+
+
 def chunk_plan(total: int, chunk_size: int | None) -> list[int]:
     """The chunk lengths of a run of ``total`` iterations: ``chunk_size`` evened out, where it can be, so that every
     chunk has one length and the run compiles one chunk program (100 iterations in chunks of 30 run as 4 x 25).

@@ -9,6 +9,7 @@ numbers), so differences between points are not seed noise.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.types import TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.training import distributed
-from vaco_jax.training.driver import ChunkCallback, Driver, StateCallback
+from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, ChunkCallback, Driver, StateCallback
 from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
 from vaco_jax.training.plan import RunPlan
 
@@ -143,6 +144,59 @@ class SweepResult:
             rows.append({**point, "final": stats.summarize(finals[index]), "auc": stats.summarize(aucs[index])})
         return rows
 
+    def table(self, metric: str = "episode/return") -> str:
+        """:meth:`summary` as the CLI prints it: per grid point, the final value's and the AUC's IQM with their 95%
+        intervals over seeds (plain text)."""
+        header, lines = summary_cells(self, self.summary(metric))
+        return format_table(header, lines)
+
+    def _title(self) -> str:
+        runs = int(np.prod([len(v) for v in self.grid.values()] or [1])) * len(self.seeds)
+        return (
+            f"SweepResult: {self.config.algorithm} on {self.config.env.name}, {runs} run(s) x {self.num_iterations} "
+            f"iterations; training return per grid point (IQM over {len(self.seeds)} seed(s))"
+        )
+
+    def __repr__(self) -> str:
+        return f"{self._title()}\n{self.table()}"
+
+    def _repr_html_(self) -> str:
+        """The same table as HTML, for notebooks."""
+        header, lines = summary_cells(self, self.summary())
+        cells = lambda row, tag: "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)  # noqa: E731
+        body = "".join(f"<tr>{cells(line, 'td')}</tr>" for line in lines)
+        return (
+            f"<p>{html.escape(self._title())}</p><table><thead><tr>{cells(header, 'th')}</tr></thead>"
+            f"<tbody>{body}</tbody></table>"
+        )
+
+
+def summary_cells(result: SweepResult, rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The header and the text cells of a summary table (:meth:`SweepResult.summary` rows)."""
+    axes = list(result.grid)
+    header = [*axes, "final IQM", "95% CI", "AUC IQM", "95% CI", "seeds"]
+    lines = []
+    for row in rows:
+        f, a = row["final"], row["auc"]
+        lines.append(
+            [
+                *(str(row[x]) for x in axes),
+                f"{f['iqm']:.1f}",
+                f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
+                f"{a['iqm']:.1f}",
+                f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
+                str(f["runs"]) + (f" ({f['diverged']} diverged)" if f.get("diverged") else ""),
+            ]
+        )
+    return header, lines
+
+
+def format_table(header: list[str], lines: list[list[str]]) -> str:
+    """Right-aligned plain-text columns under a header and a rule."""
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+
 
 class ProgressBar:
     """A tqdm bar over a run's iterations, advanced by a chunk callback, showing the latest mean training return."""
@@ -183,7 +237,7 @@ def run_sweep(
     *,
     num_seeds: int = 1,
     seed: int = 0,
-    chunk_size: int | None = None,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     callbacks: Sequence[ChunkCallback] = (),
     driver: Driver | None = None,
     state_callbacks: Sequence[StateCallback] = (),
@@ -200,7 +254,10 @@ def run_sweep(
       grid: ``{dotted traced field: values}``, e.g. ``{"lag.k": [0, 1, 2, 4, 8]}``; None for seeds only.
       num_seeds: seeds per grid point.
       seed: first seed.
-      chunk_size: iterations per compiled chunk (progress granularity); None for one chunk.
+      chunk_size: iterations per compiled chunk, at most (the progress bar and the metrics reach the host once per
+        chunk; evened out: :func:`vaco_jax.training.driver.chunk_plan`); the CLI's default, so that the same config
+        and seeds give the CLI's numbers (programs of other scan lengths may round differently in the last bit);
+        None for one chunk.
       callbacks: called after each chunk as ``callback(iterations_done, metrics {name: [S, n]})``.
       driver: a :class:`Driver` to reuse (shares compiled programs between calls).
       state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
@@ -240,7 +297,7 @@ def run_sweep(
 def run_plan(
     plan: RunPlan,
     *,
-    chunk_size: int | None = None,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     callbacks: Sequence[ChunkCallback] = (),
     driver: Driver | None = None,
     state_callbacks: Sequence[StateCallback] = (),

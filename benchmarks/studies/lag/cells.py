@@ -116,7 +116,7 @@ def run_cell(preset: Preset, cell: Cell) -> dict[str, Any]:
     config, grid = cell_config(preset, cell)
     fingerprint = cell_fingerprint(preset, cell)
     start = time.perf_counter()
-    sweep = run_sweep(config, grid, num_seeds=preset.seeds, seed=preset.first_seed, progress=False)
+    sweep = run_sweep(config, grid, num_seeds=preset.seeds, seed=preset.first_seed, chunk_size=None, progress=False)
     seconds = time.perf_counter() - start
     points = []
     for point in sweep.points():
