@@ -924,16 +924,17 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     stale = dataclasses.replace(
         cartpole,
         regime="aggressive-stale",
-        iterations=6,
+        iterations=4,
         tune_from="CartPole-v1",
         own_lag_searches=(),
         test_lags=(8,),
         fleet_k=8,
         configurations=("tuned", "tuned-at-fleet"),
+        test_stages=("test-fixed",),  # one program (CI time): the fleet's is the same code with another lag
     )
     monkeypatch.setitem(study.PRESETS, "own-lag-smoke", dataclasses.replace(preset, blocks=(cartpole, stale)))
     stale_cells = [c for c in tuned_cells.cells_of(study.PRESETS["own-lag-smoke"]) if c.block.stale]
-    assert [(c.stage, c.rule) for c in stale_cells] == [("test-fixed", "staleness"), ("test-fleet", "staleness")]
+    assert [(c.stage, c.rule) for c in stale_cells] == [("test-fixed", "staleness")]
     assert tuned_cells.source_cells(study.PRESETS["own-lag-smoke"], stale_cells[0]) == [
         tuned_cells.Cell(cartpole, "tune", "ppo_decoupled"),
         search,
@@ -947,9 +948,7 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     assert [p["point"] for p in fixed["points"]] == [{**w, "lag.k": 8} for w in winners]
     assert "tv/backward" in fixed["points"][0]["curves"] and fixed["spec"]["config"]["lag"]["max_lag"] == 8
     rows = [r for r in collected["rows"] if r["rule"] == "staleness"]
-    assert {(r["setting"], r["lag"]) for r in rows} == {
-        (s, lag) for s in ("tuned", "tuned-at-fleet") for lag in ("8", "U{0..8}")
-    }
+    assert {(r["setting"], r["lag"]) for r in rows} == {("tuned", "8"), ("tuned-at-fleet", "8")}
     report_module.statistics(collected)
     table = report_module.staleness_table(collected["rows"])
     assert len(table) == 2 + 2 and "tuned-at-fleet" in table[3]

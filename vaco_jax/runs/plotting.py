@@ -1,4 +1,4 @@
-"""Figures: learning curves per grid point, and final return against lag."""
+"""Figures: learning curves per grid point, and the final return and its AUC against lag."""
 
 from __future__ import annotations
 
@@ -94,13 +94,15 @@ def errorbar_iqm(ax, x: list, summaries: list[dict], label: str | None, *, marke
 def plot_final_vs_axis(
     results: SweepResult | Mapping[str, SweepResult], path: str | Path, axis: str, metric: str = "episode/return"
 ) -> Path:
-    """Final ``metric`` (IQM with 95% CI over seeds) against the grid axis ``axis``.
+    """Two panels against the grid axis ``axis``: the final ``metric`` (left) and its AUC, the mean over all
+    iterations (right), each an IQM with 95% CI over seeds. The final value alone hides what lag costs where every
+    variant reaches a ceiling (CartPole's 500); the AUC keeps how fast each got there.
 
     ``results`` is one sweep or ``{label: sweep}`` (e.g. one per algorithm, drawn on
     the same axes); other grid axes become separate lines.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     named = results if isinstance(results, Mapping) else {"": results}
     first = next(iter(named.values()))
     values = np.unique(np.asarray(first.grid[axis], np.float64))
@@ -116,18 +118,23 @@ def plot_final_vs_axis(
                 part for part in (name, _label(dict(zip(others, key, strict=True))) if others else "") if part
             )
             lines.append((label, group))
-    for i, (label, group) in enumerate(lines):  # side by side around each x, never hidden under one another
-        shift = 0.06 * spacing * (i - (len(lines) - 1) / 2)
-        x, finals = [row[axis] for row in group], [row["final"] for row in group]
-        errorbar_iqm(ax, x, finals, label or None, marker=MARKERS[i % len(MARKERS)], shift=shift)
-    ax.set_xticks(values)
-    ax.set_xlabel(axis + (" (variants drawn side by side around each value)" if len(lines) > 1 else ""))
-    ax.set_ylabel(f"final {metric}\n(IQM, 95% CI over {len(first.seeds)} seeds)")
+    seeds = f"(IQM, 95% CI over {len(first.seeds)} seeds)"
+    for ax, score, ylabel in (
+        (axes[0], "final", f"final {metric}, last 10% of iterations\n{seeds}"),
+        (axes[1], "auc", f"AUC of {metric}, mean over all iterations\n{seeds}"),
+    ):
+        for i, (label, group) in enumerate(lines):  # side by side around each x, never hidden under one another
+            shift = 0.06 * spacing * (i - (len(lines) - 1) / 2)
+            x, scores = [row[axis] for row in group], [row[score] for row in group]
+            errorbar_iqm(ax, x, scores, label or None, marker=MARKERS[i % len(MARKERS)], shift=shift)
+        ax.set_xticks(values)
+        ax.set_xlabel(axis + (" (variants drawn side by side around each value)" if len(lines) > 1 else ""))
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
     title = run_label(first) if len(named) == 1 else f"{len(named)} variants"
-    ax.set_title(f"final {metric} against {axis}: {title} on {first.config.env.name}", fontsize=10)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+    fig.suptitle(f"{metric} against {axis}: {title} on {first.config.env.name}", fontsize=10)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
     plt.close(fig)
