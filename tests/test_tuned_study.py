@@ -966,20 +966,23 @@ def test_a_lag_probe_record_carries_its_programs_fingerprint_and_status_reads_it
         "--method m2po --lag 2 --seeds 2 --first-seed 5000"
     )
     config, points, _, _ = lag_probe.probe_plan("tuned-smoke", "CartPole-v1", "aggressive", "m2po", 2, smoke)
-    record = {
-        "command": command,
-        "rows": [{"point": point} for point in points],
-        "seeds": [5000, 5001],
-        "fingerprint": lag_probe.probe_fingerprint("tuned-smoke", config, len(points) * 2),
-        "host": host_record(lag_probe.HOST_CODE),
-    }
-    assert lag_probe.probe_state(record, smoke) == "current"
-    assert lag_probe.probe_state({**record, "fingerprint": "0" * 16}, smoke) == "stale: made by other programs"
-    assert lag_probe.probe_state({k: v for k, v in record.items() if k != "fingerprint"}, smoke) == "unrecorded"
-    moved = [{"point": {**points[0], "ppo.learning_rate": 0.5}}, *record["rows"][1:]]
-    assert lag_probe.probe_state({**record, "rows": moved}, smoke).startswith("stale: its search picked another")
+    with study.fingerprints_memoized():  # the probe's programs are lowered once (CI time)
+        record = {
+            "command": command,
+            "rows": [{"point": point} for point in points],
+            "seeds": [5000, 5001],
+            "fingerprint": lag_probe.probe_fingerprint("tuned-smoke", config, len(points) * 2),
+            "host": host_record(lag_probe.HOST_CODE),
+        }
+        assert lag_probe.probe_state(record, smoke) == "current"
+        assert lag_probe.probe_state({**record, "fingerprint": "0" * 16}, smoke) == "stale: made by other programs"
+        assert lag_probe.probe_state({k: v for k, v in record.items() if k != "fingerprint"}, smoke) == "unrecorded"
+        moved = [{"point": {**points[0], "ppo.learning_rate": 0.5}}, *record["rows"][1:]]
+        assert lag_probe.probe_state({**record, "rows": moved}, smoke).startswith("stale: its search picked another")
     (smoke / "lag_probe").mkdir(exist_ok=True)
     (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").write_text(json.dumps(record))
-    study.main(["--preset", "tuned-smoke", "--out-dir", str(smoke), "--status"])
-    assert "CartPole-v1__aggressive__m2po__lag2: current" in capsys.readouterr().out
-    (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").unlink()
+    try:
+        study.main(["--preset", "tuned-smoke", "--out-dir", str(smoke), "--status"])  # memoized inside
+        assert "CartPole-v1__aggressive__m2po__lag2: current" in capsys.readouterr().out
+    finally:  # the smoke folder is shared by the module's tests
+        (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").unlink()
