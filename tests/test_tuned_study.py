@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from benchmarks.studies.tuned import cells as tuned_cells
+from benchmarks.studies.tuned import comparisons as tuned_comparisons
+from benchmarks.studies.tuned import figures as tuned_figures
+from benchmarks.studies.tuned import tables as tuned_tables
 
 pytestmark = pytest.mark.slow
 
@@ -169,22 +172,22 @@ def test_a_tables_marks_come_from_the_signed_rank_and_equivalence_tests_after_ho
     Holm-adjusted two one-sided tests; an interval clear of 0.5 is not a test. Comparisons of too few seeds to be
     marked in the family leave it."""
     marked = {"p": 0.9, "ci_low": 0.7, "ci_high": 1.0, "direction": 1}
-    assert report_module.format_pi({**marked, "holm_p": 0.01}).endswith("**+**")
-    assert report_module.format_pi({**marked, "direction": -1, "holm_p": 0.01}).endswith("**-**")  # P says +
-    assert "**" not in report_module.format_pi({**marked, "holm_p": 0.2})
-    assert report_module.format_pi({**marked, "holm_p": 0.2, "equivalence_holm_p": 0.01}).endswith("**=**")
+    assert tuned_comparisons.format_pi({**marked, "holm_p": 0.01}).endswith("**+**")
+    assert tuned_comparisons.format_pi({**marked, "direction": -1, "holm_p": 0.01}).endswith("**-**")  # P says +
+    assert "**" not in tuned_comparisons.format_pi({**marked, "holm_p": 0.2})
+    assert tuned_comparisons.format_pi({**marked, "holm_p": 0.2, "equivalence_holm_p": 0.01}).endswith("**=**")
     rng = np.random.default_rng(0)
     base = rng.normal(size=16)
-    comparisons = [report_module.paired_comparison(base + 1.0 + 0.01 * rng.random(16), base, margin=0.1)]  # all won
-    comparisons += [report_module.paired_comparison(base + 0.001 * rng.normal(size=16), base, margin=0.1)]  # within
-    comparisons += [report_module.paired_comparison(base[:8] + 5.0, base[:8], margin=0.1)]  # 8 seeds, all won
-    noise = [report_module.paired_comparison(rng.normal(size=16), base, margin=0.1) for _ in range(5)]
-    family = report_module.correct_family(comparisons + noise)  # 8 in the family: 0.05 / 7 < 2 / 2^8 = 0.0078
+    comparisons = [tuned_comparisons.paired_comparison(base + 1.0 + 0.01 * rng.random(16), base, margin=0.1)]  # all won
+    comparisons += [tuned_comparisons.paired_comparison(base + 0.001 * rng.normal(size=16), base, margin=0.1)]  # within
+    comparisons += [tuned_comparisons.paired_comparison(base[:8] + 5.0, base[:8], margin=0.1)]  # 8 seeds, all won
+    noise = [tuned_comparisons.paired_comparison(rng.normal(size=16), base, margin=0.1) for _ in range(5)]
+    family = tuned_comparisons.correct_family(comparisons + noise)  # 8 in the family: 0.05 / 7 < 2 / 2^8 = 0.0078
     assert family["comparisons"] == 7 and family["apart"] == [8] and family["fewest_one_way"][16] <= 16
-    won, level, few = (report_module.format_pi(c) for c in comparisons)
+    won, level, few = (tuned_comparisons.format_pi(c) for c in comparisons)
     assert won.endswith("**+**") and level.endswith("**=**") and "**" not in few
     assert comparisons[2]["family"] == "apart" and "holm_p" not in comparisons[2]
-    assert report_module.correct_family(comparisons[2:] + noise[:3])["apart"] == []  # 0.05 / 4 > 0.0078: it stays
+    assert tuned_comparisons.correct_family(comparisons[2:] + noise[:3])["apart"] == []  # 0.05 / 4 > 0.0078: it stays
 
 
 def test_study_cells_are_written_into_the_committed_results_only_from_a_clean_tree(study, monkeypatch, tmp_path):
@@ -208,12 +211,12 @@ def test_the_report_says_where_each_winner_lies_in_its_ranges(study, report_modu
     trials = [{"point": {"ppo.learning_rate": lr, "ppo.ent_coef": 0.01, "ppo.clip_eps": 0.2}} for lr in (1e-4, 1e-3)]
     ranges = {path: dataclasses.asdict(knob) for path, knob in specs.search_space(specs.METHODS["ppo"]).items()}
     tuning = {("CartPole-v1", "aggressive", "ppo"): {"ranges": ranges, "best": trials[0], "trials": trials}}
-    lines = report_module.winner_positions_table(tuning)
+    lines = tuned_tables.winner_positions_table(tuning)
     rows = {line.split(" | ")[2]: line for line in lines[2:]}
     assert set(rows) == {"ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"}
     assert "| 0.00 | 1 of 2 | edge |" in rows["ppo.learning_rate"]
     tuning[("CartPole-v1", "aggressive", "ppo")]["best"] = trials[1]
-    lines = report_module.winner_positions_table(tuning)
+    lines = tuned_tables.winner_positions_table(tuning)
     assert "| 0.68 | 2 of 2 | edge |" in next(line for line in lines if "learning_rate" in line)
 
 
@@ -246,7 +249,7 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
         ("learner_auc", (report_module.README_START, report_module.README_END), (page,)),
         ("learner_stochastic_auc", report_module.README_STOCHASTIC, (page,)),
     ]:
-        lines = report_module.verdict_table(payload["rows"], study.PRESETS["tuned"].methods, score=score)
+        lines = tuned_tables.verdict_table(payload["rows"], study.PRESETS["tuned"].methods, score=score)
         assert all("\n".join([start, *lines, end]) in text for text in pages), (
             f"README's tuned verdict ({score}) is stale: run python -m benchmarks.studies.tuned --preset tuned "
             "--report --update-readme README.md"
@@ -305,7 +308,7 @@ def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_modu
     """The second winner rule's table (docs/lag-benchmark.md) is the one its committed cells give."""
     root = Path(__file__).resolve().parents[1]
     payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
-    lines = report_module.verdict_table(
+    lines = tuned_tables.verdict_table(
         payload["rows"], study.PRESETS["tuned"].methods, "learner_stochastic_auc", "stochastic"
     )
     start, end = report_module.rule_markers("stochastic")
@@ -654,14 +657,14 @@ def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_modu
     # the probe's program batches other runs than the search's, so the same seed's numbers agree to float rounding
     # only, which training amplifies (0.7% after the smoke's 4 iterations on shuffled samples and a clipped value loss)
     np.testing.assert_allclose(result["points"][0]["learner_auc"], winner_in_search["learner_auc"][1:], rtol=0.02)
-    summary = report_module.probe_summaries({("CartPole-v1", "aggressive", cell.method): result}, without["tuning"])
+    summary = tuned_tables.probe_summaries({("CartPole-v1", "aggressive", cell.method): result}, without["tuning"])
     knobs = summary[0]["knobs"]
     assert [row["knob"] for row in knobs] == ["ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"]
     for row, (down, up) in zip(knobs, zip(result["points"][1::2], result["points"][2::2], strict=True), strict=True):
         assert row["down"]["value"] == down["point"][row["knob"]] and row["up"]["value"] == up["point"][row["knob"]]
         assert row["down"]["mean_auc"] == pytest.approx(np.mean(down["learner_auc"]))
         assert "holm_p" in row["down"]["pi"] and "holm_p" in row["up"]["pi"]
-    table = report_module.probe_table(summary)
+    table = tuned_tables.probe_table(summary)
     assert len(table) == 2 + 3 and all(line.count(" | ") == 6 for line in table[2:])
 
 
@@ -866,8 +869,8 @@ def test_the_ablation_gives_each_algorithm_the_knobs_it_reads_and_compares_it_wi
 def test_report_figures_wrap_blocks_into_rows_of_four(report_module):
     """Each figure puts a block per column and wraps after four, so a ninth block adds a row rather than widening
     a figure nobody can read at page width; a block's stacked panels stay together and unused cells are hidden."""
-    plt = report_module._pyplot()
-    fig, axis = report_module._block_grid(plt, 5, panels_per_block=2)
+    plt = tuned_figures._pyplot()
+    fig, axis = tuned_figures._block_grid(plt, 5, panels_per_block=2)
     try:
         grid = fig.axes
         assert len(grid) == 4 * 2 * 2  # two rows of blocks, two panels each, four columns
@@ -877,7 +880,7 @@ def test_report_figures_wrap_blocks_into_rows_of_four(report_module):
         assert [ax.get_visible() for ax in grid].count(False) == 3 * 2  # blocks 5 to 7 do not exist
     finally:
         plt.close(fig)
-    fig, axis = report_module._block_grid(plt, 2)
+    fig, axis = tuned_figures._block_grid(plt, 2)
     assert len(fig.axes) == 2 and all(ax.get_visible() for ax in fig.axes)
     plt.close(fig)
 
@@ -908,18 +911,18 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     assert trials == lag4[1] and seeds == lag4[2] and config.lag.kind == "uniform" and config.lag.max_lag == 4
     with study.fingerprints_memoized():
         before = report_module.collect(preset, out)
-        assert before["rows"] and not report_module.transfer_rows(before["rows"])  # missing: main rows still in
+        assert before["rows"] and not tuned_comparisons.transfer_rows(before["rows"])  # missing: main rows still in
         study.run("own-lag-smoke", out)
         collected = report_module.collect(preset, out)
     tuned = json.loads(tuned_cells.cell_path(out, search).read_text())
     tested = json.loads(tuned_cells.cell_path(out, test).read_text())
     assert tested["spec"]["points"] == [tuned["best"]["point"]] and tested["spec"]["seeds"] == [3000, 3001]
-    report_module.statistics(collected)
-    transfer = report_module.transfer_rows(collected["rows"])
+    tuned_comparisons.statistics(collected)
+    transfer = tuned_comparisons.transfer_rows(collected["rows"])
     assert [(r["method"], r["lag"]) for r in transfer] == [("ppo_decoupled", "U{0..4}")]
     carried = next(r for r in collected["rows"] if r["rule"] == "mode" and r["primary"] and r["lag"] == "U{0..4}")
     assert transfer[0]["carried"] == pytest.approx(float(np.median(carried["per_seed"]["learner_auc"])))
-    assert len(report_module.transfer_table(transfer)) == 3
+    assert len(tuned_tables.transfer_table(transfer)) == 3
     # a high-staleness block tests both searches' winners far beyond their lags, in tables of its own
     stale = dataclasses.replace(
         cartpole,
@@ -949,10 +952,10 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     assert "tv/backward" in fixed["points"][0]["curves"] and fixed["spec"]["config"]["lag"]["max_lag"] == 8
     rows = [r for r in collected["rows"] if r["rule"] == "staleness"]
     assert {(r["setting"], r["lag"]) for r in rows} == {("tuned", "8"), ("tuned-at-fleet", "8")}
-    report_module.statistics(collected)
-    table = report_module.staleness_table(collected["rows"])
+    tuned_comparisons.statistics(collected)
+    table = tuned_tables.staleness_table(collected["rows"])
     assert len(table) == 2 + 2 and "tuned-at-fleet" in table[3]
-    assert all(r["rule"] != "staleness" for r in collected["rows"] if report_module._shown(r, "mode"))
+    assert all(r["rule"] != "staleness" for r in collected["rows"] if tuned_comparisons.in_table(r, "mode"))
 
 
 def test_a_lag_probe_record_carries_its_programs_fingerprint_and_status_reads_it(study, smoke, capsys):

@@ -50,7 +50,7 @@ from benchmarks.studies.tuned.cells import (
     load_cell,
     train_points,
 )
-from benchmarks.studies.tuned.report import mean_diverged_as_worst
+from benchmarks.studies.tuned.comparisons import mean_diverged_as_worst
 from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
 from vaco_jax import Config, LagConfig
 from vaco_jax.core.config import strict_json
@@ -190,7 +190,7 @@ def compare_with_winner(
     labels: Sequence[str], points: Sequence[dict[str, float]], scores: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """A row per point (the winner first): its per-seed learner AUCs on both readings (``scores[reading]``: points x
-    seeds), their mean (a diverged seed counts as the worst: :func:`report.mean_diverged_as_worst`, the search's
+    seeds), their mean (a diverged seed counts as the worst: :func:`comparisons.mean_diverged_as_worst`, the search's
     rule) and, for every other point, the paired P(point > winner) and Wilcoxon p over the seeds."""
     rows = []
     for index, (label, point) in enumerate(zip(labels, points, strict=True)):

@@ -1,0 +1,180 @@
+"""The tuned lag benchmark's comparisons: each method against tuned decoupled PPO, paired by seed, with the marks a
+table shows (:func:`format_pi`: + / - from the Holm-corrected signed-rank test, = from the equivalence test), the
+families they are corrected over (:func:`correct_family`), and the comparison of a configuration carried from lag 4
+with one tuned at the lag it is tested at (:func:`transfer_rows`). The statistics are
+:mod:`vaco_jax.numerics.stats`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks.studies.tuned.specs import SCORE_RANGES
+from vaco_jax.numerics import stats
+
+SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
+
+
+REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
+
+
+SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
+
+
+EQUIVALENCE_MARGIN = 0.05  # "=" within 5% of the task's score range (SCORE_RANGES), fixed 2026-12-05 before the rerun
+
+
+def paired_comparison(x: Sequence[float], y: Sequence[float], margin: float | None = None) -> dict[str, Any]:
+    """X against Y seed by seed (:mod:`vaco_jax.numerics.stats`): the paired P(X > Y) with its exact interval, the
+    exact signed-rank p-value and the side its statistic leans to (a mark's direction), and, given the equivalence
+    ``margin`` (in the score's units), the two one-sided tests' p-value."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    differences = stats.paired_differences(x, y)
+    low, high = stats.paired_improvement_interval(x, y)
+    comparison = {
+        "p": stats.paired_probability_of_improvement(x, y),
+        "ci_low": low,
+        "ci_high": high,
+        "wilcoxon_p": stats.signed_rank_p(differences),
+        "direction": stats.signed_rank_direction(differences),
+        "seeds": int(x.size),
+    }
+    if margin is not None:
+        comparison |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
+    return comparison
+
+
+def mean_diverged_as_worst(per_seed: Sequence[float] | np.ndarray) -> float:
+    """The mean over seeds with a run that has no finite score (it diverged) counted as the worst possible, -inf, as
+    a search counts it when it picks its winner: one diverged seed sinks the point's mean."""
+    return float(np.mean(stats.worst_filled(np.asarray(per_seed, np.float64), floor=-np.inf)))
+
+
+def correct_family(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+    """Holm's correction over one table's comparisons, in place: ``holm_p`` of the signed-rank tests and
+    ``equivalence_holm_p`` of the equivalence tests (two families of the same comparisons). A comparison whose seed
+    count cannot reach the family's first Holm threshold even with every seed one way (8 seeds: 2/2^8 = 0.0078
+    against 0.05 / m) leaves the family (``family: apart``), so that it does not make the others' threshold
+    stricter for nothing; it stays unmarked. Returns the family's size and what it takes to be marked."""
+    inside = list(comparisons)
+    while True:  # the threshold depends on the family's size: drop the unmarkable until none is left
+        threshold = SIGNIFICANCE / max(len(inside), 1)
+        kept = [c for c in inside if stats.smallest_signed_rank_p(c["seeds"]) < threshold]
+        if len(kept) == len(inside):
+            break
+        inside = kept
+    for c in comparisons:
+        c["family"] = "table" if any(c is k for k in inside) else "apart"
+    for c, adjusted in zip(inside, stats.holm_adjusted([c["wilcoxon_p"] for c in inside]), strict=True):
+        c["holm_p"] = adjusted
+    tested = [c for c in inside if "equivalence_p" in c]
+    for c, adjusted in zip(tested, stats.holm_adjusted([c["equivalence_p"] for c in tested]), strict=True):
+        c["equivalence_holm_p"] = adjusted
+    seeds = sorted({c["seeds"] for c in inside})
+    threshold = SIGNIFICANCE / max(len(inside), 1)
+    return {
+        "comparisons": len(inside),
+        "apart": sorted({c["seeds"] for c in comparisons if c["family"] == "apart"}),
+        "apart_count": sum(c["family"] == "apart" for c in comparisons),
+        "first_threshold": threshold,
+        "fewest_one_way": {n: stats.fewest_one_way_to_reject(n, threshold) for n in seeds},
+    }
+
+
+def format_pi(pi: dict[str, float] | None) -> str:
+    """P(X > reference) with its exact interval, marked **+** / **-** where the Holm-adjusted signed-rank test
+    rejects equality (the direction from the signed-rank statistic, not from P) and **=** where the Holm-adjusted
+    two one-sided tests show the two equivalent within the margin; unmarked: undecided."""
+    if pi is None:
+        return "-"
+    mark = ""
+    if pi.get("holm_p", 1.0) < SIGNIFICANCE:
+        mark += " **+**" if pi.get("direction", 1 if pi["p"] > 0.5 else -1) > 0 else " **-**"
+    if pi.get("equivalence_holm_p", 1.0) < SIGNIFICANCE:
+        mark += " **=**"
+    return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
+
+
+def late_drop(curve: list[float]) -> float:
+    """How far a learning curve (the learner's evaluations, IQM over seeds; NaN between evaluations) ends below its
+    peak: max - mean of its last 10% of evaluations ("prosperity before collapse" when large), NaN without any."""
+    values = np.asarray(curve, np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan")
+    return float(values.max() - values[-max(1, values.size // 10) :].mean())
+
+
+def pi_key(score: str) -> str:
+    """The row field of the paired P(X > reference) on ``score`` (``pi_vs_reference`` for the learner's AUC)."""
+    return "pi_vs_reference" if score == "learner_auc" else f"pi_vs_reference_{score.removeprefix('learner_')}"
+
+
+def statistics(collected: dict[str, Any]) -> None:
+    """Adds summaries to every row and the paired comparison with tuned decoupled PPO (:func:`paired_comparison`,
+    the equivalence margin :data:`EQUIVALENCE_MARGIN` of the env's score range) on the learner's AUC, of its mode
+    (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``); then Holm's correction
+    per verdict table (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
+    rows = collected["rows"]
+
+    def key(r: dict[str, Any]) -> tuple:  # a high-staleness block compares each configuration with its own kind
+        return r["env"], r["regime"], r["lag"], r["rule"], r["setting"] if r["rule"] == "staleness" else None
+
+    reference = {key(r): r for r in rows if r["method"] == REFERENCE and in_table(r)}
+    for row in rows:
+        row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
+        base = reference.get(key(row))
+        if base is not None and row is not base:
+            margin = equivalence_margin(row["env"])
+            for score in SCORE_NAMES:
+                row[pi_key(score)] = paired_comparison(row["per_seed"][score], base["per_seed"][score], margin)
+    collected["comparisons_by_rule"], collected["families_by_rule"] = {}, {}
+    for rule in dict.fromkeys(r["rule"] for r in rows):
+        for score in SCORE_NAMES:  # one family per verdict table (one rule's rows, one score)
+            shown = [row[pi_key(score)] for row in rows if in_table(row, rule) and pi_key(score) in row]
+            family = correct_family(shown)
+            collected["families_by_rule"].setdefault(rule, {})[score] = family
+        collected["comparisons_by_rule"][rule] = collected["families_by_rule"][rule]["learner_auc"]["comparisons"]
+
+
+def equivalence_margin(env: str) -> float:
+    """:data:`EQUIVALENCE_MARGIN` of ``env``'s score range (:data:`SCORE_RANGES`: random policy to best known)."""
+    low, high = SCORE_RANGES[env]
+    return EQUIVALENCE_MARGIN * (high - low)
+
+
+def in_table(row: dict[str, Any], rule: str | None = None) -> bool:
+    """Whether a verdict table shows ``row`` (of winner ``rule``; any rule if None): a block's primary rows (the
+    first rule's), or another rule's tuned rows."""
+    own = row.get("rule", "mode")  # a record written before winner rules had the first rule's rows only
+    if rule is not None and own != rule:
+        return False
+    return row["primary"] if own == "mode" else row["setting"].startswith("tuned")
+
+
+def transfer_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Robustness apart from transfer: per block, method and lag where a method was also tuned at that lag
+    (``own-lag`` rows), its AUC with the configuration tuned at the preset's lag carried there (the primary row)
+    and tuned there, paired by seed (the same test seeds), with Holm's correction over these comparisons."""
+    carried = {(r["env"], r["regime"], r["method"], r["lag"]): r for r in rows if r["rule"] == "mode" and r["primary"]}
+    out = []
+    for row in rows:
+        base = carried.get((row["env"], row["regime"], row["method"], row["lag"]))
+        if row["rule"] != "own-lag" or base is None:
+            continue
+        out.append(
+            {
+                "env": row["env"],
+                "regime": row["regime"],
+                "method": row["method"],
+                "lag": row["lag"],
+                "carried": float(stats.iqm(stats.worst_filled(np.asarray(base["per_seed"]["learner_auc"])))),
+                "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row["per_seed"]["learner_auc"])))),
+                "knobs": row["knobs"],
+                "pi": paired_comparison(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"]),
+            }
+        )
+    correct_family([r["pi"] for r in out])
+    return out
