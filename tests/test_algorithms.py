@@ -94,8 +94,8 @@ def test_advantages_come_from_the_batch_unless_re_estimated_every_step(name, fro
 
 def test_impacts_default_is_rllibs_appo_vtrace_q_form_for_the_target_with_the_live_critic():
     """IMPACT (impact.advantages=vtrace_every_step) re-estimates V-trace's q form at every gradient step, as RLlib's
-    APPO loss does: for the target network pi_T (the batch's ratio reference), whatever pi_theta is, and with the
-    critic being trained (a moved critic moves them)."""
+    APPO loss does: for the target network pi_T (the batch's ratio reference), whatever pi_theta is, without lambda,
+    and with the critic being trained (a moved critic moves them)."""
     program = TrainProgram(tiny_config(algorithm="impact"))
     assert program.config.ppo.minibatch == "segments"
     state, batch = first_batch(program)
@@ -119,7 +119,7 @@ def test_impacts_default_is_rllibs_appo_vtrace_q_form_for_the_target_with_the_li
         batch.ref_log_probs,
         batch.behaviour_log_probs,
         gamma=config.ppo.gamma,
-        lambda_=config.ppo.gae_lambda,
+        lambda_=1.0,  # RLlib's vtrace has no lambda: the traces are min(c_bar, pi_T/beta) alone
         advantage="q",
     )
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -109,6 +109,8 @@ def target_kl(
     Otherwise estimated from the actions beta drew, weighted to pi_T's distribution:
         KL ~= mean( w * ((r - 1) - log r) ),  w = pi_T(a|s) / beta(a|s),  r = pi_theta(a|s) / pi_T(a|s)
     (k3 of each sample is >= 0, and its expectation under pi_T is the KL). pi_T's and beta's terms are constants.
+    The weight is not truncated (its log is bounded at +-20): a stale sample far likelier under pi_T than under beta
+    can dominate the estimate, which RLlib, reading pi_T's whole distribution, never has to weight.
 
     Returns:
       The scalar KL, differentiable in pi_theta.

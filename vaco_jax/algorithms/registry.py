@@ -136,8 +136,9 @@ def gae_advantages(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.
     )
 
 
-def vtrace_advantages(form: str) -> AdvantageFn:
-    """V-trace(lambda) for ``batch.learner_log_probs`` from behaviour data, in advantage form ``form``."""
+def vtrace_advantages(form: str, trace_lambda: float | None = None) -> AdvantageFn:
+    """V-trace(lambda) for ``batch.learner_log_probs`` from behaviour data, in advantage form ``form``, with
+    ``ppo.gae_lambda`` (or ``trace_lambda``, fixed: 1.0 is V-trace without lambda, as RLlib's APPO computes it)."""
 
     def estimate(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
         return advantages.vtrace(
@@ -149,7 +150,7 @@ def vtrace_advantages(form: str) -> AdvantageFn:
             batch.learner_log_probs,
             batch.behaviour_log_probs,
             gamma=hparams.ppo.gamma,
-            lambda_=hparams.ppo.gae_lambda,
+            lambda_=hparams.ppo.gae_lambda if trace_lambda is None else trace_lambda,
             rho_bar=hparams.vtrace.rho_bar,
             c_bar=hparams.vtrace.c_bar,
             advantage=form,
@@ -367,10 +368,10 @@ def _impala(config: Config) -> Algorithm:
 
 
 def _impact(config: Config) -> Algorithm:
-    if config.impact.advantages == "vtrace_every_step":  # RLlib's APPO: q form for pi_T, the live critic
+    if config.impact.advantages == "vtrace_every_step":  # RLlib's APPO: q form for pi_T, the live critic, no lambda
         return Algorithm(
             "impact",
-            vtrace_advantages("q"),
+            vtrace_advantages("q", trace_lambda=1.0),
             _impact_loss(config),
             ratio_ref="learner",
             advantages_every_step=True,

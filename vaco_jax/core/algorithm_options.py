@@ -103,7 +103,8 @@ class ImpactConfig:
     PPO-clip around the behaviour policy; this project's IMPACT before 2026-12)."""
     advantages: Literal["vtrace_every_step", "vtrace", "gae"] = static("vtrace_every_step")
     """vtrace_every_step (RLlib's APPO): V-trace's q form for the target network pi_T, re-estimated at every
-    gradient step with the live critic along each rollout segment (whole-segment minibatches); vtrace (this
+    gradient step with the live critic along each rollout segment (whole-segment minibatches), without lambda
+    (traces min(c_bar, pi_T/beta), as RLlib's vtrace: ppo.gae_lambda is not read); vtrace (this
     project's IMPACT before 2026-12): V-trace(lambda) for pi_T once per iteration with the iteration's critic V_T;
     gae. Both V-trace forms use vtrace.rho_bar and vtrace.c_bar."""
     kl_coef: float = 0.0

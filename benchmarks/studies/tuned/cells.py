@@ -218,6 +218,8 @@ def configuration_points(preset: TunedPreset, cell: Cell, out_dir: Path) -> list
     """The configurations a test cell runs, named: ``default`` (no knob set), ``tuned`` (its search's winner by the
     cell's rule) and, for a high-staleness block, ``tuned-at-LAG`` (the source block's search at that lag)."""
     source = tuning_cell(preset, cell)
+    if cell.own_lag is not None:  # a search's winner at its own lag: one configuration
+        return [("tuned", json.loads(cell_path(out_dir, source).read_text())["best"]["point"])]
     named: list[tuple[str, dict[str, Any]]] = []
     for name in cell.block.configurations if source is not None else ("default",):
         if name == "default":
