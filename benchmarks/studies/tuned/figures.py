@@ -48,6 +48,14 @@ def _block_grid(plt, blocks: int, panels_per_block: int = 1):
     return fig, axis
 
 
+def _finish(plt, fig, axes, path: Path) -> str:
+    """One legend above the panels, the figure written to ``path`` and closed; its file name."""
+    _legend_above(fig, axes)
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
 def _legend_above(fig, axes) -> None:
     """One legend for the whole figure, above its panels: the methods drawn in any of ``axes``, in drawing order."""
     labelled = {}
@@ -86,10 +94,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_ylabel("learner's deterministic return, AUC\n(IQM, 95% CI over test seeds)")
         ax.set_title(block_label(group[0]), fontsize=9)
         ax.grid(alpha=0.3)
-    _legend_above(fig, [axis(i) for i in range(len(blocks))])
-    save_figure(fig, out_dir / "learner_auc_vs_lag.png", dpi=110)
-    plt.close(fig)
-    written.append("learner_auc_vs_lag.png")
+    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "learner_auc_vs_lag.png"))
     # 2. performance profile: fraction of runs whose normalised learner AUC exceeds tau (all lags pooled)
     fig, axis = _block_grid(plt, len(blocks))
     taus = np.linspace(-0.25, 1.5, 141)
@@ -111,10 +116,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_ylabel("fraction of runs with score > tau")
         ax.set_title(f"{block_label(group[0])}\nperformance profile, every lag pooled", fontsize=9)
         ax.grid(alpha=0.3)
-    _legend_above(fig, [axis(i) for i in range(len(blocks))])
-    save_figure(fig, out_dir / "performance_profile.png", dpi=110)
-    plt.close(fig)
-    written.append("performance_profile.png")
+    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "performance_profile.png"))
     # 3. entropy and forward TV against lag
     fig, axis = _block_grid(plt, len(blocks), panels_per_block=2)
     for col, (env, regime) in enumerate(blocks):
@@ -132,10 +134,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
             ax.set_ylabel(f"median {metric}")
             ax.set_title(block_label(group[0]), fontsize=9)
             ax.grid(alpha=0.3)
-    _legend_above(fig, [axis(i) for i in range(len(blocks))])
-    save_figure(fig, out_dir / "entropy_and_tv_vs_lag.png", dpi=110)
-    plt.close(fig)
-    written.append("entropy_and_tv_vs_lag.png")
+    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "entropy_and_tv_vs_lag.png"))
     return written
 
 
