@@ -16,11 +16,13 @@ aggregate reads the primary rows of the first winner rule (the tuned configurati
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.studies.lag.study import lag_order
+from benchmarks.studies.tuned.figures import finish_figure
 from benchmarks.studies.tuned.specs import SCORE_RANGES
 from vaco_jax.numerics import stats
 
@@ -39,10 +41,7 @@ def score_matrices(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[st
     """The blocks that enter, and per (method, lag) a [seeds, blocks] matrix of normalised scores; a (method, lag)
     missing from any block is left out (every matrix covers the same blocks)."""
     primary = [r for r in rows if r.get("rule", "mode") == "mode" and r["primary"]]
-    blocks = sorted(
-        {(r["env"], r["regime"]) for r in primary if len(r["per_seed"][SCORE]) == SEEDS},
-        key=lambda b: [(r["env"], r["regime"]) for r in primary].index(b),
-    )
+    blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in primary if len(r["per_seed"][SCORE]) == SEEDS))
     cells = {(r["env"], r["regime"], r["method"], r["lag"]): r for r in primary}
     matrices = {}
     for method in dict.fromkeys(r["method"] for r in primary):
@@ -103,8 +102,6 @@ def aggregate_table(result: dict[str, Any]) -> list[str]:
 def plot_aggregate(plt, rows: list[dict[str, Any]], result: dict[str, Any], path) -> None:
     """One figure: the aggregate IQM against lag per method (95% CI), and the performance profile at the largest
     fixed lag and under the fleet; nothing while no block of 16 seeds is complete."""
-    from vaco_jax.runs.plotting import save_figure
-
     _, matrices = score_matrices(rows)
     entries = result["entries"]
     if not entries:  # no block of 16 seeds is complete yet: nothing to draw
@@ -136,11 +133,7 @@ def plot_aggregate(plt, rows: list[dict[str, Any]], result: dict[str, Any], path
         ax.set_title(f"performance profile at lag {lag}", fontsize=10)
     for ax in axes:
         ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(methods), fontsize=8, bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    finish_figure(plt, fig, list(axes), Path(path))
 
 
 __all__ = ["aggregate", "aggregate_table", "normalised", "plot_aggregate", "score_matrices"]

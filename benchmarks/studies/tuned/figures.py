@@ -48,7 +48,7 @@ def _block_grid(plt, blocks: int, panels_per_block: int = 1):
     return fig, axis
 
 
-def _finish(plt, fig, axes, path: Path) -> str:
+def finish_figure(plt, fig, axes, path: Path) -> str:
     """One legend above the panels, the figure written to ``path`` and closed; its file name."""
     _legend_above(fig, axes)
     save_figure(fig, path, dpi=110)
@@ -94,7 +94,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_ylabel("learner's deterministic return, AUC\n(IQM, 95% CI over test seeds)")
         ax.set_title(block_label(group[0]), fontsize=9)
         ax.grid(alpha=0.3)
-    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "learner_auc_vs_lag.png"))
+    written.append(finish_figure(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "learner_auc_vs_lag.png"))
     # 2. performance profile: fraction of runs whose normalised learner AUC exceeds tau (all lags pooled)
     fig, axis = _block_grid(plt, len(blocks))
     taus = np.linspace(-0.25, 1.5, 141)
@@ -116,7 +116,7 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
         ax.set_ylabel("fraction of runs with score > tau")
         ax.set_title(f"{block_label(group[0])}\nperformance profile, every lag pooled", fontsize=9)
         ax.grid(alpha=0.3)
-    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "performance_profile.png"))
+    written.append(finish_figure(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "performance_profile.png"))
     # 3. entropy and forward TV against lag
     fig, axis = _block_grid(plt, len(blocks), panels_per_block=2)
     for col, (env, regime) in enumerate(blocks):
@@ -134,7 +134,9 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
             ax.set_ylabel(f"median {metric}")
             ax.set_title(block_label(group[0]), fontsize=9)
             ax.grid(alpha=0.3)
-    written.append(_finish(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "entropy_and_tv_vs_lag.png"))
+    written.append(
+        finish_figure(plt, fig, [axis(i) for i in range(len(blocks))], out_dir / "entropy_and_tv_vs_lag.png")
+    )
     return written
 
 
@@ -157,8 +159,4 @@ def plot_staleness(plt, rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("iteration")
         ax.set_title(f"{metric} at lag {fixed[-1]}", fontsize=10)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels) or 1, fontsize=8, bbox_to_anchor=(0.5, 1.04))
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    finish_figure(plt, fig, list(axes), path)

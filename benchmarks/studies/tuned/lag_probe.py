@@ -128,10 +128,16 @@ def probe_records(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return [restated(record) for record in records], [probe_name(record) for record in records]
 
 
+def command_options(record: dict[str, Any]) -> dict[str, str]:
+    """The ``--flag value`` pairs of the command that made a probe record."""
+    words = shlex.split(record["command"])
+    return {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i].startswith("--")}
+
+
 def probe_name(record: dict[str, Any]) -> str:
     """ "task, method" of a probe record, read from the command that made it (a file name cannot hold brax's "/")."""
-    words = shlex.split(record["command"])
-    return f"{words[words.index('--env') + 1]}, {words[words.index('--method') + 1]}"
+    option = command_options(record)
+    return f"{option['--env']}, {option['--method']}"
 
 
 def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
@@ -231,8 +237,7 @@ def probe_state(record: dict[str, Any], results: Path) -> str:
     """``current`` (this checkout would train the same points with the same programs and host code), ``stale``
     (with a reason: other programs, host code or search winner) or ``unrecorded`` (written before probe records
     carried their programs' fingerprint: only its search winner can be checked)."""
-    words = shlex.split(record["command"])
-    option = {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i].startswith("--")}
+    option = command_options(record)
     try:
         config, points, _, _ = probe_plan(
             option["--preset"], option["--env"], option["--regime"], option["--method"], int(option["--lag"]), results

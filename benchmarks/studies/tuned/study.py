@@ -83,6 +83,7 @@ from benchmarks.studies.tuned.cells import (
     source_cells,
     tuning_cell,
 )
+from benchmarks.studies.tuned.lag_probe import probe_state
 from benchmarks.studies.tuned.report import report, restate
 from benchmarks.studies.tuned.specs import PRESETS, Block, TunedPreset
 from vaco_jax.core.files import write_text_atomic
@@ -347,8 +348,6 @@ def status(
     print(format_table(header, [[row["block"], row["stage"], *states(row)] for row in rows.values()]))
     probes = sorted((out_dir / "lag_probe").glob("*__lag*.json"))
     if probes:  # the lag probes beside the cells: a diagnosis each, rerun by its own command when stale
-        from benchmarks.studies.tuned.lag_probe import probe_state
-
         print(f"\nlag probes in {out_dir / 'lag_probe'}:")
         for path in probes:
             record = json.loads(path.read_text())
