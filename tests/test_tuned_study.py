@@ -653,6 +653,7 @@ def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_modu
     search = json.loads(tuned_cells.cell_path(out, tuned_cells.tuning_cell(preset, cell)).read_text())
     points = [p["point"] for p in result["points"]]
     assert points[0] == search["best"]["point"] and len(points) == 7 and result["spec"]["seeds"] == [101]
+    assert result["spec"]["config"] == search["spec"]["config"]  # the search's lag and budget, exactly
     winner_in_search = search["points"][search["best"]["index"]]
     # the probe's program batches other runs than the search's, so the same seed's numbers agree to float rounding
     # only, which training amplifies (0.7% after the smoke's 4 iterations on shuffled samples and a clipped value loss)
