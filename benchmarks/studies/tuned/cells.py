@@ -198,8 +198,16 @@ def source_cells(preset: TunedPreset, cell: Cell) -> list[Cell]:
     source = tuning_cell(preset, cell)
     if source is None:
         return []
-    others = [name.removeprefix("tuned-at-") for name in cell.block.configurations if name.startswith("tuned-at-")]
-    return [source, *(Cell(source.block, OWN_LAG_STAGES[0] + lag, cell.method) for lag in others)]
+    others = [name for name in cell.block.configurations if name.startswith("tuned-at-")]
+    return [source, *(configuration_search(source, name) for name in others)]
+
+
+def configuration_search(source: Cell, name: str) -> Cell:
+    """The search whose winner a test's configuration ``name`` is: its tuning cell ``source`` for ``tuned``, the
+    search of the same block at LAG for ``tuned-at-LAG``."""
+    if name == "tuned":
+        return source
+    return Cell(source.block, OWN_LAG_STAGES[0] + name.removeprefix("tuned-at-"), source.method)
 
 
 def source_block(preset: TunedPreset, block: Block) -> Block:
@@ -225,12 +233,7 @@ def configuration_points(preset: TunedPreset, cell: Cell, out_dir: Path) -> list
         if name == "default":
             named.append((name, {}))
             continue
-        search = (
-            source
-            if name == "tuned"
-            else Cell(source.block, OWN_LAG_STAGES[0] + name.removeprefix("tuned-at-"), cell.method)
-        )
-        result = json.loads(cell_path(out_dir, search).read_text())
+        result = json.loads(cell_path(out_dir, configuration_search(source, name)).read_text())
         # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
         # the same default runs, bit for bit: a check that both rules' cells see the same runs)
         other_rule = cell.rule in WINNER_RULES and name == "tuned"
@@ -257,8 +260,8 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         config = base_config(preset, cell.block, method, lag)
         if cell.is_search:
             return config, draw_trials(method, preset.trials, seed=0, block=cell.block), list(preset.tuning_seeds)
-        winner = json.loads(cell_path(out_dir, tuning_cell(preset, cell)).read_text())["best"]["point"]
-        return config, [{**winner, **at_lag}], test_seeds(preset, cell.block)
+        points = [{**winner, **at_lag} for _, winner in configuration_points(preset, cell, out_dir)]
+        return config, points, test_seeds(preset, cell.block)
     if cell.stage == "tune":
         # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
@@ -271,7 +274,7 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         lag = LagConfig(kind="fixed", max_lag=max(lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in lags]
     else:
-        lag = LagConfig(kind="uniform", max_lag=fleet_k, num_actors=4, k=fleet_k)
+        lag = fleet_lag(fleet_k)
         points = [dict(s) for s in settings]
     return base_config(preset, cell.block, method, lag), points, seeds
 
@@ -280,11 +283,17 @@ def test_seeds(preset: TunedPreset, block: Block) -> list[int]:
     return list(range(preset.first_test_seed, preset.first_test_seed + (block.test_seeds or preset.test_seeds)))
 
 
+def fleet_lag(fleet_k: int) -> LagConfig:
+    """The test fleet: 4 actor groups, each acting with a policy U{0..fleet_k} updates old, redrawn every
+    iteration."""
+    return LagConfig(kind="uniform", max_lag=fleet_k, num_actors=4, k=fleet_k)
+
+
 def own_lag_config(preset: TunedPreset, lag: str) -> tuple[LagConfig, dict[str, Any]]:
     """A search's lag of its own: "fleet" (the test fleet: 4 actor groups, lag ~ U{0..fleet_k}) or a fixed lag k
     (one actor group), and the traced point that sets it."""
     if lag == "fleet":
-        return LagConfig(kind="uniform", max_lag=preset.fleet_k, num_actors=4, k=preset.fleet_k), {}
+        return fleet_lag(preset.fleet_k), {}
     k = int(lag)
     return LagConfig(kind="fixed", max_lag=k, num_actors=1, k=k), {"lag.k": k}
 
