@@ -3,7 +3,9 @@
 Every comparison this project makes is against PPO, so its PPO must learn as the ones practitioners run do. This
 trains ``--algorithm ppo`` with the package's defaults at a reference's published configuration (PureJaxRL's
 ``ppo.py`` for CartPole-v1 and Acrobot-v1: 4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed,
-5e5 env steps; CleanRL's ``ppo.py`` has the same CartPole-v1 defaults), 16 seeds, and reads the reference's own runs
+5e5 env steps; CleanRL's ``ppo.py`` has the same CartPole-v1 defaults; PureJaxRL's MinAtar notebook for
+Breakout-MinAtar: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps), 16
+seeds, and reads the reference's own runs
 from ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched
 and run in a virtual environment of its own outside this repository (none of its code is here); each file names the
 repository, commit, versions and command, and holds every seed's per-iteration return of completed episodes.
@@ -12,14 +14,16 @@ Per task and implementation it reports, from per-iteration returns of completed 
 definitions, :mod:`vaco_jax.numerics.stats`, applied to every implementation alike): the final return (mean of the
 last 10% of iterations) and the AUC (mean over all iterations), each as IQM over seeds with a 95% bootstrap interval,
 the seeds that solve the task (final return at or above gymnasium's threshold: 475 on CartPole-v1, -100 on
-Acrobot-v1), and, against each reference, whether the project's PPO is equivalent, better, worse or undecided
-(:func:`parity_verdict`: a two one-sided test on the difference of IQMs through its 90% bootstrap interval, with a
-margin of 5% of the task's score range fixed here before any run).
+Acrobot-v1; MinAtar has none), and, against each reference, whether the project's PPO is equivalent, better,
+worse or undecided (:func:`parity_verdict`: a two one-sided test on the difference of IQMs through its 90%
+bootstrap interval, with a margin of 5% of the task's score range fixed here before any run).
 
 The variant ``legacy`` is the PPO this project ran before the parity change (whole-segment minibatches, unclipped
 value loss), kept in the table so that the change's effect is measured, not asserted.
 
-    .venv/bin/python -m benchmarks.studies.ppo_parity            # both tasks, 16 seeds: about 7 minutes on 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs CartPole-v1 Acrobot-v1   # 16 seeds: 7 minutes, 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # about 40 minutes, 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
@@ -42,7 +46,7 @@ from benchmarks.common.provenance import (
     replace_readme_block,
     write_result,
 )
-from vaco_jax import Config, EnvConfig, PPOConfig, run_sweep
+from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, run_sweep
 from vaco_jax.numerics import stats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,12 +59,17 @@ class Task:
     """A task at a reference's configuration, with the scores that frame it."""
 
     env: str
-    solved_at: float  # gymnasium's reward threshold: a seed whose final return reaches it solves the task
+    solved_at: float | None  # gymnasium's reward threshold: a seed whose final return reaches it solves the task
     random_score: float  # a uniform-random policy's return (the bottom of the score range)
     best_score: float  # the best return known (the top of the range)
     num_envs: int = 4
     num_steps: int = 128
     total_env_steps: int = 500_000
+    num_minibatches: int = 4
+    learning_rate: float = 2.5e-4
+    activation: str = "tanh"
+    variants: tuple[str, ...] = ("default", "legacy")  # which of VARIANTS run on this task
+    reference_configuration: str = "PureJaxRL's ppo.py and CleanRL's ppo.py"
 
     @property
     def num_iterations(self) -> int:
@@ -75,6 +84,25 @@ class Task:
 TASKS = {
     "CartPole-v1": Task("CartPole-v1", solved_at=475.0, random_score=22.0, best_score=500.0),
     "Acrobot-v1": Task("Acrobot-v1", solved_at=-100.0, random_score=-500.0, best_score=-60.0),
+    # PureJaxRL's MinAtar PPO (examples/brax_minatar.ipynb, "briefly tuned to do well on Gymnax's MinAtar
+    # environments"): 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps. Its
+    # example env is SpaceInvaders-MinAtar, whose start state changed between gymnax 0.0.8 (the reference's) and
+    # 1.0.1 (this project's: 24 aliens, was 28); Breakout-MinAtar's dynamics are the same in both (only the time
+    # limit moved from termination to truncation), and it is the game of PureJaxRL's README plots. No threshold:
+    # no seed "solves" it. Score range: the tuned study's (random policy 0.4, gymnax's documented PPO 28).
+    "Breakout-MinAtar": Task(
+        "Breakout-MinAtar",
+        solved_at=None,
+        random_score=0.4,
+        best_score=28.0,
+        num_envs=64,
+        total_env_steps=10_000_000,
+        num_minibatches=8,
+        learning_rate=5e-3,
+        activation="relu",
+        variants=("default",),
+        reference_configuration="PureJaxRL's MinAtar notebook",
+    ),
 }
 
 VARIANTS = {"default": {}, "legacy": STUDY_PPO_PINS}
@@ -82,21 +110,28 @@ VARIANTS = {"default": {}, "legacy": STUDY_PPO_PINS}
 
 
 def task_config(task: Task, variant: str) -> Config:
-    """``--algorithm ppo`` at PureJaxRL's ``ppo.py`` configuration (CleanRL's ``ppo.py`` defaults are the same):
-    everything else at the package's defaults, which match theirs (docs/algorithms.md lists what differs)."""
+    """``--algorithm ppo`` at the task's reference configuration (PureJaxRL's ``ppo.py``, whose defaults CleanRL's
+    ``ppo.py`` shares, or PureJaxRL's MinAtar notebook): everything else at the package's defaults, which match
+    theirs (docs/algorithms.md lists what differs)."""
     return Config(
         algorithm="ppo",
         num_iterations=task.num_iterations,
         env=EnvConfig(name=task.env, num_envs=task.num_envs, num_steps=task.num_steps),
-        ppo=PPOConfig(num_epochs=4, num_minibatches=4, learning_rate=2.5e-4, **VARIANTS[variant]),
+        ppo=PPOConfig(
+            num_epochs=4,
+            num_minibatches=task.num_minibatches,
+            learning_rate=task.learning_rate,
+            **VARIANTS[variant],
+        ),
+        network=NetworkConfig(activation=task.activation),
     )
 
 
-def train_returns(task: Task, variant: str, seeds: int) -> tuple[np.ndarray, float]:
-    """Per-iteration returns of completed training episodes [seeds, iterations] (NaN where none completed), and the
-    wall seconds (compile included)."""
+def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> tuple[np.ndarray, float]:
+    """Per-iteration returns of completed training episodes [seeds, iterations] (NaN where none completed) of seeds
+    ``first_seed`` onwards, and the wall seconds (compile included)."""
     start = time.perf_counter()
-    result = run_sweep(task_config(task, variant), num_seeds=seeds, chunk_size=None, progress=False)
+    result = run_sweep(task_config(task, variant), num_seeds=seeds, seed=first_seed, chunk_size=None, progress=False)
     return np.asarray(result.metrics["episode/return"], np.float64).reshape(seeds, -1), time.perf_counter() - start
 
 
@@ -155,7 +190,7 @@ def row(task: Task, name: str, returns: np.ndarray) -> dict[str, Any]:
         "env": task.env,
         "implementation": name,
         "seeds": int(returns.shape[0]),
-        "solved": int(np.sum(per_seed["final"] >= task.solved_at)),
+        "solved": None if task.solved_at is None else int(np.sum(per_seed["final"] >= task.solved_at)),
         "final": stats.summarize(per_seed["final"]),
         "auc": stats.summarize(per_seed["auc"]),
         "final_per_seed": [round(float(v), 2) for v in per_seed["final"]],
@@ -175,8 +210,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             for name, v in r.get("versus", {}).items()
         )
         f, a = r["final"], r["auc"]
+        solved = f"{r['solved']} / {r['seeds']}" if r["solved"] is not None else f"- ({r['seeds']} seeds)"
         lines.append(
-            f"| {r['env']} | {r['implementation']} | {r['solved']} / {r['seeds']} | {f['iqm']:.1f} "
+            f"| {r['env']} | {r['implementation']} | {solved} | {f['iqm']:.1f} "
             f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}] | {a['iqm']:.1f} [{a['ci_low']:.1f}, {a['ci_high']:.1f}] "
             f"| {versus or '-'} |"
         )
@@ -197,48 +233,75 @@ def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, 
     return rows
 
 
+def add_runs(saved: dict[str, Any], task: Task, variant: str, seeds: int, first_seed: int) -> None:
+    """Train ``seeds`` seeds of ``variant`` on ``task`` from ``first_seed`` and record them in ``saved``: replacing
+    the recorded runs when ``first_seed`` is 0, else appended to them, which must then be seeds 0 to
+    ``first_seed - 1`` of the same configuration (a long task can be run in blocks of seeds, each committed)."""
+    config = config_record(task_config(task, variant))
+    entry = saved.get(task.env, {}).get(variant)
+    if first_seed > 0:
+        if entry is None or entry["seeds"] != list(range(first_seed)) or entry["config"] != config:
+            have = "none" if entry is None else f"seeds {entry['seeds'][0]}..{entry['seeds'][-1]}"
+            raise SystemExit(
+                f"--first-seed {first_seed} appends to the recorded runs of {task.env} ({variant}), which must be "
+                f"seeds 0..{first_seed - 1} of this configuration; recorded: {have}. Run from --first-seed 0."
+            )
+    returns, seconds = train_returns(task, variant, seeds, first_seed)
+    rounded = [[None if not np.isfinite(v) else round(float(v), 4) for v in s] for s in returns]
+    if first_seed > 0:
+        entry["seeds"] += list(range(first_seed, first_seed + seeds))
+        entry["returns"] += rounded
+        entry["seconds"] += round(seconds)
+        entry["commits"] = sorted({entry.get("commit", ""), git_commit(ROOT)} - {""})
+    else:
+        saved.setdefault(task.env, {})[variant] = {
+            "config": config,
+            "seeds": list(range(seeds)),
+            "seconds": round(seconds),
+            "returns": rounded,
+            "commit": git_commit(ROOT),
+        }
+    print(f"{task.env} {variant}, seeds {first_seed}..{first_seed + seeds - 1}: {seconds:.0f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="append seeds from this one to the recorded runs (default: replace)"
+    )
     parser.add_argument("--report", action="store_true", help="recompute the table from the committed runs")
     parser.add_argument("--out", type=Path, default=RESULTS / "parity.json")
     parser.add_argument("--update-readme", type=Path, help="rewrite the ppo parity block of this README and its docs")
     args = parser.parse_args()
     runs_file = args.out.with_name("vaco_jax_runs.json")
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
-    rows, timings = [], {}
-    for env in args.envs:
-        task = TASKS[env]
-        ours = {}
-        for variant in VARIANTS:
-            if args.report:
-                ours[variant] = np.array(saved[env][variant]["returns"], np.float64)
-                timings[f"{env}/{variant}"] = saved[env][variant].get("seconds")
-                continue
-            returns, seconds = train_returns(task, variant, args.seeds)
-            ours[variant] = returns
-            saved.setdefault(env, {})[variant] = {
-                "config": config_record(task_config(task, variant)),
-                "seeds": list(range(args.seeds)),
-                "seconds": round(seconds),
-                "returns": [[None if not np.isfinite(v) else round(float(v), 4) for v in s] for s in returns],
-            }
-            timings[f"{env}/{variant}"] = round(seconds)
-            print(f"{env} {variant}: {seconds:.0f} s", flush=True)
-        rows += compare(task, ours, load_references(env))
     if not args.report:
-        runs_file.parent.mkdir(parents=True, exist_ok=True)
-        runs_file.write_text(json.dumps({**saved, "commit": git_commit(ROOT)}, indent=1) + "\n")
+        for env in args.envs:
+            for variant in TASKS[env].variants:
+                add_runs(saved, TASKS[env], variant, args.seeds, args.first_seed)
+                runs_file.parent.mkdir(parents=True, exist_ok=True)
+                runs_file.write_text(json.dumps(saved, indent=1) + "\n")
+    # The table covers every task with recorded runs, whichever were trained now.
+    rows, timings, commits = [], {}, set()
+    for env, task in TASKS.items():
+        if env not in saved:
+            continue
+        ours = {variant: np.array(saved[env][variant]["returns"], np.float64) for variant in task.variants}
+        for variant in task.variants:
+            timings[f"{env}/{variant}"] = saved[env][variant].get("seconds")
+            commits.update(saved[env][variant].get("commits", [saved[env][variant].get("commit", saved.get("commit"))]))
+        rows += compare(task, ours, load_references(env))
     write_result(
         args.out,
         "python -m benchmarks.studies.ppo_parity" + (" --report" if args.report else ""),
         table(rows),
-        commit=saved.get("commit") if args.report else git_commit(ROOT),
-        seeds=args.seeds,
+        commit=", ".join(sorted(c for c in commits if c)),
+        seeds={row["env"] + "/" + row["implementation"]: row["seeds"] for row in rows},
         rows=rows,
         seconds=timings,
-        margins={env: TASKS[env].margin for env in args.envs},
+        margins={env: TASKS[env].margin for env in TASKS if env in saved},
     )
     if args.update_readme:
         replace_readme_block(args.update_readme, block_markers("ppo parity"), table(rows))
