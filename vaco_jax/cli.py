@@ -21,6 +21,7 @@ import tyro
 
 from vaco_jax.core.config import Config, ConfigError, LagConfig, config_from_dict, parse_value, strict_json
 from vaco_jax.core.config_fields import check_choice
+from vaco_jax.core.config_file import read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs import supervisor, writers
 from vaco_jax.runs.calibration import LagModel, run_and_write
@@ -51,6 +52,9 @@ class TrainArgs:
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
     Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
+    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
+    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
     """Seeds per grid point, all in the same compiled program."""
@@ -76,6 +80,9 @@ class SweepArgs:
     Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
+    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
+    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=lambda: Config(lag=LagConfig(max_lag=4))
     )
@@ -109,6 +116,9 @@ class DemoArgs:
     filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.core.presets).
     """
 
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
+    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
+    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
     algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
     """Algorithms or presets (vaco_jax.core.presets) to compare; each runs the whole grid as one compiled program."""
@@ -140,6 +150,9 @@ class CalibrateArgs:
 
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
+    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
+    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=calibrate_config)
     num_seeds: int = 8
     """Seeds of each side (the real and the simulated runs use the same seeds)."""
@@ -293,6 +306,39 @@ def _presets_in(argv: list[str]) -> tuple[str, ...]:
     return tuple(parser.parse_known_args(argv)[0].preset)
 
 
+def _config_file_in(argv: list[str]) -> Path | None:
+    """The value of ``--config`` in ``argv`` (read before tyro: the file sets the other flags' defaults)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--config", type=Path, default=None)
+    return parser.parse_known_args(argv)[0].config
+
+
+def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` with the config of ``--config FILE`` as the named command's config (a hand-written file's
+    fields on top of the command's own default config); an asynchronous run's config.json makes ``train``
+    asynchronous with its recorded options."""
+    path = _config_file_in(argv)
+    command = argv[0] if argv else ""
+    if path is None or command not in defaults or not hasattr(defaults[command], "config_file"):
+        return defaults
+    if _resume_dir(argv) is not None:
+        raise ConfigError(
+            "--config and --resume: a resumed run continues with the config it recorded; drop --config (or, for a "
+            "new run of a saved config, drop --resume and give --out-dir)"
+        )
+    args = defaults[command]
+    loaded = read_config_file(path, base=args.config)
+    changes: dict[str, Any] = {"config_file": path, "config": loaded.config}
+    if loaded.asynchronous is not None:
+        if command != "train":
+            raise ConfigError(
+                f"--config {path} is an asynchronous run's config.json, which only train --async runs; use "
+                f"vaco-jax train --config {path}"
+            )
+        changes |= {"asynchronous": True, "async_options": AsyncOptions(**loaded.asynchronous)}
+    return {**defaults, command: dataclasses.replace(args, **changes)}
+
+
 def _resume_dir(argv: list[str]) -> Path | None:
     """The directory of ``train | sweep | demo ... --resume DIR`` (read before tyro: its record sets the defaults)."""
     if not argv or argv[0] not in ("train", "sweep", "demo"):
@@ -361,10 +407,11 @@ def _resumed_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, An
 
 def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
     """The subcommands as one union type for tyro: ``train``, ``sweep`` and ``demo`` default to the command of the run
-    that ``--resume`` continues, if it recorded one; ``train``, ``sweep`` and ``calibrate`` to the presets' config
-    (applied on top)."""
+    that ``--resume`` continues, if it recorded one; the command given ``--config FILE`` to the file's config; then
+    ``train``, ``sweep`` and ``calibrate`` to the presets' config (applied on top)."""
     defaults = {"train": TrainArgs(), "sweep": SweepArgs(), "demo": DemoArgs(), "calibrate": CalibrateArgs()}
     defaults = _resumed_defaults(argv, defaults)
+    defaults = _config_file_defaults(argv, defaults)
     if presets:
         for name in ("train", "sweep", "calibrate"):
             args = defaults[name]
@@ -372,6 +419,21 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
     commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
     return Union[tuple(commands)]  # noqa: UP007
+
+
+def command_types(argv: list[str]) -> Any:
+    """The subcommands for tyro with the defaults ``argv`` sets before its flags are read: ``--preset``, the record
+    of the run ``--resume`` continues, ``--config FILE`` (:func:`_commands`). A :class:`ConfigError` on bad input."""
+    presets = _presets_in(argv)
+    for name in presets:  # refused here, with the closest name, rather than in tyro's box
+        check_choice("--preset", name, list(PRESETS))
+    return _commands(presets, argv)
+
+
+def parse_args(argv: list[str]) -> Any:
+    """The command ``argv`` asks for, parsed as :func:`main` parses it (a ``TrainArgs``, ``SweepArgs``, ...), without
+    running it: what a script or a test reads to see what a command line sets."""
+    return _parse(command_types(argv), argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,10 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_empty_paths(argv)
         _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
-        presets = _presets_in(argv)
-        for name in presets:  # refused here, with the closest name, rather than in tyro's box
-            check_choice("--preset", name, list(PRESETS))
-        commands = _commands(presets, argv)
+        commands = command_types(argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,174 @@
+"""--config FILE: a run's config.json trains its config again, a hand-written JSON, TOML or YAML file sets the
+defaults that presets and flags override, and every bad file is one line naming the file and what to change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vaco_jax.cli import main, parse_args
+from vaco_jax.core.config import Config, ConfigError, config_dict, config_from_dict
+from vaco_jax.core.config_file import read_config_file
+from vaco_jax.training.trainer import resolve_defaults
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_RECORD = ROOT / "benchmarks/results/demo/vaco-paper/config.json"  # a config.json written by a run
+
+TOML = """
+algorithm = "vaco"
+num_iterations = 12
+[env]
+name = "Acrobot-v1"
+[ppo]
+learning_rate = 1        # an integer where a float is due
+[network]
+actor_hidden = [32, 32]
+"""
+YAML = """
+algorithm: ppo
+ppo:
+  learning_rate: 1e-3    # YAML reads this as text: taken as the number
+  clip_eps: 0.1
+lag:
+  max_lag: 3
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["a.toml", "a.yaml", "a.json"])
+def test_a_hand_written_file_sets_its_fields_and_leaves_the_others_at_the_defaults(tmp_path, name):
+    fields = {"algorithm": "vaco", "env": {"name": "Acrobot-v1"}, "ppo": {"learning_rate": 1}, "lag": {"max_lag": 3}}
+    text = {
+        ".toml": 'algorithm = "vaco"\n[env]\nname = "Acrobot-v1"\n[ppo]\nlearning_rate = 1\n[lag]\nmax_lag = 3\n',
+        ".yaml": "algorithm: vaco\nenv:\n  name: Acrobot-v1\nppo:\n  learning_rate: 1\nlag:\n  max_lag: 3\n",
+        ".json": json.dumps(fields),
+    }[Path(name).suffix]
+    loaded = read_config_file(write(tmp_path, name, text))
+    expected = Config().replace(algorithm="vaco")
+    expected = expected.replace(env=expected.env.replace(name="Acrobot-v1"))
+    expected = expected.replace(ppo=expected.ppo.replace(learning_rate=1.0), lag=expected.lag.replace(max_lag=3))
+    assert loaded.config == expected and not loaded.is_run_record
+    assert isinstance(loaded.config.ppo.learning_rate, float)  # typed like the field, not the int the file holds
+
+
+def test_a_hand_written_file_applies_on_top_of_the_commands_own_defaults(tmp_path):
+    base = Config().replace(num_iterations=80)
+    loaded = read_config_file(write(tmp_path, "b.yaml", YAML), base=base)
+    assert loaded.config.num_iterations == 80  # the file leaves it: the command's default stays
+    assert (loaded.config.ppo.learning_rate, loaded.config.ppo.clip_eps, loaded.config.lag.max_lag) == (1e-3, 0.1, 3)
+
+
+def test_a_runs_config_json_is_read_as_its_run_had_it():
+    record = json.loads(RUN_RECORD.read_text())
+    loaded = read_config_file(RUN_RECORD)
+    assert loaded.is_run_record and loaded.asynchronous is None
+    assert loaded.config == config_from_dict(record)
+    read = config_dict(loaded.config)
+    for group, value in record.items():  # every field the record holds, as it holds it (newer fields: see below)
+        if group != "presets":
+            assert read[group] == value if not isinstance(value, dict) else {k: read[group][k] for k in value} == value
+
+
+def test_a_runs_config_json_keeps_what_its_run_had_for_fields_added_since(tmp_path):
+    """A record written before ppo.minibatch existed trained on segments: it must train on segments again (a
+    hand-written file that leaves the field out gets today's default instead)."""
+    record = json.loads(RUN_RECORD.read_text())
+    del record["ppo"]["minibatch"]
+    old = read_config_file(write(tmp_path, "config.json", json.dumps(record)))
+    assert old.config.ppo.minibatch == "segments"
+    hand_written = read_config_file(write(tmp_path, "mine.json", json.dumps({"ppo": {"num_epochs": 2}})))
+    assert hand_written.config.ppo.minibatch == Config().ppo.minibatch == "auto"
+
+
+def test_an_asynchronous_runs_record_makes_train_asynchronous_with_its_options(tmp_path):
+    record = {**json.loads(RUN_RECORD.read_text()), "async": {"queue_size": 3}}
+    path = write(tmp_path, "config.json", json.dumps(record))
+    args = parse_args(["train", "--config", str(path)])
+    assert args.asynchronous and args.async_options.queue_size == 3
+    with pytest.raises(ConfigError, match="only train --async runs"):
+        parse_args(["sweep", "--config", str(path)])
+
+
+def test_flags_override_the_file_and_presets_apply_on_top_of_it(tmp_path):
+    path = write(tmp_path, "a.toml", TOML)
+    args = parse_args(["train", "--config", str(path), "--num-iterations", "5", "--preset", "vaco-decoupled"])
+    config = args.config
+    assert (config.algorithm, config.env.name, config.ppo.learning_rate, config.network.actor_hidden) == (
+        "vaco",
+        "Acrobot-v1",
+        1.0,
+        (32, 32),
+    )
+    assert config.num_iterations == 5  # the flag wins over the file
+    assert config.vaco.align is False and config.vaco.is_weight == "truncated"  # the preset, applied on the file
+    assert args.config_file == path
+    sweep = parse_args(["sweep", "--config", str(write(tmp_path, "b.yaml", YAML)), "--grid", "lag.k=0,3"])
+    assert sweep.config.lag.max_lag == 3 and sweep.grid == ("lag.k=0,3",)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        (
+            "typo.yaml",
+            "ppo:\n  learnin_rate: 1e-3\n",
+            "no config field is called ppo.learnin_rate; did you mean ppo.learning_rate?",
+        ),
+        ("group.toml", 'ppo = "fast"\n', "ppo is a group of fields; give it as a table"),
+        (
+            "int.toml",
+            "[ppo]\nnum_epochs = 2.5\n",
+            "ppo.num_epochs = 2.5 is not an integer; give e.g. ppo.num_epochs = 4",
+        ),
+        ("bool.json", '{"ppo": {"anneal_lr": "yes"}}', "ppo.anneal_lr = 'yes' is not true or false"),
+        ("text.yaml", "ppo:\n  learning_rate: fast\n", "ppo.learning_rate = 'fast' is not a number"),
+        ("list.toml", "[network]\nactor_hidden = 64\n", "network.actor_hidden = 64 is not a list of integers"),
+        ("syntax.toml", "[ppo\nnum_epochs = 2\n", "is not valid TOML"),
+        ("syntax.yaml", "ppo: [1\n", "is not valid YAML"),
+        ("syntax.json", '{"ppo": }', "is not valid JSON"),
+        ("list.yaml", "- 1\n- 2\n", "must hold a table of config fields"),
+        ("config.ini", "[ppo]\n", "the format is told by the suffix"),
+        ("record.json", '{"presets": ["vaco-paper"], "ppo": {}}', "give presets as --preset NAME beside --config"),
+    ],
+)
+def test_a_bad_file_is_one_line_that_names_the_file_and_the_fix(tmp_path, name, text, fragment):
+    path = write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as error:
+        read_config_file(path)
+    message = str(error.value)
+    assert fragment in message and str(path) in message and "\n" not in message
+
+
+def test_the_command_line_refuses_a_missing_file_a_directory_and_config_with_resume(tmp_path, capsys):
+    for argv, fragment in [
+        (["train", "--config", str(tmp_path / "none.toml")], "no such file"),
+        (["train", "--config", str(RUN_RECORD.parent)], f"the run's config is {RUN_RECORD}"),
+        (["train", "--config", str(RUN_RECORD), "--resume", str(tmp_path)], "--config and --resume"),
+    ]:
+        assert main([*argv, "--out-dir", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert fragment in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_json(tmp_path):
+    """End to end at CI size: the written config.json, given back as --config, is the same config."""
+    tiny = (
+        "num_iterations = 2\n[env]\nnum_envs = 4\nnum_steps = 8\n[network]\nactor_hidden = [8]\ncritic_hidden = [8]\n"
+        "[ppo]\nnum_epochs = 1\nnum_minibatches = 2\nlearning_rate = 3e-3\n"
+    )
+    out = tmp_path / "run"
+    argv = ["train", "--config", str(write(tmp_path, "tiny.toml", tiny)), "--num-seeds", "1", "--quiet"]
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    written = json.loads((out / "config.json").read_text())
+    assert written["ppo"]["learning_rate"] == 3e-3 and written["network"]["actor_hidden"] == [8]
+    again = parse_args(["train", "--config", str(out / "config.json")])
+    assert config_dict(again.config) == {key: value for key, value in written.items() if key != "presets"}
+    assert again.config == resolve_defaults(parse_args(argv).config)  # the run's config, its defaults resolved

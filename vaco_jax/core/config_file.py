@@ -1,0 +1,182 @@
+"""Config files: ``--config FILE`` sets a command's defaults, which presets and flags then override.
+
+A file is either a run's own ``config.json`` (so ``vaco-jax train --config runs/x/config.json`` trains that run's
+config again) or a file written by hand in JSON, TOML or YAML, holding any subset of the fields that ``config.json``
+holds, nested as there::
+
+    algorithm = "vaco"          # TOML; YAML and JSON nest the same way
+    num_iterations = 200
+    [env]
+    name = "Acrobot-v1"
+    [ppo]
+    learning_rate = 1e-3
+
+A field the file leaves out keeps the command's default, except in a run's ``config.json`` (recognised by its records
+beside the fields, :data:`RECORD_KEYS`), where it takes what that run had
+(:func:`vaco_jax.core.config.config_from_dict`: a field added after the file was written keeps the behaviour its
+run trained with). Values are typed like the field: an int where a float is due is that float; anything else of
+the wrong type is refused naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vaco_jax.core.config import Config, ConfigError, all_fields, config_from_dict, get_field, with_overrides
+
+FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
+RECORD_KEYS = ("presets", "program_changes", "async")
+"""Keys of a run's config.json that record how the run was made rather than set a field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigFile:
+    """What a config file sets: the config, and for a run's own config.json what it recorded beside it."""
+
+    path: Path
+    config: Config
+    is_run_record: bool  # a run's config.json (fields it lacks take what its run had)
+    asynchronous: dict[str, Any] | None = None  # an asynchronous run's recorded options (config.json's "async")
+
+
+def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile:
+    """The config ``path`` describes: a run's config.json as its run had it, a hand-written file's fields on top of
+    ``base`` (the command's own defaults; :class:`Config`'s where None). A :class:`ConfigError` that names the file
+    and says what to change otherwise."""
+    path = Path(path)
+    data = _read_mapping(path)
+    recorded = sorted(key for key in RECORD_KEYS if key in data)
+    if recorded:
+        if not all(group in data for group in ("algorithm", "env", "ppo")):  # every config.json has these
+            raise ConfigError(
+                f"--config {path}: {', '.join(recorded)} is what a run's config.json records beside its fields "
+                "(presets: those that made it, already applied), and this file is not one (it lacks algorithm, env "
+                "or ppo); drop the key, and give presets as --preset NAME beside --config"
+            )
+        fields = {key: value for key, value in data.items() if key not in RECORD_KEYS}
+        _refuse_unknown(fields, path)
+        asynchronous = data.get("async")
+        return ConfigFile(path, config_from_dict(fields), True, dict(asynchronous) if asynchronous else None)
+    _refuse_unknown(data, path)
+    config = Config() if base is None else base
+    overrides = {}
+    for field in all_fields(config):
+        value: Any = data
+        for part in field.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, Mapping) else _MISSING
+        if value is not _MISSING:
+            overrides[field] = typed_value(field, value, get_field(config, field), path)
+    return ConfigFile(path, with_overrides(config, overrides), False)
+
+
+_MISSING = object()
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """The file's top-level table, parsed by its suffix's format."""
+    if path.is_dir():
+        hint = f" (the run's config is {path / 'config.json'})" if (path / "config.json").is_file() else ""
+        raise ConfigError(f"--config {path} is a directory; give a config file{hint}")
+    if not path.is_file():
+        raise ConfigError(f"--config {path}: no such file")
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise ConfigError(
+            f"--config {path}: the format is told by the suffix, one of {', '.join(FORMATS)} (got "
+            f"{path.suffix or 'none'})"
+        )
+    text = path.read_text()
+    try:
+        if kind == "JSON":
+            data = json.loads(text)
+        elif kind == "TOML":
+            data = tomllib.loads(text)
+        else:
+            import yaml  # PyYAML, a dependency of the package
+
+            data = yaml.safe_load(text)
+    except (ValueError, tomllib.TOMLDecodeError) as error:  # JSONDecodeError is a ValueError
+        raise ConfigError(f"--config {path} is not valid {kind}: {error}") from None
+    except Exception as error:  # yaml.YAMLError, imported lazily
+        raise ConfigError(f"--config {path} is not valid {kind}: {' '.join(str(error).split())}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"--config {path} must hold a table of config fields (e.g. algorithm, env.name), not a "
+            f"{type(data).__name__}"
+        )
+    return data
+
+
+def _refuse_unknown(data: Mapping[str, Any], path: Path) -> None:
+    """A key that no field has is refused, with the closest field's name (a typo must not be ignored)."""
+    known = all_fields(Config())
+    groups = {field.split(".")[0] for field in known if "." in field}
+    for key in _dotted(data):
+        if key in known:
+            continue
+        if key in groups:
+            raise ConfigError(f"--config {path}: {key} is a group of fields; give it as a table ({key}.FIELD = ...)")
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else " (the fields are config.json's; see vaco-jax train --help)"
+        raise ConfigError(f"--config {path}: no config field is called {key}{hint}")
+
+
+def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            keys += _dotted(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def typed_value(field: str, value: Any, default: Any, path: Path | str) -> Any:
+    """``value`` (as JSON, TOML or YAML read it) as field ``field`` needs it, typed like its ``default``."""
+
+    def refuse(expected: str) -> ConfigError:
+        return ConfigError(
+            f"--config {path}: {field} = {value!r} is not {expected}; give e.g. {field} = {json.dumps(default)}"
+        )
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise refuse("true or false")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise refuse("an integer")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, str):  # YAML reads 1e-3 (no dot) as text; JSON has no inf
+            try:
+                value = float(value)
+            except ValueError:
+                raise refuse("a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise refuse("a number")
+        if math.isnan(value):
+            raise refuse("a number (not nan)")
+        return float(value)
+    if isinstance(default, tuple):
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise refuse("a list of integers")
+        return tuple(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise refuse("text")
+        return value
+    if default is None:  # an optional number (e.g. env.start_pool): null or an integer
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise refuse("an integer or null")
+        return value
+    return value
