@@ -164,3 +164,20 @@ def test_only_the_run_directory_removes_or_renames_on_disk(tmp_path):
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text("import os, shutil\nshutil.rmtree(out / 'tb')\nos.replace(a, b)\n")
     assert removing_calls(sneaky) == ["2: shutil.rmtree", "3: os.replace"]
+
+
+def test_every_module_has_a_page_in_the_api_reference():
+    """A module added to the package is rendered on the API reference page of its part (docs/api/PART.md), so the
+    reference and the roles that link into it (docs/_extensions/sphinx_roles.py) cover the whole package."""
+    pages = Path(__file__).resolve().parents[1] / "docs" / "api"
+    rendered: dict[str, str] = {}
+    for page in pages.glob("*.md"):
+        for line in page.read_text().splitlines():
+            if line.startswith(":::"):
+                rendered[line.removeprefix(":::").strip()] = page.stem
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")} - {"vaco_jax"}
+    subpackages = {name for name in modules if (PACKAGE / Path(*name.split(".")[1:]) / "__init__.py").exists()}
+    missing = sorted(modules - subpackages - set(rendered))
+    assert not missing, f"not on any docs/api page: {missing}"
+    misplaced = {m: page for m, page in rendered.items() if m.split(".")[1] != page and m != "vaco_jax.cli"}
+    assert not misplaced, f"on another part's page: {misplaced}"

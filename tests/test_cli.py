@@ -346,6 +346,20 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
     assert config["num_iterations"] == 2  # the flag wins over both presets
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/cli.md"])
+def test_the_preset_tables_that_help_points_to_list_every_preset_as_it_is(page):
+    """train --help points to the README's preset table: it exists, in the README and the CLI page, and is
+    preset_table() as the code has it today (a preset added or changed without its row fails here)."""
+    from vaco_jax.core.presets import PRESETS, preset_table
+
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    start, end = text.index("<!-- presets: start -->\n"), text.index("\n<!-- presets: end -->")
+    assert text[start:end].splitlines()[1:] == preset_table()
+    listed = "\n".join(preset_table())
+    assert all(f"`{name}`" in listed or name.startswith("brax-") for name in PRESETS)
+    assert all(name.removeprefix("brax-").removesuffix("-cpu") in listed for name in PRESETS)
+
+
 def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
     from vaco_jax.core.presets import PRESETS, apply_presets
     from vaco_jax.envs.brax import DEFAULT_BACKENDS

@@ -155,3 +155,18 @@ def run_label(algorithm: str, presets: tuple[str, ...] | list[str] = ()) -> str:
     """What headers, plots and records call a run: its algorithm, with the presets that made it (both VACO presets
     train ``vaco``: ``vaco (vaco-decoupled)`` tells them apart)."""
     return f"{algorithm} ({' + '.join(presets)})" if presets else algorithm
+
+
+def preset_table() -> list[str]:
+    """The presets as a Markdown table (the README's and the CLI page's): the algorithm presets one per row, the
+    brax presets one row per budget, their envs listed."""
+    rows = ["| preset | what it sets |", "|---|---|"]
+    rows += [f"| `{name}` | {preset.description} |" for name, preset in PRESETS.items() if not name.startswith("brax-")]
+    envs = ", ".join(_BRAX_PPO)
+    rows += [
+        f"| `brax-<env>` | brax's training-notebook PPO for an accelerator, mapped onto this trainer's rollouts: 2048 "
+        f"envs, their steps per update, epochs, minibatches, discount, learning rate, entropy cost, reward scaling, "
+        f"silu networks of 4 x 32 (policy) and 5 x 256 (value); env one of {envs} |",
+        f"| `brax-<env>-cpu` | {PRESETS['brax-ant-cpu'].description.removeprefix('brax/ant ')}, same task settings |",
+    ]
+    return rows
