@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vaco_jax.core.config import LagConfig
 from vaco_jax.core.types import ActorSnapshot, NormalizerState
 from vaco_jax.numerics import lag
 
@@ -34,11 +35,20 @@ def test_gather_returns_snapshot_from_exactly_k_iterations_ago(max_lag):
 
 
 def _lags(kind, k=3, p=0.5, num_actors=6, max_lag=8, iteration=100, seed=0):
-    return np.asarray(
-        lag.sample_lags(
-            jax.random.key(seed), kind=kind, k=k, p=p, num_actors=num_actors, max_lag=max_lag, iteration=iteration
-        )
-    )
+    config = LagConfig(kind=kind, k=k, p=p, num_actors=num_actors, max_lag=max_lag)
+    return np.asarray(lag.sample_lags(jax.random.key(seed), config, iteration))
+
+
+def test_every_lag_kind_the_config_accepts_has_a_sampler():
+    """LAG_KINDS (core, which may not import numerics) and LagConfig.kind's choices name the samplers' table."""
+    import typing
+
+    from vaco_jax.core.config import LAG_KINDS
+
+    assert tuple(lag.LAG_SAMPLERS) == LAG_KINDS
+    assert typing.get_args(typing.get_type_hints(LagConfig)["kind"]) == LAG_KINDS
+    with pytest.raises(ValueError, match="lag.kind='zipf' is unknown; choose one of fixed, uniform, geometric"):
+        lag.sample_lags(jax.random.key(0), LagConfig(kind="zipf"), 3)
 
 
 def test_fixed_and_spread():
@@ -73,7 +83,7 @@ def test_lags_are_clamped_to_available_history(kind):
 
 def test_traced_k_and_p_do_not_recompile():
     sample = jax.jit(
-        lambda k, p: lag.sample_lags(jax.random.key(0), kind="fixed", k=k, p=p, num_actors=2, max_lag=8, iteration=50)
+        lambda k, p: lag.sample_lags(jax.random.key(0), LagConfig(kind="fixed", k=k, p=p, num_actors=2, max_lag=8), 50)
     )
     assert sample(1, 0.5).tolist() == [1, 1]
     assert sample(5, 0.5).tolist() == [5, 5]
@@ -86,7 +96,7 @@ def test_empirical_lags_follow_the_histogram_and_never_draw_a_zero_weight_lag():
 
     def draws(w, keys):
         sample = lambda key: lag.sample_lags(  # noqa: E731
-            key, kind="empirical", k=0, p=0.5, num_actors=4, max_lag=3, iteration=100, weights=w
+            key, LagConfig(kind="empirical", num_actors=4, max_lag=3, weights=w), 100
         )
         return np.asarray(jax.jit(jax.vmap(sample))(keys)).ravel()
 
@@ -98,7 +108,7 @@ def test_empirical_lags_follow_the_histogram_and_never_draw_a_zero_weight_lag():
     scaled = draws(tuple(5.0 * w for w in weights), keys)
     np.testing.assert_allclose(np.bincount(scaled, minlength=4) / scaled.size, frequencies, atol=0.01)
     early = lag.sample_lags(
-        jax.random.key(1), kind="empirical", k=0, p=0.5, num_actors=64, max_lag=3, iteration=1, weights=(0, 0, 0, 1)
+        jax.random.key(1), LagConfig(kind="empirical", num_actors=64, max_lag=3, weights=(0, 0, 0, 1)), 1
     )
     assert np.asarray(early).tolist() == [1] * 64  # clamped to the history there is
 
@@ -119,28 +129,15 @@ def test_replay_gives_each_group_the_given_lag_at_each_iteration():
     sequence by hand), clamped to the history there is; past the sequence's end the last iteration's lags hold."""
     sequence = (0, 0, 1, 0, 2, 1, 0, 3, 3, 3)  # 5 iterations x 2 groups
     for iteration in range(7):
-        lags = lag.sample_lags(
-            jax.random.key(iteration),
-            kind="replay",
-            k=0,
-            p=0.5,
-            num_actors=2,
-            max_lag=3,
-            iteration=iteration,
-            sequence=sequence,
-        )
+        replay = LagConfig(kind="replay", num_actors=2, max_lag=3, sequence=sequence)
+        lags = lag.sample_lags(jax.random.key(iteration), replay, iteration)
         row = min(iteration, 4)
         expected = [min(sequence[2 * row + g], iteration) for g in range(2)]
         assert np.asarray(lags).tolist() == expected, iteration
-    assert np.asarray(
-        lag.sample_lags(
-            jax.random.key(0), kind="replay", k=0, p=0.5, num_actors=2, max_lag=3, iteration=1, sequence=(3, 3, 3, 3)
-        )
-    ).tolist() == [1, 1]  # clamped: only one update has happened
+    replay = LagConfig(kind="replay", num_actors=2, max_lag=3, sequence=(3, 3, 3, 3))
+    assert np.asarray(lag.sample_lags(jax.random.key(0), replay, 1)).tolist() == [1, 1]  # clamped: one update done
     with pytest.raises(ValueError, match="needs iterations x 2 lags in sequence, got 3"):
-        lag.sample_lags(
-            jax.random.key(0), kind="replay", k=0, p=0.5, num_actors=2, max_lag=3, iteration=0, sequence=(1, 2, 3)
-        )
+        lag.sample_lags(jax.random.key(0), replay.replace(sequence=(1, 2, 3)), 0)
 
 
 @pytest.mark.parametrize(

@@ -211,17 +211,7 @@ class TrainProgram:
         key, lag_key, rollout_key, epoch_key = jax.random.split(state.key, 4)
 
         # 1. Which snapshot each actor group acts with (backward lag).
-        lags = lag.sample_lags(
-            lag_key,
-            kind=config.lag.kind,
-            k=hparams.lag.k,
-            p=hparams.lag.p,
-            num_actors=config.lag.num_actors,
-            max_lag=config.lag.max_lag,
-            iteration=iteration,
-            weights=hparams.lag.weights,
-            sequence=hparams.lag.sequence,
-        )
+        lags = lag.sample_lags(lag_key, hparams.lag, iteration)  # hparams.lag: config's static fields, traced k, p
         behaviour = lag.gather(state.lag_buffer, iteration - lags)  # [G] snapshots
         learner = ActorSnapshot(state.params.actor, state.obs_norm)  # pi_T, the buffer's slot T
 
