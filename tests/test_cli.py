@@ -475,7 +475,7 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
     assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "calibrate"])
+@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "calibrate", "tune"])
 def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
     from vaco_jax.algorithms.registry import ALGORITHMS
     from vaco_jax.core.config import LAG_KINDS
@@ -499,6 +499,8 @@ def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch
         assert all(name in algorithm_help for name in ALGORITHMS), algorithm_help
     if command == "calibrate":
         assert "--lag-model {" + ",".join(LAG_MODELS) + "}" in text  # the calibration's own list of lag models
+    if command == "tune":
+        assert "--score {learner,train}" in text and "--knob" in text and "--config" in text
 
 
 def _read_scalars(run_dir: Path) -> dict[str, dict[int, float]]:

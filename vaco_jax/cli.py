@@ -1,4 +1,5 @@
-"""Command line: ``vaco-jax train | sweep | demo | eval | calibrate`` (built with tyro from the config dataclasses).
+"""Command line: ``vaco-jax train | sweep | demo | eval | calibrate | tune`` (built with tyro from the config
+dataclasses).
 
 This module is the argument schema and its checks; the run itself (output directory, resume, checkpoints,
 metric files, TensorBoard, the chunked driver, results) is :mod:`vaco_jax.runs.session`. Every command prints progress
@@ -30,6 +31,7 @@ from vaco_jax.runs.comparison import compare, recorded_demo
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
 from vaco_jax.runs.saved import recorded_run
+from vaco_jax.runs.search import tune_and_write
 from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     RESUMED_OUTPUT_OPTIONS,
     Interrupted,
@@ -171,6 +173,42 @@ class CalibrateArgs:
     """Where calibration.json and calibration.png go."""
     overwrite: bool = False
     """Replace an earlier calibration's files in --out-dir (only those)."""
+
+
+@dataclasses.dataclass
+class TuneArgs:
+    """Random search of traced hyperparameters, every trial x seed in one compiled program: trials drawn from the
+    --knob ranges, each trained on the same seeds, scored by the learner's AUC (its deterministic evaluation policy)
+    or the training return's, ranked by the mean over seeds with IQM and 95% intervals. Writes search.json and the
+    winner's config, winner.json, in --out-dir (train it with vaco-jax train --config DIR/winner.json)."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
+    """A config file whose fields are the defaults of this command's flags (as for train)."""
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
+    knob: tuple[str, ...] = ()
+    """Search ranges as FIELD=LOW:HIGH (log-uniform), FIELD=LOW:HIGH:log or FIELD=LOW:HIGH:linear, traced float
+    fields only, e.g. --knob ppo.learning_rate=1e-4:3e-3 ppo.ent_coef=0:0.02:linear."""
+    trials: int = 16
+    """Configurations drawn (all trained in one program, trials x seeds runs)."""
+    num_seeds: int = 4
+    """Seeds per trial, the same seeds for every trial."""
+    seed: int = 0
+    """First seed."""
+    search_seed: int = 0
+    """Seed of the sampler that draws the trials (trial i draws the same uniform numbers for every method)."""
+    score: Literal["learner", "train"] = "learner"
+    """Each run's score: the AUC of the learner's deterministic evaluation return (evaluated every tenth of the run
+    unless --eval.every is given) or of the training return (earned by the possibly stale actors)."""
+    out_dir: Path = Path("runs/tune")
+    """Where search.json and winner.json go."""
+    overwrite: bool = False
+    """Replace an earlier search's files in --out-dir (only those)."""
+    chunk_size: int = 10
+    """Iterations per compiled chunk, at most (the progress bar advances once per chunk)."""
+    quiet: bool = False
+    """No progress bar."""
 
 
 @dataclasses.dataclass
@@ -409,11 +447,17 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
     """The subcommands as one union type for tyro: ``train``, ``sweep`` and ``demo`` default to the command of the run
     that ``--resume`` continues, if it recorded one; the command given ``--config FILE`` to the file's config; then
     ``train``, ``sweep`` and ``calibrate`` to the presets' config (applied on top)."""
-    defaults = {"train": TrainArgs(), "sweep": SweepArgs(), "demo": DemoArgs(), "calibrate": CalibrateArgs()}
+    defaults = {
+        "train": TrainArgs(),
+        "sweep": SweepArgs(),
+        "demo": DemoArgs(),
+        "calibrate": CalibrateArgs(),
+        "tune": TuneArgs(),
+    }
     defaults = _resumed_defaults(argv, defaults)
     defaults = _config_file_defaults(argv, defaults)
     if presets:
-        for name in ("train", "sweep", "calibrate"):
+        for name in ("train", "sweep", "calibrate", "tune"):
             args = defaults[name]
             defaults[name] = dataclasses.replace(args, preset=presets, config=apply_presets(presets, args.config))
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
@@ -565,7 +609,7 @@ def _directory_written(args) -> Path:
     """The output directory a command writes into (and holds the lock of while it runs)."""
     if isinstance(args, EvalArgs):
         return args.run_dir
-    if isinstance(args, CalibrateArgs):
+    if isinstance(args, CalibrateArgs | TuneArgs):
         return args.out_dir
     return args.output.resume or args.output.out_dir  # --resume DIR writes into DIR
 
@@ -585,6 +629,22 @@ def _run_command(args, argv: list[str]) -> int:
             overwrite=args.overwrite,
             presets=tuple(args.preset),
             lag_model=args.lag_model,
+        )
+        return 0
+    if isinstance(args, TuneArgs):
+        tune_and_write(
+            args.config,
+            args.knob,
+            trials=args.trials,
+            num_seeds=args.num_seeds,
+            seed=args.seed,
+            search_seed=args.search_seed,
+            score=args.score,
+            out_dir=args.out_dir,
+            overwrite=args.overwrite,
+            chunk_size=args.chunk_size,
+            quiet=args.quiet,
+            presets=tuple(args.preset),
         )
         return 0
     refuse_contradictions(args.output, argv)
