@@ -48,6 +48,14 @@ OUTPUTS = ("search.json", "winner.json")
 """What ``vaco-jax tune`` writes in its --out-dir (its manifest: all that --overwrite may remove there)."""
 
 
+def draw_value(rng: random.Random, low: float, high: float, log: bool) -> float:
+    """One draw from [low, high]: log-uniform (``log``: uniform in log space) or uniform; one uniform number of
+    ``rng`` either way (the benchmark's searches draw their trials with it)."""
+    if log:
+        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    return float(rng.uniform(low, high))
+
+
 @dataclasses.dataclass(frozen=True)
 class Knob:
     """A traced numeric field's search range: log-uniform on [low, high] (``log``), else uniform."""
@@ -58,9 +66,7 @@ class Knob:
     log: bool = True
 
     def draw(self, rng: random.Random) -> float:
-        if self.log:
-            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
-        return float(rng.uniform(self.low, self.high))
+        return draw_value(rng, self.low, self.high, self.log)
 
     @classmethod
     def parse(cls, spec: str, config: Config) -> Knob:

@@ -8,12 +8,12 @@ A new method is one :class:`Method` entry; a new env one :data:`ENV_SPECS` entry
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from typing import Any
 
 from benchmarks.common.provenance import STUDY_PPO_PINS
 from benchmarks.studies.lag.study import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
+from vaco_jax.runs.search import draw_value
 
 # the envs the earlier study did not have: held-out tasks (classic control, MinAtar) and two brax tasks sized for a CPU
 ENV_SPECS: dict[str, dict[str, Any]] = {
@@ -80,9 +80,7 @@ class Knob:
     log: bool = True
 
     def draw(self, rng: random.Random) -> float:
-        if self.log:
-            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
-        return float(rng.uniform(self.low, self.high))
+        return draw_value(rng, self.low, self.high, self.log)
 
     def neighbours(self, value: float) -> tuple[float, float]:
         """The values one step below and above ``value`` (the winner-neighbourhood probe): halved and doubled on a
