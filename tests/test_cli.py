@@ -63,6 +63,29 @@ def sweep_dir(tmp_path_factory):
     return out
 
 
+def test_render_animates_one_episode_of_a_chosen_runs_saved_policy(sweep_dir, capsys):
+    """vaco-jax render: the learner of grid point lag.k=4, seed 1, plays one episode on a fresh env; the GIF has a
+    frame per step (gymnax's visualiser), the printed length and return are the episode's; bad choices are one line."""
+    from PIL import Image
+
+    out = sweep_dir / "policy.gif"
+    assert main(["render", str(sweep_dir), "--point", "lag.k=4", "--seed", "1"]) == 0
+    printed = capsys.readouterr().out
+    steps = int(printed.split(" steps, return ")[0].rsplit(" ", 1)[-1])
+    assert 1 <= steps <= 500 and f"return {float(steps):.1f}" in printed  # CartPole: +1 per step
+    with Image.open(out) as gif:
+        assert gif.n_frames == steps
+    assert "policy.gif" in json.loads((sweep_dir / MARKER).read_text())["manifest"]  # the run's --overwrite owns it
+    for argv, fragment in [
+        ([], "policy.gif exists: pass --overwrite"),
+        (["--overwrite", "--point", "lag.k=2"], "is not a grid point of the run"),
+        (["--overwrite", "--seed", "7"], "is not a seed of the run; its seeds are 0 .. 1"),
+        (["--out", str(sweep_dir / "p.html")], "renders to .gif or .mp4"),
+    ]:
+        assert main(["render", str(sweep_dir), *argv]) == 2
+        assert fragment in capsys.readouterr().err
+
+
 def test_a_sweep_validates_its_config_once_and_each_grid_point_once(sweep_dir):
     """The command is checked once, into a run plan (vaco_jax.training.plan.RunPlan) that every later stage
     trusts: the base config, then each grid point's (it was 1 + 2 x points, along ten module hops)."""
@@ -344,6 +367,9 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
     assert config["env"]["name"] == "brax/inverted_pendulum" and config["env"]["reward_scale"] == 10.0
     assert config["algorithm"] == "vaco" and config["vaco"]["align"] is False
     assert config["num_iterations"] == 2  # the flag wins over both presets
+    assert main(["render", str(out), "--max-steps", "20"]) == 0  # brax: its own HTML viewer
+    page = (out / "policy.html").read_text()
+    assert "<title>Brax visualizer</title>" in page and 'getElementById("brax-viewer")' in page
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/cli.md"])
@@ -475,7 +501,7 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
     assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "calibrate", "tune"])
+@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "render", "calibrate", "tune"])
 def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
     from vaco_jax.algorithms.registry import ALGORITHMS
     from vaco_jax.core.config import LAG_KINDS

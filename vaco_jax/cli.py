@@ -1,5 +1,5 @@
-"""Command line: ``vaco-jax train | sweep | demo | eval | calibrate | tune`` (built with tyro from the config
-dataclasses).
+"""Command line: ``vaco-jax train | sweep | demo | eval | render | calibrate | tune`` (built with tyro from the
+config dataclasses).
 
 This module is the argument schema and its checks; the run itself (output directory, resume, checkpoints,
 metric files, TensorBoard, the chunked driver, results) is :mod:`vaco_jax.runs.session`. Every command prints progress
@@ -212,6 +212,32 @@ class TuneArgs:
 
 
 @dataclasses.dataclass
+class RenderArgs:
+    """Animate one episode of a saved run's learned policy (its learner at a checkpoint): a GIF (or MP4) drawn by
+    gymnax's visualiser for gymnax tasks, brax's HTML viewer for brax tasks."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """The --out-dir of a train or sweep run (for a demo, one of its variant folders)."""
+    out: Path | None = None
+    """The file to write (default RUN_DIR/policy.gif, brax: RUN_DIR/policy.html); .gif or .mp4 (needs ffmpeg) for
+    gymnax, .html for brax."""
+    step: int | None = None
+    """The checkpoint (iterations done) whose policy plays; default: the newest."""
+    point: tuple[str, ...] = ()
+    """The grid point of a sweep as FIELD=VALUE for each axis (default: the first), e.g. --point lag.k=4."""
+    seed: int | None = None
+    """The run's seed whose policy plays (default: its first)."""
+    stochastic: bool = False
+    """Sample actions from the policy (default: its mode, as the learner is evaluated)."""
+    max_steps: int = 0
+    """Steps at most (0: the env's time limit)."""
+    episode_seed: int = 0
+    """Seed of the episode's start state (and of the sampled actions)."""
+    overwrite: bool = False
+    """Replace the file if it exists."""
+
+
+@dataclasses.dataclass
 class EvalArgs:
     """Evaluate a saved run: episodes with the deterministic and the stochastic policy of every run, from its
     newest checkpoint (or --step), summarised per grid point; writes RUN_DIR/eval.json."""
@@ -272,6 +298,35 @@ def run_eval(args: EvalArgs) -> Path:
         run_dir.record([out.name])  # a later --overwrite may remove it, nothing else
     writers.write_text_atomic(out, json.dumps(strict_json(result.to_json()), indent=2))
     print(f"\nwrote {out}")
+    return out
+
+
+def run_render(args: RenderArgs) -> Path:
+    """``vaco-jax render``: one episode of the saved policy, animated (:mod:`vaco_jax.runs.render`)."""
+    from vaco_jax.runs.render import render_saved_run
+
+    planned = args.out
+    if planned is not None and planned.exists() and not args.overwrite:
+        raise ConfigError(f"{planned} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
+    for name in ("policy.gif", "policy.html"):
+        default = args.run_dir / name
+        if planned is None and default.exists() and not args.overwrite:
+            raise ConfigError(f"{default} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
+    out, episode = render_saved_run(
+        args.run_dir,
+        args.out,
+        step=args.step,
+        point=args.point,
+        seed=args.seed,
+        deterministic=not args.stochastic,
+        max_steps=args.max_steps,
+        episode_seed=args.episode_seed,
+    )
+    ending = "ended" if episode.ended else "still running at the step budget"
+    print(
+        f"vaco-jax: {'sampled' if args.stochastic else 'deterministic'} episode of {args.run_dir}'s policy: "
+        f"{episode.length} steps, return {episode.total:.1f} ({ending}); wrote {out}"
+    )
     return out
 
 
@@ -462,6 +517,7 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
             defaults[name] = dataclasses.replace(args, preset=presets, config=apply_presets(presets, args.config))
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
     commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
+    commands.append(Annotated[RenderArgs, tyro.conf.subcommand(name="render")])
     return Union[tuple(commands)]  # noqa: UP007
 
 
@@ -607,7 +663,7 @@ def _exclusive(directory: Path, flag: str = "--out-dir"):
 
 def _directory_written(args) -> Path:
     """The output directory a command writes into (and holds the lock of while it runs)."""
-    if isinstance(args, EvalArgs):
+    if isinstance(args, EvalArgs | RenderArgs):
         return args.run_dir
     if isinstance(args, CalibrateArgs | TuneArgs):
         return args.out_dir
@@ -618,6 +674,9 @@ def _run_command(args, argv: list[str]) -> int:
     """Run the parsed command ``args`` (its output directory's lock held by :func:`main`)."""
     if isinstance(args, EvalArgs):
         run_eval(args)
+        return 0
+    if isinstance(args, RenderArgs):
+        run_render(args)
         return 0
     if isinstance(args, CalibrateArgs):
         run_and_write(

@@ -164,6 +164,11 @@ class BraxEnv:
             discrete=False, size=size, low=-np.ones(size, np.float32), high=np.ones(size, np.float32)
         )
 
+    @property
+    def native(self) -> Any:
+        """brax's own environment (its ``sys`` and ``dt`` are what brax's HTML viewer draws)."""
+        return self._env
+
     def reset(self, keys: jax.Array) -> tuple[BraxEnvState, jax.Array]:
         core = self._reset_all(keys)
         state = BraxEnvState(core=core, steps=jnp.zeros(keys.shape[0], jnp.int32))

@@ -53,6 +53,11 @@ class GymnaxEnv:
         self.observation_size = int(np.prod(obs_shape))
         self.max_episode_steps = int(self._params.max_steps_in_episode)
 
+    @property
+    def native(self) -> tuple[Any, Any]:
+        """gymnax's own environment and its parameters (what gymnax's visualiser draws)."""
+        return self._env, self._params
+
     def reset(self, keys: jax.Array) -> tuple[Any, jax.Array]:
         return jax.vmap(self._reset_one)(keys)
 

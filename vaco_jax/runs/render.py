@@ -1,0 +1,201 @@
+"""``vaco-jax render``: one episode of a saved run's learned policy, as an animation.
+
+The policy is the learner's (its parameters and observation normaliser) at a checkpoint of the run in ``run_dir``:
+the newest, or the one after ``step`` iterations; of one grid point and seed. It acts by its mode (deterministic,
+as the learner is scored) or by sampling, on a fresh environment, until the episode ends or ``max_steps``. gymnax
+tasks are drawn by gymnax's own visualiser (a GIF, or any format matplotlib writes: MP4 needs ffmpeg; classic
+control needs pygame, the ``render`` extra), brax tasks by brax's own HTML viewer (a page that plays the episode
+in 3D in a browser).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.core.grid import grid_points
+from vaco_jax.core.types import ActorSnapshot, TrainState
+from vaco_jax.runs import checkpoint
+from vaco_jax.runs.run_directory import RunDirectory
+from vaco_jax.runs.saved import recorded_run
+from vaco_jax.training import memory
+from vaco_jax.training.rollout import to_env_actions
+from vaco_jax.training.trainer import TrainProgram
+
+GYMNAX_FORMATS = (".gif", ".mp4")
+BRAX_FORMATS = (".html",)
+
+
+@dataclasses.dataclass
+class Episode:
+    """One rendered episode: the env's own states in order (a pytree with a leading step axis), its rewards, and
+    whether it ended within the step budget."""
+
+    states: Any
+    rewards: np.ndarray
+    ended: bool
+
+    @property
+    def length(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def total(self) -> float:
+        return float(self.rewards.sum())
+
+
+def play_episode(
+    program: TrainProgram, state: TrainState, key: jax.Array, *, deterministic: bool, max_steps: int
+) -> Episode:
+    """One episode of ``state``'s learner on a fresh environment: the env state before each step, the reward of
+    each step, up to and including the step that ends it (at most ``max_steps``)."""
+    env, actor = program.env, ActorSnapshot(state.params.actor, state.obs_norm)
+    reset_key, run_key = jax.random.split(key)
+
+    @jax.jit
+    def run(reset_key: jax.Array, run_key: jax.Array):
+        env_state, obs = env.reset(reset_key[None])
+
+        def step(carry, t):
+            env_state, obs, ended = carry
+            act_key, env_key = jax.random.split(jax.random.fold_in(run_key, t))
+            params = program.networks.policy(actor, obs)
+            action = program.dist.mode(params) if deterministic else program.dist.sample(act_key, params)
+            next_state, ts = env.step(env_state, to_env_actions(env.action_spec, action), env_key)
+            done = (ts.terminated | ts.truncated)[0]
+            return (next_state, ts.observation, ended | done), (env_state, ts.reward[0], ended, done)
+
+        carry = (env_state, obs, jnp.zeros((), bool))
+        _, (states, rewards, before, done) = jax.lax.scan(step, carry, jnp.arange(max_steps))
+        return states, rewards, before, done
+
+    states, rewards, before, done = jax.device_get(run(reset_key, run_key))
+    live = int(np.sum(~np.asarray(before)))  # steps taken before the episode ended (the ending one included)
+    # the batch axis of the one environment dropped (a leaf without one, e.g. a brax start pool's count, kept)
+    states = jax.tree.map(
+        lambda x: np.asarray(x)[:live, 0] if np.ndim(x) > 1 and np.shape(x)[1] == 1 else np.asarray(x)[:live], states
+    )
+    return Episode(states, np.asarray(rewards)[:live], bool(np.asarray(done)[:live].any()))
+
+
+def render_policy(
+    program: TrainProgram | Config,
+    state: TrainState,
+    out: str | Path,
+    *,
+    deterministic: bool = True,
+    max_steps: int = 0,
+    key: jax.Array | None = None,
+) -> Episode:
+    """Play one episode of ``state``'s learner (one run's state, e.g. ``make_train(config)(key)``'s) and write its
+    animation to ``out`` (.gif or .mp4 for gymnax, .html for brax); the notebooks' way to see a policy."""
+    program = program if isinstance(program, TrainProgram) else TrainProgram(program)
+    out = Path(out)
+    formats = BRAX_FORMATS if program.config.env.name.startswith("brax/") else GYMNAX_FORMATS
+    if out.suffix.lower() not in formats:
+        raise ConfigError(f"{out}: {program.config.env.name} renders to {' or '.join(formats)} (told by the suffix)")
+    if max_steps < 0:
+        raise ConfigError(f"max_steps={max_steps} must be >= 0 (0: the env's time limit)")
+    episode = play_episode(
+        program,
+        state,
+        jax.random.key(0) if key is None else key,
+        deterministic=deterministic,
+        max_steps=max_steps or int(program.env.max_episode_steps),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    (render_brax if formats == BRAX_FORMATS else render_gymnax)(program.env, episode, out)
+    return episode
+
+
+def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any], seed: int | None) -> int:
+    """The position on the run axis (grid points outer, seeds inner) of ``point`` (every grid axis: a value of it;
+    empty: the first point) and ``seed`` (None: the first)."""
+    points = grid_points(grid)
+    if point and set(point) != set(grid):
+        raise ConfigError(f"--point needs a value for each grid axis ({', '.join(grid) or 'none'}); got {list(point)}")
+    if point and point not in points:
+        raise ConfigError(f"--point {point} is not a grid point of the run; its points: {points}")
+    chosen = points.index(point) if point else 0
+    if seed is not None and seed not in seeds:
+        raise ConfigError(f"--seed {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
+    return chosen * len(seeds) + (seeds.index(seed) if seed is not None else 0)
+
+
+def render_saved_run(
+    run_dir: str | Path,
+    out: str | Path | None = None,
+    *,
+    step: int | None = None,
+    point: tuple[str, ...] = (),
+    seed: int | None = None,
+    deterministic: bool = True,
+    max_steps: int = 0,
+    episode_seed: int = 0,
+) -> tuple[Path, Episode]:
+    """Render one episode of the run in ``run_dir`` (module docstring) into ``out`` (default: ``RUN_DIR/policy.gif``
+    for gymnax, ``policy.html`` for brax); ``point`` as ``("lag.k=4",)``. Returns the file and the episode."""
+    run_dir = Path(run_dir)
+    record = recorded_run(run_dir, step)
+    config = record.config
+    program = TrainProgram(config)
+    is_brax = config.env.name.startswith("brax/")
+    formats = BRAX_FORMATS if is_brax else GYMNAX_FORMATS
+    out = Path(out) if out is not None else run_dir / f"policy{formats[0]}"
+    if out.suffix.lower() not in formats:
+        raise ConfigError(f"--out {out}: {config.env.name} renders to {' or '.join(formats)} (told by the suffix)")
+    if max_steps < 0:
+        raise ConfigError(f"--max-steps {max_steps} must be >= 0 (0: the env's time limit)")
+    chosen = {}
+    for spec in point:
+        path, sep, text = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--point {spec!r} must look like FIELD=VALUE, e.g. lag.k=4")
+        chosen[path] = parse_value(config, path, text)
+    seeds = list(range(record.seed, record.seed + record.num_seeds))
+    index = run_index(record.grid, seeds, chosen, seed)
+    template = memory.abstract_batch(program, record.num_runs)[0]
+    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
+    state = jax.tree.map(lambda x: x[index], restored.states)
+    directory = RunDirectory(run_dir)
+    if out.parent.absolute() == directory.path.absolute() and directory.is_marked():
+        directory.record([out.name])  # before it is written: a later --overwrite of the run may remove it
+    episode = render_policy(
+        program, state, out, deterministic=deterministic, max_steps=max_steps, key=jax.random.key(episode_seed)
+    )
+    return out, episode
+
+
+def render_gymnax(env: Any, episode: Episode, out: Path) -> None:
+    """gymnax's visualiser over the episode's states (matplotlib; classic control draws with gymnasium's pygame
+    renderer, the ``render`` extra)."""
+    import os
+
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")  # pygame draws only: no sound device is opened
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    from gymnax.visualize import Visualizer
+
+    inner, params = env.native
+    states = [jax.tree.map(lambda x, i=i: x[i], episode.states) for i in range(episode.length)]
+    try:
+        Visualizer(inner, params, states, np.cumsum(episode.rewards)).animate(str(out))
+    except ModuleNotFoundError as error:  # pygame, for classic control
+        raise ConfigError(
+            f"drawing {inner.name} needs {error.name}: pip install 'vaco_jax[render]' (or pip install {error.name})"
+        ) from None
+
+
+def render_brax(env: Any, episode: Episode, out: Path) -> None:
+    """brax's HTML viewer over the episode's physics states."""
+    from brax.io import html
+
+    core = episode.states.core  # the adapter's state: brax's own State per step
+    pipeline = [jax.tree.map(lambda x, i=i: x[i], core.pipeline_state) for i in range(episode.length)]
+    brax_env = env.native
+    out.write_text(html.render(brax_env.sys.tree_replace({"opt.timestep": brax_env.dt}), pipeline))
