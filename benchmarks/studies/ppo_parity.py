@@ -22,7 +22,7 @@ The variant ``legacy`` is the PPO this project ran before the parity change (who
 value loss), kept in the table so that the change's effect is measured, not asserted.
 
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs CartPole-v1 Acrobot-v1   # 16 seeds: 7 minutes, 2 cores
-    .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # about 40 minutes, 2 cores
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
