@@ -58,6 +58,20 @@ def test_a_hand_written_file_sets_its_fields_and_leaves_the_others_at_the_defaul
     assert isinstance(loaded.config.ppo.learning_rate, float)  # typed like the field, not the int the file holds
 
 
+def test_a_list_field_takes_the_element_type_its_annotation_names(tmp_path):
+    """lag.weights is tuple[float, ...] (an empirical lag histogram), network.actor_hidden tuple[int, ...]."""
+    text = '[lag]\nkind = "empirical"\nmax_lag = 2\nweights = [0.25, 0.75, 1]\n[network]\nactor_hidden = [32, 16]\n'
+    config = read_config_file(write(tmp_path, "lists.toml", text)).config
+    assert config.lag.weights == (0.25, 0.75, 1.0) and all(isinstance(w, float) for w in config.lag.weights)
+    assert config.network.actor_hidden == (32, 16)
+    for name, text, fragment in [
+        ("w.toml", '[lag]\nweights = [0.5, "x"]\n', "lag.weights = [0.5, 'x'] is not a list of numbers"),
+        ("h.toml", "[network]\nactor_hidden = [64.5]\n", "network.actor_hidden = [64.5] is not a list of integers"),
+    ]:
+        with pytest.raises(ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+            read_config_file(write(tmp_path, name, text))
+
+
 def test_a_hand_written_file_applies_on_top_of_the_commands_own_defaults(tmp_path):
     base = Config().replace(num_iterations=80)
     loaded = read_config_file(write(tmp_path, "b.yaml", YAML), base=base)

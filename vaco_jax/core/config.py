@@ -343,16 +343,14 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     data = {key: value for key, value in data.items() if key != "presets"}
     config = Config()
     known = set(all_fields(config))
-    unknown = sorted(set(_dotted(data)) - known)
+    unknown = sorted(set(dotted_keys(data)) - known)
     if unknown:
         raise ConfigError(f"unknown config field(s) {', '.join(unknown)}: written by another version of vaco_jax?")
     overrides = {}
     for path in known:
-        value: Any = data
-        for part in path.split("."):
-            value = value.get(part, _MISSING) if isinstance(value, Mapping) else _MISSING
+        value = nested_value(data, path)
         default = get_field(config, path)
-        if value is _MISSING:
+        if value is MISSING:
             value = legacy_value(path, data)
             if value == default:
                 continue
@@ -364,7 +362,18 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     return with_overrides(config, overrides)
 
 
-_MISSING = object()
+MISSING = object()
+"""What :func:`nested_value` returns for a field a record does not hold (e.g. written before the field existed)."""
+
+
+def nested_value(tree: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted ``path`` in nested mappings (a config as JSON, TOML or YAML reads it), or :data:`MISSING`."""
+    value: Any = tree
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -393,12 +402,21 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def _dotted(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
+def dotted_keys(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
+    """The dotted path of every leaf of nested mappings: ``{"ppo": {"clip_eps": 0.2}}`` -> ``ppo.clip_eps``."""
     for key, value in data.items():
         if isinstance(value, Mapping):
-            yield from _dotted(value, f"{prefix}{key}.")
+            yield from dotted_keys(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}"
+
+
+def field_annotation(config: Any, path: str) -> str:
+    """The type annotation of field ``path`` as written (e.g. ``tuple[float, ...]``)."""
+    for walked, field, _ in _walk(config):
+        if walked == path:
+            return str(field.type)
+    raise KeyError(path)
 
 
 def with_overrides(config: Config, overrides: Mapping[str, Any]) -> Config:

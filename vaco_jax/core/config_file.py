@@ -29,7 +29,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vaco_jax.core.config import Config, ConfigError, all_fields, config_from_dict, get_field, with_overrides
+from vaco_jax.core.config import (
+    MISSING,
+    Config,
+    ConfigError,
+    all_fields,
+    config_from_dict,
+    dotted_keys,
+    field_annotation,
+    get_field,
+    nested_value,
+    with_overrides,
+)
 
 FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
 RECORD_KEYS = ("presets", "program_changes", "async")
@@ -68,15 +79,11 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
     config = Config() if base is None else base
     overrides = {}
     for field in all_fields(config):
-        value: Any = data
-        for part in field.split("."):
-            value = value.get(part, _MISSING) if isinstance(value, Mapping) else _MISSING
-        if value is not _MISSING:
-            overrides[field] = typed_value(field, value, get_field(config, field), path)
+        value = nested_value(data, field)
+        if value is not MISSING:
+            default, annotation = get_field(config, field), field_annotation(config, field)
+            overrides[field] = typed_value(field, value, default, path, annotation)
     return ConfigFile(path, with_overrides(config, overrides), False)
-
-
-_MISSING = object()
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
@@ -118,7 +125,7 @@ def _refuse_unknown(data: Mapping[str, Any], path: Path) -> None:
     """A key that no field has is refused, with the closest field's name (a typo must not be ignored)."""
     known = all_fields(Config())
     groups = {field.split(".")[0] for field in known if "." in field}
-    for key in _dotted(data):
+    for key in dotted_keys(data):
         if key in known:
             continue
         if key in groups:
@@ -128,18 +135,9 @@ def _refuse_unknown(data: Mapping[str, Any], path: Path) -> None:
         raise ConfigError(f"--config {path}: no config field is called {key}{hint}")
 
 
-def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            keys += _dotted(value, f"{prefix}{key}.")
-        else:
-            keys.append(f"{prefix}{key}")
-    return keys
-
-
-def typed_value(field: str, value: Any, default: Any, path: Path | str) -> Any:
-    """``value`` (as JSON, TOML or YAML read it) as field ``field`` needs it, typed like its ``default``."""
+def typed_value(field: str, value: Any, default: Any, path: Path | str, annotation: str = "") -> Any:
+    """``value`` (as JSON, TOML or YAML read it) as field ``field`` needs it, typed like its ``default`` (a tuple's
+    elements as its ``annotation`` says: ``tuple[float, ...]`` takes numbers, ``tuple[int, ...]`` integers)."""
 
     def refuse(expected: str) -> ConfigError:
         return ConfigError(
@@ -166,11 +164,13 @@ def typed_value(field: str, value: Any, default: Any, path: Path | str) -> Any:
             raise refuse("a number (not nan)")
         return float(value)
     if isinstance(default, tuple):
+        floats = annotation.startswith("tuple[float")
+        kinds = (int, float) if floats else (int,)
         if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
+            isinstance(v, kinds) and not isinstance(v, bool) for v in value
         ):
-            raise refuse("a list of integers")
-        return tuple(value)
+            raise refuse("a list of numbers" if floats else "a list of integers")
+        return tuple(float(v) for v in value) if floats else tuple(value)
     if isinstance(default, str):
         if not isinstance(value, str):
             raise refuse("text")

@@ -33,7 +33,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from vaco_jax.core.config import Config, ConfigError, all_fields, config_dict, legacy_value, traced_fields
+from vaco_jax.core.config import (
+    MISSING,
+    Config,
+    ConfigError,
+    all_fields,
+    config_dict,
+    legacy_value,
+    nested_value,
+    traced_fields,
+)
 from vaco_jax.core.grid import grid_points
 from vaco_jax.core.types import TrainState
 from vaco_jax.runs.run_directory import CHECKPOINTS_SUBDIR, checkpoint_steps
@@ -172,9 +181,9 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     config = Config()
     traced = set(traced_fields(config))
     for path in all_fields(config):
-        old, new = _lookup(saved_config, path), _lookup(current_config, path)
+        old, new = nested_value(saved_config, path), nested_value(current_config, path)
         kind = "traced" if path in traced else "static"
-        if old is _MISSING:  # a field added since the checkpoint: its runs had the legacy value, else the default
+        if old is MISSING:  # a field added since the checkpoint: its runs had the legacy value, else the default
             old = legacy_value(path, saved_config)
             if old != new:
                 found.append(f"{kind} field {path} (the checkpoint predates it: its runs had {old!r}; now {new!r})")
@@ -190,18 +199,6 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     elif "runs" in saved and saved["runs"] != current["runs"] and not found:
         found.append("the order of the runs (grid point, seed)")
     return found
-
-
-_MISSING = object()  # a field a record does not hold (it was written before the field existed)
-
-
-def _lookup(tree: Mapping[str, Any], path: str) -> Any:
-    value: Any = tree
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
 
 
 class Checkpointer:
