@@ -43,8 +43,18 @@ from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tes
 from vaco_jax.training import distributed, evaluation
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions, LostProcess
+from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
 
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+ConfigFileFlag = Annotated[
+    Path | None,
+    tyro.conf.arg(
+        name="config",
+        help="A config file whose fields are the defaults of this command's flags: a run's config.json (trains its "
+        "config again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top.",
+    ),
+]
+"""``--config FILE`` (:mod:`vaco_jax.core.config_file`), one declaration for every command that takes it."""
 
 
 @dataclasses.dataclass
@@ -54,9 +64,7 @@ class TrainArgs:
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
     Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
-    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
-    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
-    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
+    config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
     """Seeds per grid point, all in the same compiled program."""
@@ -82,9 +90,7 @@ class SweepArgs:
     Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
-    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
-    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
-    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
+    config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=lambda: Config(lag=LagConfig(max_lag=4))
     )
@@ -118,9 +124,7 @@ class DemoArgs:
     filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.core.presets).
     """
 
-    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
-    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
-    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
+    config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
     algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
     """Algorithms or presets (vaco_jax.core.presets) to compare; each runs the whole grid as one compiled program."""
@@ -152,9 +156,7 @@ class CalibrateArgs:
 
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
-    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
-    """A config file whose fields are the defaults of this command's flags: a run's config.json (trains its config
-    again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top."""
+    config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=calibrate_config)
     num_seeds: int = 8
     """Seeds of each side (the real and the simulated runs use the same seeds)."""
@@ -184,8 +186,7 @@ class TuneArgs:
 
     preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
     """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
-    config_file: Annotated[Path | None, tyro.conf.arg(name="config")] = None
-    """A config file whose fields are the defaults of this command's flags (as for train)."""
+    config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     knob: tuple[str, ...] = ()
     """Search ranges as FIELD=LOW:HIGH (log-uniform), FIELD=LOW:HIGH:log or FIELD=LOW:HIGH:linear, traced float
@@ -205,7 +206,7 @@ class TuneArgs:
     """Where search.json and winner.json go."""
     overwrite: bool = False
     """Replace an earlier search's files in --out-dir (only those)."""
-    chunk_size: int = 10
+    chunk_size: int = DEFAULT_CHUNK_SIZE
     """Iterations per compiled chunk, at most (the progress bar advances once per chunk)."""
     quiet: bool = False
     """No progress bar."""
@@ -305,13 +306,6 @@ def run_render(args: RenderArgs) -> Path:
     """``vaco-jax render``: one episode of the saved policy, animated (:mod:`vaco_jax.runs.render`)."""
     from vaco_jax.runs.render import render_saved_run
 
-    planned = args.out
-    if planned is not None and planned.exists() and not args.overwrite:
-        raise ConfigError(f"{planned} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
-    for name in ("policy.gif", "policy.html"):
-        default = args.run_dir / name
-        if planned is None and default.exists() and not args.overwrite:
-            raise ConfigError(f"{default} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
     out, episode = render_saved_run(
         args.run_dir,
         args.out,
@@ -321,6 +315,7 @@ def run_render(args: RenderArgs) -> Path:
         deterministic=not args.stochastic,
         max_steps=args.max_steps,
         episode_seed=args.episode_seed,
+        overwrite=args.overwrite,
     )
     ending = "ended" if episode.ended else "still running at the step budget"
     print(

@@ -84,6 +84,21 @@ def play_episode(
     return Episode(states, np.asarray(rewards)[:live], bool(np.asarray(done)[:live].any()))
 
 
+def output_file(env_name: str, out: str | Path | None, default_dir: Path | None = None) -> Path:
+    """The file a render writes: ``out``, checked against what ``env_name`` renders to (.gif or .mp4 for gymnax,
+    .html for brax), or ``default_dir/policy.gif`` (brax: ``policy.html``) where ``out`` is None."""
+    formats = BRAX_FORMATS if env_name.startswith("brax/") else GYMNAX_FORMATS
+    out = Path(out) if out is not None else Path(default_dir or ".") / f"policy{formats[0]}"
+    if out.suffix.lower() not in formats:
+        raise ConfigError(f"{out}: {env_name} renders to {' or '.join(formats)} (told by the suffix)")
+    return out
+
+
+def _steps(tree: Any, length: int) -> list[Any]:
+    """A pytree with a leading step axis as the list of its steps."""
+    return [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(length)]
+
+
 def render_policy(
     program: TrainProgram | Config,
     state: TrainState,
@@ -96,10 +111,7 @@ def render_policy(
     """Play one episode of ``state``'s learner (one run's state, e.g. ``make_train(config)(key)``'s) and write its
     animation to ``out`` (.gif or .mp4 for gymnax, .html for brax); the notebooks' way to see a policy."""
     program = program if isinstance(program, TrainProgram) else TrainProgram(program)
-    out = Path(out)
-    formats = BRAX_FORMATS if program.config.env.name.startswith("brax/") else GYMNAX_FORMATS
-    if out.suffix.lower() not in formats:
-        raise ConfigError(f"{out}: {program.config.env.name} renders to {' or '.join(formats)} (told by the suffix)")
+    out = output_file(program.config.env.name, out)
     if max_steps < 0:
         raise ConfigError(f"max_steps={max_steps} must be >= 0 (0: the env's time limit)")
     episode = play_episode(
@@ -110,7 +122,7 @@ def render_policy(
         max_steps=max_steps or int(program.env.max_episode_steps),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    (render_brax if formats == BRAX_FORMATS else render_gymnax)(program.env, episode, out)
+    (render_brax if out.suffix.lower() in BRAX_FORMATS else render_gymnax)(program.env, episode, out)
     return episode
 
 
@@ -138,18 +150,18 @@ def render_saved_run(
     deterministic: bool = True,
     max_steps: int = 0,
     episode_seed: int = 0,
+    overwrite: bool = False,
 ) -> tuple[Path, Episode]:
     """Render one episode of the run in ``run_dir`` (module docstring) into ``out`` (default: ``RUN_DIR/policy.gif``
-    for gymnax, ``policy.html`` for brax); ``point`` as ``("lag.k=4",)``. Returns the file and the episode."""
+    for gymnax, ``policy.html`` for brax; an existing file only with ``overwrite``); ``point`` as ``("lag.k=4",)``.
+    Returns the file and the episode."""
     run_dir = Path(run_dir)
     record = recorded_run(run_dir, step)
     config = record.config
     program = TrainProgram(config)
-    is_brax = config.env.name.startswith("brax/")
-    formats = BRAX_FORMATS if is_brax else GYMNAX_FORMATS
-    out = Path(out) if out is not None else run_dir / f"policy{formats[0]}"
-    if out.suffix.lower() not in formats:
-        raise ConfigError(f"--out {out}: {config.env.name} renders to {' or '.join(formats)} (told by the suffix)")
+    out = output_file(config.env.name, out, run_dir)
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
     if max_steps < 0:
         raise ConfigError(f"--max-steps {max_steps} must be >= 0 (0: the env's time limit)")
     chosen = {}
@@ -182,9 +194,8 @@ def render_gymnax(env: Any, episode: Episode, out: Path) -> None:
     from gymnax.visualize import Visualizer
 
     inner, params = env.native
-    states = [jax.tree.map(lambda x, i=i: x[i], episode.states) for i in range(episode.length)]
     try:
-        Visualizer(inner, params, states, np.cumsum(episode.rewards)).animate(str(out))
+        Visualizer(inner, params, _steps(episode.states, episode.length), np.cumsum(episode.rewards)).animate(str(out))
     except ModuleNotFoundError as error:  # pygame, for classic control
         raise ConfigError(
             f"drawing {inner.name} needs {error.name}: pip install 'vaco_jax[render]' (or pip install {error.name})"
@@ -196,6 +207,6 @@ def render_brax(env: Any, episode: Episode, out: Path) -> None:
     from brax.io import html
 
     core = episode.states.core  # the adapter's state: brax's own State per step
-    pipeline = [jax.tree.map(lambda x, i=i: x[i], core.pipeline_state) for i in range(episode.length)]
+    pipeline = _steps(core.pipeline_state, episode.length)
     brax_env = env.native
     out.write_text(html.render(brax_env.sys.tree_replace({"opt.timestep": brax_env.dt}), pipeline))
