@@ -396,6 +396,8 @@ def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
         assert gpu.env.name == cpu.env.name == f"brax/{env}"
         assert 1e6 <= gpu.total_env_steps <= 1.2e8 and gpu.env.num_envs >= 1024  # accelerator budgets
         assert cpu.total_env_steps <= 2e4
+        for config in (gpu, cpu):  # brax's PPO: no gradient clipping, a constant learning rate
+            assert config.ppo.max_grad_norm == float("inf") and not config.ppo.anneal_lr
     assert {"brax-ant", "brax-ant-cpu", "brax-humanoid"} <= set(PRESETS)
 
 

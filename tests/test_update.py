@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import tiny_config
 from vaco_jax import TrainProgram
-from vaco_jax.core.config import set_field
+from vaco_jax.core.config import ConfigError, set_field
+from vaco_jax.training.trainer import validate_config
 from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, run_epochs
 
 
@@ -30,6 +31,25 @@ def test_learning_rate_anneals_linearly_to_zero_over_all_gradient_steps(anneal):
         params = optax.apply_updates(params, updates)
         expected = lr0 * (1 - n / steps) if anneal else lr0
         np.testing.assert_allclose(np.abs(updates["w"]), expected, rtol=1e-3, atol=1e-9, err_msg=f"step {n}")
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.5, float("inf")])
+def test_gradient_clipping_rescales_large_gradients_and_inf_turns_it_off(max_grad_norm):
+    """Adam after global-norm clipping: a step of norm 100 then one of norm 0.3 are Adam's steps on the gradients
+    rescaled to norm at most 0.5, or, with max_grad_norm=inf (brax's PPO), on the gradients as they are."""
+    config = set_field(set_field(tiny_config(), "ppo.anneal_lr", False), "ppo.max_grad_norm", max_grad_norm)
+    validate_config(config)  # inf is a valid setting
+    optimizer, adam = make_optimizer(config, config), optax.adam(config.ppo.learning_rate, eps=1e-5)
+    params = {"w": jnp.zeros(2)}
+    state, adam_state = optimizer.init(params), adam.init(params)
+    for grad in (jnp.array([60.0, 80.0]), jnp.array([0.3, 0.0])):
+        norm = float(jnp.linalg.norm(grad))
+        expected_grad = grad * min(1.0, max_grad_norm / norm)
+        updates, state = optimizer.update({"w": grad}, state, params)
+        expected, adam_state = adam.update({"w": expected_grad}, adam_state, params)
+        np.testing.assert_allclose(updates["w"], expected["w"], rtol=1e-5, atol=1e-9)
+    with pytest.raises(ConfigError, match="max_grad_norm"):
+        validate_config(set_field(config, "ppo.max_grad_norm", 0.0))
 
 
 def _value_loss(clip: bool, old_value_shift: float) -> float:

@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ from benchmarks.common.provenance import (
     replace_readme_block,
     write_result,
 )
-from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, run_sweep
+from vaco_jax import Config, run_sweep
+from vaco_jax.core.config import with_overrides
+from vaco_jax.core.presets import apply_preset
 from vaco_jax.numerics import stats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +73,13 @@ class Task:
     activation: str = "tanh"
     variants: tuple[str, ...] = ("default", "legacy")  # which of VARIANTS run on this task
     reference_configuration: str = "PureJaxRL's ppo.py and CleanRL's ppo.py"
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the reference's other values (dotted)
+    preset: str | None = None  # the package's preset for the reference's setting (variant "preset": it, resized)
+
+    @property
+    def file_stem(self) -> str:
+        """The env as reference files name it (no slash)."""
+        return self.env.replace("/", "-")
 
     @property
     def num_iterations(self) -> int:
@@ -103,28 +113,66 @@ TASKS = {
         variants=("default",),
         reference_configuration="PureJaxRL's MinAtar notebook",
     ),
+    # brax's own PPO (brax.training.agents.ppo) at its training notebook's inverted_pendulum configuration, sized
+    # for a CPU: num_envs 2048 -> 128 and batch_size 1024 -> 64 (the same 5-step unrolls, 32 minibatches, 4 epochs,
+    # so 10,240 env steps per update, here 128 envs x 80 steps), 5e5 env steps (the notebook's 2e6 at 16x the
+    # batch). The notebook's values: discount 0.97, lr 3e-4, entropy cost 1e-2, reward scaling 10, observations
+    # normalised, the positional pipeline. Threshold: gymnasium's InvertedPendulum-v4 (950); a uniform-random
+    # policy scores 22 (256 envs, 2,149 episodes), the best is the episode length, 1000.
+    "brax/inverted_pendulum": Task(
+        "brax/inverted_pendulum",
+        solved_at=950.0,
+        random_score=22.0,
+        best_score=1000.0,
+        num_envs=128,
+        num_steps=80,
+        total_env_steps=49 * 128 * 80,
+        num_minibatches=32,
+        learning_rate=3e-4,
+        variants=("default", "preset"),
+        reference_configuration="brax's training notebook, at a CPU's size",
+        settings={
+            "env.backend": "positional",
+            "env.normalize_observations": True,
+            "env.reward_scale": 10.0,
+            "ppo.gamma": 0.97,
+            "ppo.ent_coef": 1e-2,
+        },
+        preset="brax-inverted_pendulum",
+    ),
 }
 
-VARIANTS = {"default": {}, "legacy": STUDY_PPO_PINS}
-"""vaco_jax's PPO as it is (the package's defaults) and as it was before the parity change."""
+VARIANTS = {
+    "default": "the package's defaults",
+    "legacy": "the PPO before the parity change",
+    "preset": "the task's preset",
+}
+"""vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
+unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
+``brax-<env>`` preset: brax's PPO settings, resized to the task's batch)."""
 
 
 def task_config(task: Task, variant: str) -> Config:
     """``--algorithm ppo`` at the task's reference configuration (PureJaxRL's ``ppo.py``, whose defaults CleanRL's
-    ``ppo.py`` shares, or PureJaxRL's MinAtar notebook): everything else at the package's defaults, which match
-    theirs (docs/algorithms.md lists what differs)."""
-    return Config(
-        algorithm="ppo",
-        num_iterations=task.num_iterations,
-        env=EnvConfig(name=task.env, num_envs=task.num_envs, num_steps=task.num_steps),
-        ppo=PPOConfig(
-            num_epochs=4,
-            num_minibatches=task.num_minibatches,
-            learning_rate=task.learning_rate,
-            **VARIANTS[variant],
-        ),
-        network=NetworkConfig(activation=task.activation),
-    )
+    ``ppo.py`` shares, PureJaxRL's MinAtar notebook, or brax's training notebook): everything the reference sets,
+    and everything else at the package's defaults (docs/algorithms.md lists what differs) or, for the variant
+    ``preset``, at the task's preset (its batch and budget resized to the task's)."""
+    shape = {
+        "algorithm": "ppo",
+        "num_iterations": task.num_iterations,
+        "env.name": task.env,
+        "env.num_envs": task.num_envs,
+        "env.num_steps": task.num_steps,
+        "ppo.num_epochs": 4,
+        "ppo.num_minibatches": task.num_minibatches,
+    }
+    if variant == "preset":
+        if task.preset is None:
+            raise ValueError(f"{task.env} has no preset: its variants are {task.variants}")
+        return with_overrides(apply_preset(task.preset), {**shape, **task.settings})
+    reference = {**shape, "ppo.learning_rate": task.learning_rate, "network.activation": task.activation}
+    legacy = {f"ppo.{name}": value for name, value in STUDY_PPO_PINS.items()} if variant == "legacy" else {}
+    return with_overrides(Config(), {**reference, **task.settings, **legacy})
 
 
 def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> tuple[np.ndarray, float]:
@@ -177,7 +225,7 @@ def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed:
 def load_references(env: str) -> list[dict[str, Any]]:
     """The committed reference runs on ``env`` (one file per implementation), their returns as float arrays."""
     records = []
-    for path in sorted(REFERENCES.glob(f"*_{env}.json")):
+    for path in sorted(REFERENCES.glob(f"*_{TASKS[env].file_stem}.json")):
         record = json.loads(path.read_text())
         returns = np.array([[np.nan if v is None else v for v in seed] for seed in record["returns"]], np.float64)
         records.append({**record, "returns": returns, "file": str(path.relative_to(ROOT))})

@@ -101,7 +101,7 @@ class PPOConfig:
     anneal_lr: bool = static(True)
     """Anneal the learning rate linearly to 0 over training."""
     max_grad_norm: float = 0.5
-    """Global gradient-norm clipping of each minibatch step."""
+    """Global gradient-norm clipping of each minibatch step (PureJaxRL and CleanRL clip at 0.5; inf: none, as brax)."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95

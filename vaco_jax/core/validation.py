@@ -178,7 +178,9 @@ def validate(
     _check_lag_sequence(lag, config.num_iterations)
     _check_number("env.reward_scale", env.reward_scale, low=0, low_open=True)
     _check_number("ppo.learning_rate", ppo.learning_rate, low=0, low_open=True)
-    _check_number("ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True)
+    _check_number(
+        "ppo.max_grad_norm", ppo.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" (inf: no clipping)"
+    )
     _check_number("ppo.gamma", ppo.gamma, low=0, high=1)
     _check_number("ppo.gae_lambda", ppo.gae_lambda, low=0, high=1)
     _check_number("ppo.clip_eps", ppo.clip_eps, low=0, low_open=True)
