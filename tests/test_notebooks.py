@@ -59,6 +59,31 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
     assert not errors
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_docs_show_each_notebook_executed_and_current(path):
+    """The docs site shows docs/notebooks/<name>.ipynb, written by notebooks/execute_for_docs.py: the notebook's
+    own cells, every code cell run at the full budget, no error, a figure, and a record of what made it. A notebook
+    edited without running the script again fails here."""
+    import nbformat
+
+    executed_path = ROOT / "docs" / "notebooks" / path.name
+    rerun = f"run `python notebooks/execute_for_docs.py {path.stem}` and commit {executed_path.relative_to(ROOT)}"
+    assert executed_path.is_file() and not executed_path.is_symlink(), f"no executed copy: {rerun}"
+    notebook, executed = nbformat.read(path, as_version=4), nbformat.read(executed_path, as_version=4)
+    cells = [(c.cell_type, c.source) for c in notebook.cells]
+    assert [(c.cell_type, c.source) for c in executed.cells] == cells, f"the notebook changed since: {rerun}"
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), f"a cell was not run: {rerun}"
+    outputs = [o for c in code for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"], f"a cell failed: {rerun}"
+    assert any("image/png" in o.get("data", {}) for o in outputs), "no figure in the executed notebook"
+    text = "\n".join(o.get("text", "") for o in outputs)
+    assert "small budget" not in text and "full budget" in text, f"not run at the full budget: {rerun}"
+    assert str(ROOT) not in nbformat.writes(executed), "a machine path in the docs' notebook"
+    record = executed.metadata["vaco_jax_executed"]  # notebooks/execute_for_docs.py's RECORD_KEY
+    assert {"commit", "machine", "seconds", "date", "command"} <= set(record)
+
+
 def test_readme_docs_and_notebooks_stand_alone():
     """Users have only the repository: no link or path out of it, and every relative link resolves inside it."""
     import re

@@ -13,6 +13,7 @@ import pytest
 from vaco_jax.cli import main
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.config_file import read_config_file
+from vaco_jax.runs import search as search_module
 from vaco_jax.runs.search import Knob, SearchResult, draw_trials, search_config
 
 
@@ -68,8 +69,9 @@ def test_a_learner_scored_search_evaluates_unless_told_when():
     assert search_config(Config(num_iterations=50), "train").eval.every == 0
 
 
-def test_tune_ranks_the_trials_and_writes_a_winner_that_train_config_reads(tmp_path, capsys):
-    """End to end at CI size: two trials x two seeds in one program."""
+def test_tune_ranks_the_trials_and_writes_a_winner_that_train_config_reads(tmp_path, capsys, monkeypatch):
+    """End to end at CI size: two trials x two seeds, split into two programs of two runs (--runs-per-program, as a
+    search too big for the device is split)."""
     out = tmp_path / "tune"
     argv = [
         "tune",
@@ -94,14 +96,22 @@ def test_tune_ranks_the_trials_and_writes_a_winner_that_train_config_reads(tmp_p
         "2",
         "--eval.episodes",
         "2",
-        "--quiet",
+        "--runs-per-program",
+        "2",
         "--out-dir",
         str(out),
     ]
+    driven = []  # what the search hands the driver: the split reaches the programs, not only the message
+    run = search_module.Driver.run
+    monkeypatch.setattr(search_module.Driver, "run", lambda self, *a, **kw: driven.append(kw) or run(self, *a, **kw))
     assert main(argv) == 0
+    assert [kw["runs_per_program"] for kw in driven] == [2]
     printed = capsys.readouterr().out
-    assert "2 trials x 2 seeds in one program" in printed and "vaco-jax train --config" in printed
+    assert "2 trials x 2 seeds vmapped" in printed and "vaco-jax train --config" in printed
+    split = "split into 2 programs of 2 runs, run back to back (--runs-per-program 2)"
+    assert split in printed
     search = json.loads((out / "search.json").read_text())
+    assert search["programs"] == split
     means = {t["trial"]: np.mean(t["scores"]) for t in search["trials"]}
     assert [t["trial"] for t in search["trials"]] == sorted(means, key=lambda t: -means[t])
     assert search["winner"]["trial"] == search["trials"][0]["trial"]

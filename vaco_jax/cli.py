@@ -208,6 +208,9 @@ class TuneArgs:
     """Replace an earlier search's files in --out-dir (only those)."""
     chunk_size: int = DEFAULT_CHUNK_SIZE
     """Iterations per compiled chunk, at most (the progress bar advances once per chunk)."""
+    runs_per_program: Literal["auto"] | int = "auto"
+    """Split the trials x seeds into programs of at most this many runs, trained back to back (the same scores);
+    auto: one program where their batch buffers fit the device's memory, else as many runs per program as fit."""
     quiet: bool = False
     """No progress bar."""
 
@@ -699,6 +702,7 @@ def _run_command(args, argv: list[str]) -> int:
             chunk_size=args.chunk_size,
             quiet=args.quiet,
             presets=tuple(args.preset),
+            runs_per_program=args.runs_per_program,
         )
         return 0
     refuse_contradictions(args.output, argv)

@@ -36,6 +36,7 @@ from vaco_jax.core.presets import run_label
 from vaco_jax.numerics import stats
 from vaco_jax.runs import writers
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
+from vaco_jax.training import memory
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, Driver, stack_hparams
 from vaco_jax.training.plan import seed_keys
 from vaco_jax.training.sweep import ProgressBar, format_table
@@ -121,6 +122,7 @@ class SearchResult:
     scores: np.ndarray
     score: Score
     search_seed: int
+    split: str = ""  # how the runs were split into programs, in words (empty: one program)
 
     def means(self) -> np.ndarray:
         """Each trial's mean score over seeds (a run that diverged, NaN, counts as the worst of the search)."""
@@ -170,6 +172,7 @@ class SearchResult:
                 "knobs": [dataclasses.asdict(k) for k in self.knobs],
                 "search_seed": self.search_seed,
                 "seeds": self.seeds,
+                "programs": self.split or "one program",
                 "winner": {"trial": self.ranking()[0], "point": self.winner},
                 "trials": [{**row, "scores": self.scores[row["trial"]].tolist()} for row in self.rows()],
                 "config": config_dict(self.config),
@@ -203,9 +206,14 @@ def run_search(
     score: Score = "learner",
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     progress: bool = True,
+    runs_per_program: Literal["auto"] | int | None = "auto",
 ) -> SearchResult:
     """Train ``trials`` draws of ``knobs`` x ``num_seeds`` seeds (from ``seed``) in one compiled program and score
-    every run (module docstring). Every trial's config is validated before anything compiles."""
+    every run (module docstring). Every trial's config is validated before anything compiles.
+
+    ``runs_per_program``: ``"auto"`` splits the trials x seeds into programs run back to back where their batch
+    buffers do not fit the device's memory at once (as ``vaco-jax sweep`` does; the scores are the same), a number
+    caps the runs per program, None trains them in one program whatever the memory."""
     if not knobs:
         raise ConfigError("a search needs at least one --knob FIELD=LOW:HIGH, e.g. --knob ppo.learning_rate=1e-4:3e-3")
     if len({k.path for k in knobs}) != len(knobs):
@@ -217,10 +225,23 @@ def run_search(
     configs = [validate_config(with_overrides(config, point)) for point in points]
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), trials)]  # the same seeds for every trial
+    program = TrainProgram(config)
+    per_program, split = None, ""
+    if runs_per_program is not None:
+        spec = program.env.action_spec
+        shape = (program.env.observation_size, spec.size, spec.discrete)
+        per_program, split = memory.runs_per_program(config, trials * num_seeds, *shape, requested=runs_per_program)
+        memory.check_fits(config, per_program or trials * num_seeds, *shape)
+    if split and progress:
+        print(f"vaco-jax: {split}", flush=True)
     bar = ProgressBar(config.num_iterations) if progress and chunk_size and chunk_size < config.num_iterations else None
     try:
-        out = Driver(TrainProgram(config)).run(
-            keys, hparams, chunk_size=chunk_size, callbacks=[bar.on_chunk] if bar else []
+        out = Driver(program).run(
+            keys,
+            hparams,
+            chunk_size=chunk_size,
+            callbacks=[bar.on_chunk] if bar else [],
+            runs_per_program=per_program,
         )
     finally:
         if bar is not None:
@@ -230,7 +251,7 @@ def run_search(
         values = values[..., np.isfinite(values).any(axis=(0, 1))]
     scores = stats.area_under_curve(values)
     seeds = list(range(seed, seed + num_seeds))
-    return SearchResult(config, tuple(knobs), points, seeds, scores, score, search_seed)
+    return SearchResult(config, tuple(knobs), points, seeds, scores, score, search_seed, split)
 
 
 def tune_and_write(
@@ -247,6 +268,7 @@ def tune_and_write(
     chunk_size: int | None,
     quiet: bool = False,
     presets: tuple[str, ...] = (),
+    runs_per_program: Literal["auto"] | int = "auto",
 ) -> SearchResult:
     """``vaco-jax tune``: :func:`run_search`, the ranked table on stdout, ``search.json`` (every trial: knobs,
     per-seed scores, rank) and ``winner.json`` (the winner's whole config, for ``vaco-jax train --config``) in
@@ -259,7 +281,7 @@ def tune_and_write(
     out = run_dir.prepare(new_run_id(), OUTPUTS, overwrite=overwrite, resume=False).path
     print(
         f"vaco-jax: tuning {run_label(config.algorithm, presets)} on {config.env.name}: {trials} trials x "
-        f"{num_seeds} seeds in one program, {config.num_iterations} iterations each; score: AUC of "
+        f"{num_seeds} seeds vmapped, {config.num_iterations} iterations each; score: AUC of "
         f"{SCORES[score]}"
         + (f" (evaluated every {checked.eval.every} iterations)" if score == "learner" else "")
         + "\n  "
@@ -276,6 +298,7 @@ def tune_and_write(
         score=score,
         chunk_size=chunk_size,
         progress=not quiet,
+        runs_per_program=runs_per_program,
     )
     print("\n" + result.table())
     writers.write_text_atomic(out / "search.json", json.dumps(result.to_json(), indent=1))

@@ -1,0 +1,103 @@
+"""Execute the notebooks at their full budgets and write the executed copies the docs site shows.
+
+The notebooks in this folder are committed without outputs (they open clean in Colab). The docs show them with
+their outputs: this script runs each one top to bottom in a Jupyter kernel (nbclient), as Colab would, at its full
+budget, and writes the executed copy to ``docs/notebooks/<name>.ipynb`` with a record of what made it (the commit,
+the machine, the seconds) in the notebook's metadata. The run directories the notebooks write go to the
+repository's ``runs/notebooks/`` as usual; paths to them are written relative to the repository in the outputs.
+
+``tests/test_docs.py`` checks that every executed copy is current: the same cells as its notebook, every code cell
+run, no error, a figure. A notebook edited without running this again fails there.
+
+    .venv/bin/python notebooks/execute_for_docs.py                  # all of them
+    .venv/bin/python notebooks/execute_for_docs.py 02_policy_lag    # one
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+EXECUTED = ROOT / "docs" / "notebooks"
+RECORD_KEY = "vaco_jax_executed"  # the executed copy's metadata entry: how it was made
+
+
+def machine() -> str:
+    """The CPU (and accelerator, if JAX sees one) the notebooks ran on, in words."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def relative_paths(notebook: object) -> None:
+    """Outputs that name files under the repository name them relative to it (no machine path in the docs)."""
+    prefix = str(ROOT) + os.sep
+    for cell in notebook.cells:  # type: ignore[attr-defined]
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = output["text"].replace(prefix, "")
+            for kind, value in output.get("data", {}).items():
+                if kind.startswith("text/") and isinstance(value, str):
+                    output["data"][kind] = value.replace(prefix, "")
+
+
+def execute(name: str) -> float:
+    """Run ``notebooks/<name>.ipynb`` at its full budget and write ``docs/notebooks/<name>.ipynb``; the seconds."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    source = NOTEBOOKS / f"{name}.ipynb"
+    if not source.exists():
+        known = ", ".join(sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")))
+        raise SystemExit(f"no notebook {source.relative_to(ROOT)}; the notebooks are: {known}")
+    notebook = nbformat.read(source, as_version=4)
+    os.environ.pop("VACO_JAX_NOTEBOOK_BUDGET", None)  # the full budget: what a user running it sees
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    start = time.perf_counter()
+    NotebookClient(
+        notebook, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
+    seconds = time.perf_counter() - start
+    relative_paths(notebook)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "vaco_jax", "notebooks"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    notebook.metadata[RECORD_KEY] = {
+        "command": f"python notebooks/execute_for_docs.py {name}",
+        "commit": commit + (" (with uncommitted changes)" if dirty.strip() else ""),
+        "machine": machine(),
+        "seconds": round(seconds),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "python": platform.python_version(),
+    }
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, EXECUTED / f"{name}.ipynb")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="notebook names without .ipynb (default: every notebook)")
+    names = parser.parse_args().names or sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    for name in names:
+        print(f"{name}: running at its full budget ...", flush=True)
+        seconds = execute(name)
+        print(f"{name}: {seconds:.0f} s, wrote {(EXECUTED / f'{name}.ipynb').relative_to(ROOT)}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
