@@ -97,8 +97,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_modules_import_time_dependencies_form_no_cycle():
-    graph = import_graph()
+def test_the_modules_import_one_another_without_a_cycle():
+    """Lazy imports count: a function-level import that dodges a cycle (memory.py's of the run plan, until the seeds
+    got a module of their own) is still one."""
+    graph = import_graph(every=True)
     assert len(graph) > 40 and "vaco_jax.core.config" in graph["vaco_jax.training.trainer"]  # the graph was read
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle)

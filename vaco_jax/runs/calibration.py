@@ -59,7 +59,7 @@ from vaco_jax.training.asynchronous import (
     lag_sequences,
 )
 from vaco_jax.training.driver import Driver, stack_hparams
-from vaco_jax.training.plan import seed_keys
+from vaco_jax.training.seeds import seed_keys
 from vaco_jax.training.sweep import SweepResult, run_sweep
 from vaco_jax.training.trainer import TrainProgram, validate_config
 

@@ -17,7 +17,8 @@ from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import Output, Variant, check_output, execute, format_summary, recorded_output_options
-from vaco_jax.training.plan import RunPlan, check_seeds
+from vaco_jax.training.plan import RunPlan
+from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.sweep import SweepResult
 
 

@@ -23,7 +23,7 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import checkpoint
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
-from vaco_jax.training.plan import check_seeds
+from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.trainer import TrainProgram
 
 

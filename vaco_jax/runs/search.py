@@ -38,7 +38,7 @@ from vaco_jax.runs import writers
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.training import memory
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, Driver, stack_hparams
-from vaco_jax.training.plan import seed_keys
+from vaco_jax.training.seeds import seed_keys
 from vaco_jax.training.sweep import ProgressBar, format_table
 from vaco_jax.training.trainer import TrainProgram, validate_config
 

@@ -19,6 +19,9 @@ from importlib import metadata
 
 import jax
 
+from vaco_jax.training.driver import Driver
+from vaco_jax.training.memory import abstract_batch
+from vaco_jax.training.seeds import seed_keys
 from vaco_jax.training.trainer import TrainProgram
 
 
@@ -30,9 +33,6 @@ def stablehlo(lowered) -> str:
 def program_texts(program: TrainProgram, num_runs: int, chunk_lengths: Iterable[int]) -> list[str]:
     """The StableHLO of ``num_runs`` runs' init program, then of their chunk program for each of ``chunk_lengths``
     (iterations per chunk), lowered for abstract inputs (nothing allocated, compiled or run)."""
-    from vaco_jax.training.driver import Driver
-    from vaco_jax.training.memory import abstract_batch
-    from vaco_jax.training.plan import seed_keys
 
     states, hparams = abstract_batch(program, num_runs)
     keys = jax.eval_shape(lambda: seed_keys(0, num_runs))

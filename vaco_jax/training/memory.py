@@ -23,6 +23,8 @@ import jax
 import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError
+from vaco_jax.training.driver import Driver, program_parts, sharded_over, stack_hparams
+from vaco_jax.training.seeds import seed_keys
 from vaco_jax.training.trainer import TrainProgram
 
 
@@ -110,8 +112,6 @@ def _bytes(tree) -> int:
 
 def abstract_batch(program: TrainProgram, num_runs: int) -> tuple:
     """Shapes of (states, hparams) for ``num_runs`` runs, without allocating them."""
-    from vaco_jax.training.driver import stack_hparams
-    from vaco_jax.training.plan import seed_keys
 
     one = stack_hparams([program.config])  # a few scalars: cheap to build for real
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape[1:]), x.dtype), one)
@@ -197,7 +197,6 @@ def measured_run_bytes(config: Config) -> int:
 
 def _chunk_memory(program: TrainProgram, states, hparams, chunk_size: int):
     """XLA's memory analysis of the chunk program for these (abstract) runs, compiled as the driver compiles it."""
-    from vaco_jax.training.driver import Driver
 
     return Driver(program).lower_chunk(states, hparams, chunk_size).compile().memory_analysis()
 
@@ -218,7 +217,6 @@ def available_bytes() -> tuple[int | None, str]:
 def check_fits(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> None:
     """Refuse (ConfigError, with the estimate) a program of ``num_runs`` runs whose rollout buffers alone exceed
     the memory of the devices it is sharded over."""
-    from vaco_jax.training.driver import sharded_over
 
     devices = sharded_over(num_runs)
     needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete) // devices
@@ -243,7 +241,6 @@ def runs_per_program(
     ``--runs-per-program``: a number as given (checked), or ``"auto"``: one program where the runs' batch buffers
     (:func:`rollout_bytes`) fit the device's memory, else as many runs per program as fit beside the whole state
     (which stays on the device), a multiple of the devices the runs are sharded over."""
-    from vaco_jax.training.driver import program_parts, sharded_over
 
     devices = sharded_over(num_runs)
     if requested != "auto":
