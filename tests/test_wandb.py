@@ -132,3 +132,44 @@ def test_wandbs_environment_sets_what_no_flag_gives():
     assert WandbOptions.resolve(None, None, (), None, {}) == WandbOptions()
     with pytest.raises(Exception, match="WANDB_MODE='sometimes' is not one of"):
         WandbOptions.resolve(None, None, (), None, {"WANDB_MODE": "sometimes"})
+
+
+def test_every_live_writer_sees_each_chunk_then_the_end_and_a_failure_closes_each_as_failed(tmp_path, monkeypatch):
+    """The live writers (progress line, TensorBoard, W&B, and any new one: writers.RunWriter) are driven alike: each
+    chunk's metrics, then the run's summary rows; a run an exception ends closes every one of them as failed."""
+    from vaco_jax.runs import session
+
+    runs: list[_Run] = []
+    monkeypatch.setitem(sys.modules, "wandb", _fake_wandb(runs))
+    seen: list[tuple] = []
+
+    class Recorder:  # a new writer: two methods
+        def __init__(self, fails: bool):
+            self.fails = fails
+
+        def on_chunk(self, done, metrics):
+            seen.append(("chunk", done, "episode/return" in metrics))
+            if self.fails:
+                raise RuntimeError("the disk is full")
+
+        def finish(self, rows, failed=False):
+            seen.append(("finish", None if rows is None else len(rows), failed))
+
+    opened = session._open_writers
+    for fails in (False, True):
+        out = tmp_path / ("failed" if fails else "ok")
+        recorder = Recorder(fails)
+        monkeypatch.setattr(session, "_open_writers", lambda *args, r=recorder: [*opened(*args), r])
+        argv = ["sweep", *GRID, "--out-dir", str(out), "--wandb", "--tensorboard", "--quiet", *TINY]
+        seen.clear()
+        runs.clear()
+        if not fails:
+            assert main(argv) == 0
+            assert seen == [("chunk", 3, True), ("chunk", 6, True), ("finish", 2, False)]  # 2 chunks of 3; 2 points
+            assert [run.exit_code for run in runs] == [0] * 4 and all(run.summary for run in runs)
+        else:
+            with pytest.raises(RuntimeError, match="the disk is full"):
+                main(argv)
+            assert seen == [("chunk", 3, True), ("finish", None, True)]
+            assert [run.exit_code for run in runs] == [1] * 4  # W&B's runs closed as failed
+        assert list((out / "tb").iterdir())  # TensorBoard's files written (and closed either way)

@@ -13,17 +13,15 @@ import dataclasses
 import functools
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
-
-import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import run_label
 from vaco_jax.runs import checkpoint, plotting, writers
 from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.progress import ProgressLine
 from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_run_id, train_entries
 from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
@@ -31,7 +29,7 @@ from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, Driver, run_sharding, sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
-from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, format_table, mostly_skipped, run_plan, summary_cells
+from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
 from vaco_jax.training.trainer import TrainProgram
 
 ReportedMetric = Literal[
@@ -138,56 +136,6 @@ def check_output(output: Output) -> None:
             "sweep run"
         )
     out.refuse_foreign("nothing was written or removed there")
-
-
-def _progress(config: Config, num_runs: int, quiet: bool, offset: int = 0):
-    """A chunk callback printing one line per chunk: iterations, speed, the latest return (and evaluation) and TV."""
-    start = time.perf_counter()
-    total = config.num_iterations
-
-    def latest(values: np.ndarray) -> str:
-        """Mean over runs of the latest finite value in the chunk (NaN: no episode ended, or no evaluation)."""
-        finite = np.isfinite(values)
-        if not finite.any():
-            return "n/a"
-        last = values.shape[1] - 1 - np.argmax(finite[:, ::-1].any(axis=0))
-        column = values[:, last]
-        return f"{column[np.isfinite(column)].mean():.1f}"
-
-    def on_chunk(done: int, metrics: dict[str, np.ndarray]) -> None:
-        if quiet:
-            return
-        elapsed = time.perf_counter() - start
-        steps = done * config.steps_per_iteration
-        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
-        # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
-        exact = "_exact" if "tv/forward_exact" in metrics else ""
-        trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
-        if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
-            skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
-            if mostly_skipped(skipped, config):
-                per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
-                trust += (
-                    f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
-                    "diverged): lower --ppo.learning-rate"
-                )
-        if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
-            lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
-            queue = metrics["async/queue_depth"][0].mean()
-            trust += f"  lag p50 {np.median(lags):g} max {lags.max():g}  queue {queue:.1f}"
-        tvs = "".join(  # what the run logs (--diagnostics lean and off leave some out)
-            f"  {name} {metrics[name][:, -1].mean():.4f}"
-            for name in (f"tv/backward{exact}", f"tv/forward{exact}")
-            if name in metrics
-        )
-        print(
-            f"[{offset + done:>5}/{total} it | {steps * num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s "
-            f"(all runs, incl. compile) | {elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}"
-            f"{tvs}{trust}",
-            flush=True,
-        )
-
-    return on_chunk
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
@@ -320,22 +268,13 @@ def execute(
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with)
     primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
-    tensorboard = (
-        _tensorboard_writer(run_dir, config, grid, seed, num_seeds, offset) if output.tensorboard and primary else None
-    )
-    logger = None
-    if wandb_options is not None and primary:
-        logger = WandbWriter(wandb_options, config, grid, plan.seeds, run_id, run_dir.path, offset=offset)
+    live = _open_writers(output, plan, run_dir, wandb_options, run_id, offset, primary)
     print(_run_line(plan, presets), flush=True)
     try:
         result = run_plan(
             plan,
             chunk_size=output.chunk_size,
-            callbacks=[
-                _progress(config, plan.num_runs, output.quiet or not primary, offset),
-                *([tensorboard.on_chunk] if tensorboard else []),
-                *([logger.on_chunk] if logger else []),
-            ],
+            callbacks=[writer.on_chunk for writer in live],
             driver=driver,
             state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
             resume=restored,
@@ -346,16 +285,13 @@ def execute(
     except distributed.LostProcess:
         raise  # ends this process at once (a peer is gone: a checkpoint being written cannot complete)
     except BaseException:
-        if logger:
-            logger.finish(None, failed=True)
+        _finish_writers(live, None, failed=True)
         saver.finish()  # the checkpoint being written completes (nothing waits for it at exit)
         raise
-    finally:
-        if tensorboard:
-            tensorboard.close()
     saver.finish()  # the last checkpoint written whole before anything says the run stopped or ended
     exit_code = stop.exit_code if stop is not None and stop.requested else 1  # else: another process stopped it
     if not primary:  # process 0 writes the results; this one says where and ends as it does
+        _finish_writers(live, None)
         done = saver.last_saved  # a run saves where it ends
         print(
             f"vaco-jax: {distributed.describe()}: {done} of {config.num_iterations} iterations done; process 0 "
@@ -372,9 +308,12 @@ def execute(
         result.extra["async"] = dataclasses.asdict(asynchronous)
         print(f"\n{describe(result.metrics)}")
     result.extra["label"] = variant.label if variant is not None else run_label(config.algorithm, presets)
-    rows = write_results(result, run_dir.path, output.metric, run_id)
-    if logger:
-        logger.finish(rows)
+    try:
+        rows = write_results(result, run_dir.path, output.metric, run_id)
+    except BaseException:
+        _finish_writers(live, None, failed=True)
+        raise
+    _finish_writers(live, rows)
     _print_results(result, rows, output, run_dir, variant)
     if result.num_iterations < config.num_iterations:
         by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
@@ -593,15 +532,38 @@ def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
     )
 
 
-def _tensorboard_writer(
-    run_dir: RunDirectory, config: Config, grid: dict[str, list], seed: int, num_seeds: int, offset: int
-) -> writers.TensorBoardWriter:
+def _open_writers(
+    output: Output,
+    plan: RunPlan,
+    run_dir: RunDirectory,
+    wandb_options: WandbOptions | None,
+    run_id: str,
+    offset: int,
+    primary: bool,
+) -> list[writers.RunWriter]:
+    """The run's live writers (:class:`~vaco_jax.runs.writers.RunWriter`), each handed every chunk's metrics and
+    then the end of the run: the progress line, and on process 0 (the only one that writes) TensorBoard and W&B
+    where asked. ``offset``: the iterations a resumed run already did."""
+    live: list[writers.RunWriter] = [ProgressLine(plan.config, plan.num_runs, output.quiet or not primary, offset)]
+    if output.tensorboard and primary:
+        live.append(_tensorboard_writer(run_dir, plan, offset))
+    if wandb_options is not None and primary:
+        live.append(WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset))
+    return live
+
+
+def _finish_writers(live: list[writers.RunWriter], rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+    """Close every live writer: with the run's summary rows, or none (a process that writes no results, or a run
+    an exception ended: ``failed``)."""
+    for writer in live:
+        writer.finish(rows, failed=failed)
+
+
+def _tensorboard_writer(run_dir: RunDirectory, plan: RunPlan, offset: int) -> writers.TensorBoardWriter:
     """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
     resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
     ones."""
-    tensorboard = writers.TensorBoardWriter(
-        run_dir.tensorboard, grid, list(range(seed, seed + num_seeds)), config.steps_per_iteration
-    )
+    tensorboard = writers.TensorBoardWriter(run_dir.tensorboard, plan.grid, plan.seeds, plan.config.steps_per_iteration)
     if offset:
         run_dir.reset_folder(TENSORBOARD_SUBDIR)
         store = MetricsStore(run_dir.metrics)

@@ -1,11 +1,11 @@
-"""Result writers: JSON, CSV (long format) and TensorBoard event files, from host metrics."""
+"""Result writers: JSON, CSV (long format) and TensorBoard files from host metrics; the live writers' protocol."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -93,6 +93,24 @@ def run_labels(grid: dict[str, list[Any]], seeds: list[int]) -> list[str]:
     ]
 
 
+class RunWriter(Protocol):
+    """A live output of a run: handed every chunk's metrics as the run trains, then the end of the run.
+
+    The session opens the writers a run asks for (:func:`vaco_jax.runs.session.execute`: the progress line,
+    TensorBoard, W&B) and calls each alike; a new output is one class with these two methods and a line where the
+    session opens its writers.
+    """
+
+    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
+        """A chunk's metrics ``{name: [S, n]}`` (S = grid points x seeds, n iterations), ``done`` iterations in."""
+        ...
+
+    def finish(self, rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+        """The run ended: ``rows`` are its summary.json rows (None where this process writes no results, or an
+        exception ended the run, ``failed``). Flush and close."""
+        ...
+
+
 class TensorBoardWriter:
     """TensorBoard event files written as the run goes: one TensorBoard run per (grid point, seed) under
     ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
@@ -135,6 +153,10 @@ class TensorBoardWriter:
     def close(self) -> None:
         for writer in self._writers or []:
             writer.close()
+
+    def finish(self, rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+        """The run ended (:class:`RunWriter`): the event files are closed, whatever the outcome."""
+        self.close()
 
 
 def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:

@@ -1,0 +1,74 @@
+"""The progress line: one line per chunk of a run, the live writer every run has.
+
+Iterations done, throughput, the latest training return (and the learner's evaluation), the TVs the run logs, and
+warnings that cannot wait for the end (most gradient steps skipped as non-finite; the asynchronous mode's measured
+lags and queue).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from vaco_jax.core.config import Config
+from vaco_jax.training.sweep import SKIPPED_STEPS, mostly_skipped
+
+
+def latest(values: np.ndarray) -> str:
+    """Mean over runs of the latest finite value in a chunk ``[S, n]`` ("n/a": no episode ended, or no evaluation)."""
+    finite = np.isfinite(values)
+    if not finite.any():
+        return "n/a"
+    last = values.shape[1] - 1 - np.argmax(finite[:, ::-1].any(axis=0))
+    column = values[:, last]
+    return f"{column[np.isfinite(column)].mean():.1f}"
+
+
+class ProgressLine:
+    """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``)."""
+
+    def __init__(self, config: Config, num_runs: int, quiet: bool, offset: int = 0):
+        self.config, self.num_runs, self.quiet, self.offset = config, num_runs, quiet, offset
+        self.start = time.perf_counter()
+
+    def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
+        if self.quiet:
+            return
+        config = self.config
+        elapsed = time.perf_counter() - self.start
+        steps = done * config.steps_per_iteration
+        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
+        exact = "_exact" if "tv/forward_exact" in metrics else ""
+        trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
+        if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
+            skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
+            if mostly_skipped(skipped, config):
+                per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
+                trust += (
+                    f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
+                    "diverged): lower --ppo.learning-rate"
+                )
+        if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
+            lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
+            queue = metrics["async/queue_depth"][0].mean()
+            trust += f"  lag p50 {np.median(lags):g} max {lags.max():g}  queue {queue:.1f}"
+        tvs = "".join(  # what the run logs (--diagnostics lean and off leave some out)
+            f"  {name} {metrics[name][:, -1].mean():.4f}"
+            for name in (f"tv/backward{exact}", f"tv/forward{exact}")
+            if name in metrics
+        )
+        print(
+            f"[{self.offset + done:>5}/{config.num_iterations} it | "
+            f"{steps * self.num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s (all runs, incl. compile) | "
+            f"{elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}{tvs}{trust}",
+            flush=True,
+        )
+
+    def finish(self, rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+        """Nothing to close: the results are printed by the session."""
+
+
+__all__ = ["ProgressLine", "latest"]
