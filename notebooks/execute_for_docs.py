@@ -42,11 +42,19 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores"
 
 
-def relative_paths(notebook: object) -> None:
-    """Outputs that name files under the repository name them relative to it (no machine path in the docs)."""
+NOISE = ("TqdmWarning: IProgress not found",)  # stderr of this machine's kernel, not of the notebook's code
+
+
+def tidy(notebook: object) -> None:
+    """Outputs as a user's Jupyter shows them, without this machine: files under the repository named relative to
+    it (no machine path in the docs), and stderr lines about the kernel's setup (no ipywidgets here) dropped."""
     prefix = str(ROOT) + os.sep
     for cell in notebook.cells:  # type: ignore[attr-defined]
-        for output in cell.get("outputs", []):
+        outputs = cell.get("outputs", [])
+        outputs[:] = [
+            o for o in outputs if not (o.get("name") == "stderr" and any(n in o.get("text", "") for n in NOISE))
+        ]
+        for output in outputs:
             if "text" in output:
                 output["text"] = output["text"].replace(prefix, "")
             for kind, value in output.get("data", {}).items():
@@ -71,7 +79,7 @@ def execute(name: str) -> float:
         notebook, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
     ).execute()
     seconds = time.perf_counter() - start
-    relative_paths(notebook)
+    tidy(notebook)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "vaco_jax", "notebooks"], cwd=ROOT, capture_output=True, text=True

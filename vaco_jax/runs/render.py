@@ -190,6 +190,8 @@ def render_gymnax(env: Any, episode: Episode, out: Path) -> None:
     import os
 
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")  # pygame draws only: no sound device is opened
+    # ...and off screen: no window, and no "XDG_RUNTIME_DIR is invalid" line per frame on a headless machine
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     from gymnax.visualize import Visualizer
 
