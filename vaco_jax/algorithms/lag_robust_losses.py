@@ -24,8 +24,8 @@ import jax.numpy as jnp
 from vaco_jax.core.algorithm_options import CISPO_TRUNCATIONS, IMPACT_RATIO_FORMS
 from vaco_jax.numerics.losses import (
     Metrics,
-    _clip_fraction,
-    _clipped_surrogate,
+    clip_fraction,
+    clipped_surrogate,
     off_policy_weights,
     sample_average,
     sample_mean,
@@ -88,9 +88,9 @@ def impact_loss(
         q = rho * ratios(log_probs, proximal)
     else:
         raise ValueError(f"impact.ratio_form={ratio_form!r} is unknown; choose one of {', '.join(IMPACT_RATIO_FORMS)}")
-    surrogate = _clipped_surrogate(q, jax.lax.stop_gradient(advantages), clip_eps)
+    surrogate = clipped_surrogate(q, jax.lax.stop_gradient(advantages), clip_eps)
     loss = -sample_mean(surrogate, weights)  # before the metrics: the programs' op order (committed fingerprints)
-    return loss, {"ppo/clip_frac": _clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
+    return loss, {"ppo/clip_frac": clip_fraction(q, clip_eps, weights), "is/weight_mean": sample_average(rho, weights)}
 
 
 def target_kl(
@@ -288,12 +288,12 @@ def m2po_decoupled_mask_loss(
     keep, second_moment = m2po_keep_mask(proximal, behaviour_log_probs, tau=tau)
     r = ratios(log_probs, proximal)
     w, _ = off_policy_weights(proximal, behaviour_log_probs, w_max=w_max, mode=w_mode)
-    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    surrogate = clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
     loss = -jnp.sum(keep * w * surrogate) / jnp.maximum(jnp.sum(keep), 1.0)
     metrics = {
         "m2po/kept": jnp.mean(keep),
         "m2po/second_moment": second_moment,
-        "ppo/clip_frac": _clip_fraction(r, clip_eps),
+        "ppo/clip_frac": clip_fraction(r, clip_eps),
         "is/weight_mean": jnp.mean(w),
     }
     return loss, metrics

@@ -38,12 +38,13 @@ def sample_average(values: jax.Array, weights: jax.Array | None = None) -> jax.A
     return jnp.sum(weights * values) / jnp.maximum(jnp.sum(weights), 1e-12)
 
 
-def _clipped_surrogate(r: jax.Array, advantages: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
+def clipped_surrogate(r: jax.Array, advantages: jax.Array, clip_eps: float | jax.Array) -> jax.Array:
     """min(r * A, clip(r, 1 - eps, 1 + eps) * A), elementwise."""
     return jnp.minimum(r * advantages, jnp.clip(r, 1.0 - clip_eps, 1.0 + clip_eps) * advantages)
 
 
-def _clip_fraction(r: jax.Array, clip_eps: float | jax.Array, weights: jax.Array | None = None) -> jax.Array:
+def clip_fraction(r: jax.Array, clip_eps: float | jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """The (weighted) fraction of samples whose ratio lies outside [1 - eps, 1 + eps]: PPO's ``ppo/clip_frac``."""
     return sample_average((jnp.abs(r - 1.0) > clip_eps).astype(jnp.float32), weights)
 
 
@@ -76,8 +77,8 @@ def ppo_clip_loss(
     """
     chex.assert_equal_shape([log_probs, ref_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
-    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
-    return -sample_mean(surrogate, weights), {"ppo/clip_frac": _clip_fraction(r, clip_eps, weights)}
+    surrogate = clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": clip_fraction(r, clip_eps, weights)}
 
 
 def truncated_is_weights(
@@ -127,9 +128,9 @@ def ppo_decoupled_loss(
     chex.assert_equal_shape([log_probs, proximal_log_probs, behaviour_log_probs, advantages])
     r = ratios(log_probs, jax.lax.stop_gradient(proximal_log_probs))
     w, masked = off_policy_weights(proximal_log_probs, behaviour_log_probs, w_max=w_max, mode=w_mode, weights=weights)
-    surrogate = _clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
+    surrogate = clipped_surrogate(r, jax.lax.stop_gradient(advantages), clip_eps)
     metrics = {
-        "ppo/clip_frac": _clip_fraction(r, clip_eps, weights),
+        "ppo/clip_frac": clip_fraction(r, clip_eps, weights),
         "is/weight_mean": sample_average(w, weights),
         "is/masked_frac": masked,
     }
@@ -257,7 +258,7 @@ def spo_loss(
     r = ratios(log_probs, jax.lax.stop_gradient(ref_log_probs))
     a = jax.lax.stop_gradient(advantages)
     surrogate = r * a - jnp.abs(a) / (2.0 * clip_eps) * (r - 1.0) ** 2
-    return -sample_mean(surrogate, weights), {"ppo/clip_frac": _clip_fraction(r, clip_eps, weights)}
+    return -sample_mean(surrogate, weights), {"ppo/clip_frac": clip_fraction(r, clip_eps, weights)}
 
 
 def impala_policy_loss(
