@@ -181,5 +181,6 @@ def test_every_module_has_a_page_in_the_api_reference():
     subpackages = {name for name in modules if (PACKAGE / Path(*name.split(".")[1:]) / "__init__.py").exists()}
     missing = sorted(modules - subpackages - set(rendered))
     assert not missing, f"not on any docs/api page: {missing}"
-    misplaced = {m: page for m, page in rendered.items() if m.split(".")[1] != page and m != "vaco_jax.cli"}
+    pages_of_part = {"cli": "runs"}  # the command line shares the page of runs on disk
+    misplaced = {m: page for m, page in rendered.items() if pages_of_part.get(m.split(".")[1], m.split(".")[1]) != page}
     assert not misplaced, f"on another part's page: {misplaced}"

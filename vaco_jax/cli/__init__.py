@@ -1,0 +1,338 @@
+"""Command line: ``vaco-jax train | sweep | demo | eval | render | calibrate | tune`` (built with tyro from the
+config dataclasses).
+
+This package is the argument schema (:mod:`vaco_jax.cli.commands`), the defaults a command line sets before its
+flags are read (:mod:`vaco_jax.cli.defaults`), and here the checks and the dispatch; the run itself (output
+directory, resume, checkpoints, metric files, TensorBoard, the chunked driver, results) is
+:mod:`vaco_jax.runs.session`. Every command prints progress per compiled chunk, writes per-iteration metrics (JSON
+and CSV, optionally TensorBoard), a learning-curve plot and a summary table (final return and AUC per grid point:
+IQM and 95% bootstrap CI over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import tyro
+
+from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scripts and tests read)
+    CalibrateArgs,
+    ConfigFileFlag,
+    DemoArgs,
+    EvalArgs,
+    PresetName,
+    RenderArgs,
+    SweepArgs,
+    TrainArgs,
+    TuneArgs,
+    calibrate_config,
+    demo_config,
+)
+from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_grid_flags: re-exported)
+from vaco_jax.cli.saved_runs import run_eval, run_render
+from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.runs import supervisor
+from vaco_jax.runs.calibration import run_and_write
+from vaco_jax.runs.comparison import compare
+from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
+from vaco_jax.runs.search import tune_and_write
+from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
+    RESUMED_OUTPUT_OPTIONS,
+    Interrupted,
+    Output,
+    execute,
+    format_summary,
+    format_table,
+)
+from vaco_jax.training import distributed
+from vaco_jax.training.distributed import DistributedOptions, LostProcess
+
+
+def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
+    """``("lag.k=0,1,2",)`` -> ``{"lag.k": [0, 1, 2]}``, values typed like the field."""
+    grid: dict[str, list] = {}
+    for spec in specs:
+        path, sep, values = spec.partition("=")
+        path = path.removeprefix("--").replace("-", "_")  # the flag spelling (env.num-envs) names the same field
+        if not sep or not values:
+            raise ConfigError(f"grid entry {spec!r} must look like FIELD=V1,V2 (e.g. lag.k=0,2,4)")
+        if path in grid:
+            raise ConfigError(f"grid field {path} is given twice; list all its values in one entry")
+        grid[path] = [parse_value(config, path, v.strip()) for v in values.split(",") if v.strip()]
+        repeated = sorted({str(v) for v in grid[path] if grid[path].count(v) > 1})
+        if repeated:
+            raise ConfigError(
+                f"grid entry {spec!r} lists {', '.join(repeated)} more than once: each value would be run as a "
+                "point of its own; list each value once (more seeds: --num-seeds)"
+            )
+    return grid
+
+
+def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> None:
+    """A field set both by --grid and by its own flag is ambiguous (config.json would record the flag's value)."""
+    for path in grid:
+        flags = {f"--{path}", f"--{path.replace('_', '-')}"}
+        if any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv):
+            raise ConfigError(
+                f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
+                "drop the flag, the grid sets it for every point"
+            )
+
+
+def refuse_contradictions(output: Output, argv: list[str]) -> None:
+    """Flags that ask for two things at once, refused rather than one of them silently winning."""
+    if output.resume is None:
+        return
+    given = {arg.split("=", 1)[0] for arg in argv}
+    if "--overwrite" in given:
+        raise ConfigError(
+            f"--resume {output.resume} continues the run there and --overwrite would replace it: drop one of them"
+        )
+    if "--out-dir" in given and Path(output.out_dir).absolute() != Path(output.resume).absolute():
+        raise ConfigError(
+            f"--resume {output.resume} writes into {output.resume}, and --out-dir names another directory "
+            f"({output.out_dir}): drop --out-dir (a resumed run stays where it is)"
+        )
+
+
+def refuse_empty_paths(argv: list[str]) -> None:
+    """An empty path flag (``--out-dir ''``) would mean the current directory, and an empty list of hidden layers a
+    linear network: refuse them instead."""
+    for i, arg in enumerate(argv):
+        for flag in ("--network.actor-hidden", "--network.critic-hidden"):
+            if arg == flag and (i + 1 == len(argv) or argv[i + 1].startswith("--")):
+                raise ConfigError(
+                    f"{flag} is empty, which would train a linear network: give the hidden layers' widths, e.g. "
+                    f"{flag} 64 64"
+                )
+        for flag in ("--out-dir", "--resume", "--out"):
+            if arg == f"{flag}=" or (arg == flag and i + 1 < len(argv) and not argv[i + 1].strip()):
+                raise ConfigError(f"{flag} is empty: give a directory path, e.g. {flag} runs/my-run")
+
+
+def parse_args(argv: list[str]) -> Any:
+    """The command ``argv`` asks for, parsed as :func:`main` parses it (a ``TrainArgs``, ``SweepArgs``, ...), without
+    running it: what a script or a test reads to see what a command line sets."""
+    return _parse(command_types(argv), argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``vaco-jax`` script."""
+    argv = sys.argv[1:] if argv is None else argv
+    if supervisor.needs_worker(argv, _multiprocess_requested(argv)):
+        return supervisor.supervise(argv)  # JAX's runtime may end the worker from C++: this process says so in words
+    try:
+        refuse_empty_paths(argv)
+        _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
+        commands = command_types(argv)
+    except ConfigError as error:
+        print(f"vaco-jax: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        args = _parse(commands, argv)
+    except SystemExit as exit:  # tyro's: help (0) goes on, a parse error (said in one line) is exit code 2
+        if exit.code in (0, None):
+            raise
+        return 2
+    try:
+        resuming = getattr(getattr(args, "output", None), "resume", None) is not None
+        with _exclusive(_directory_written(args), "--resume" if resuming else "--out-dir"):
+            return _run_command(args, argv)
+    except ConfigError as error:
+        print(f"vaco-jax: error: {error}", file=sys.stderr)
+        return 2
+    except Interrupted as interrupted:
+        return interrupted.exit_code
+    except LostProcess as lost:
+        distributed.exit_lost(lost, str(_directory_written(args)))  # ends the process at once
+        raise
+
+
+def _multiprocess_requested(argv: list[str]) -> bool:
+    """Whether the command asks to be one process of several: a --distributed flag that joins, or a cluster
+    environment JAX detects (srun with several tasks)."""
+    joining = ("--distributed.coordinator", "--distributed.num-processes", "--distributed.process-id")
+    return any(arg.split("=", 1)[0] in joining for arg in argv) or distributed.cluster_environment() is not None
+
+
+def _join_processes(argv: list[str]) -> None:
+    """``train | sweep`` with --distributed flags, or under a detected cluster environment (srun): join the other
+    processes (:mod:`vaco_jax.training.distributed`). The flags are read before tyro, which needs a checkpoint's record
+    (and so JAX) for --resume's defaults."""
+    if not argv or argv[0] not in ("train", "sweep"):
+        if any(arg.startswith("--distributed.") for arg in argv):
+            raise ConfigError("--distributed.* flags belong to train and sweep: other commands run in one process")
+        return
+    parser = argparse.ArgumentParser(add_help=False)
+    flags = (("coordinator", str), ("num-processes", int), ("process-id", int), ("timeout", int))
+    for flag, kind in (*flags, ("local-device-ids", str)):
+        parser.add_argument(f"--distributed.{flag}", type=kind, default=None)
+    try:
+        given = vars(parser.parse_known_args(argv[1:])[0])
+    except SystemExit:  # a malformed value: tyro reports it with the command's usage
+        return
+    values = {name.removeprefix("distributed.").replace("-", "_"): v for name, v in given.items() if v is not None}
+    distributed.initialize(DistributedOptions(**values))
+
+
+_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "eval")
+
+
+def _parse(commands, argv: list[str]):
+    """tyro's parse of ``argv``; a parse error is condensed from tyro's box into the one line on stderr (and exit
+    code 2) of every other vaco-jax error. Help, and anything tyro says on success, pass through as they are."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = tyro.cli(
+                commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
+            )
+    except SystemExit as exit:
+        text = said.getvalue()
+        if exit.code not in (0, None) and text.strip():
+            command = argv[0] if argv and argv[0] in _SUBCOMMANDS else None
+            print(f"vaco-jax: error: {condense_parse_error(text, command)}", file=sys.stderr)
+        else:
+            sys.stderr.write(text)
+        raise
+    sys.stderr.write(said.getvalue())
+    return args
+
+
+def condense_parse_error(box: str, command: str | None = None) -> str:
+    """One line from a tyro error box (drawn with box characters, or in plain text where the output is not a
+    terminal): its message, the first suggestion (a flag it may have meant, or the subcommands), and where the help
+    is (``vaco-jax COMMAND --help``)."""
+    frame = "\u2502\u256d\u256e\u2570\u256f\u2500| "  # the box's sides, corners and rules
+    rows = [line.strip(frame).strip() for line in box.splitlines()]
+    rows = ["" if set(row) == {"-"} else row for row in rows]  # a plain-text rule
+    title = next((i for i, row in enumerate(rows) if row), len(rows))  # the box's title, which its message repeats
+    sections: list[list[str]] = [[]]
+    for row in rows[title + 1 :]:
+        if row:
+            sections[-1].append(row)
+        else:  # a rule between sections, the bottom, or a blank line
+            sections.append([])
+    sections = [section for section in sections if section]
+    hint = ""
+    for section in sections[1:]:
+        if section[0].startswith("Perhaps you meant") and len(section) > 1 and not hint:
+            hint = f"; did you mean {section[1].split()[0]}?"
+        elif section[0].startswith("Available subcommands") and not hint:
+            hint = f"; {section[0][0].lower()}{section[0][1:]}"
+    sections = [section for section in sections if not section[0].startswith("For full helptext")]
+    message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
+    return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path, flag: str = "--out-dir"):
+    """The output directory's lock (:meth:`vaco_jax.runs.run_directory.RunDirectory.lock`), held by the process
+    that writes: in a multi-process run process 0, which tells the others if it cannot take it."""
+    with contextlib.ExitStack() as held:
+        if distributed.is_primary():
+            try:
+                RunDirectory(directory).check_location(flag)  # what cannot be written is said as such, not as a lock
+                held.enter_context(RunDirectory(directory).lock())
+            except ConfigError:
+                distributed.agree(False)  # the other processes stop too, rather than wait for this one
+                raise
+        distributed.agree(True)  # every process learns that process 0 holds the directory
+        yield
+
+
+def _directory_written(args) -> Path:
+    """The output directory a command writes into (and holds the lock of while it runs)."""
+    if isinstance(args, EvalArgs | RenderArgs):
+        return args.run_dir
+    if isinstance(args, CalibrateArgs | TuneArgs):
+        return args.out_dir
+    return args.output.resume or args.output.out_dir  # --resume DIR writes into DIR
+
+
+def _run_command(args, argv: list[str]) -> int:
+    """Run the parsed command ``args`` (its output directory's lock held by :func:`main`)."""
+    if isinstance(args, EvalArgs):
+        run_eval(args)
+        return 0
+    if isinstance(args, RenderArgs):
+        run_render(args)
+        return 0
+    if isinstance(args, CalibrateArgs):
+        run_and_write(
+            args.config,
+            num_seeds=args.num_seeds,
+            seed=args.seed,
+            options=args.async_options.check(),
+            out_dir=args.out_dir,
+            overwrite=args.overwrite,
+            presets=tuple(args.preset),
+            lag_model=args.lag_model,
+        )
+        return 0
+    if isinstance(args, TuneArgs):
+        tune_and_write(
+            args.config,
+            args.knob,
+            trials=args.trials,
+            num_seeds=args.num_seeds,
+            seed=args.seed,
+            search_seed=args.search_seed,
+            score=args.score,
+            out_dir=args.out_dir,
+            overwrite=args.overwrite,
+            chunk_size=args.chunk_size,
+            quiet=args.quiet,
+            presets=tuple(args.preset),
+            runs_per_program=args.runs_per_program,
+        )
+        return 0
+    refuse_contradictions(args.output, argv)
+    grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
+    refuse_flags_that_are_grid_axes(grid, argv)
+    if isinstance(args, DemoArgs) and args.output.resume_or_start:
+        raise ConfigError(
+            "--resume-or-start belongs to train and sweep; a demo resumes with --resume DIR, and starts again in a "
+            "directory it finished"
+        )
+    if isinstance(args, DemoArgs) and args.config.algorithm != demo_config().algorithm:
+        raise ConfigError(
+            f"demo compares the --algorithms list, so --algorithm {args.config.algorithm} would be ignored: "
+            f"add it there instead, e.g. --algorithms ppo {args.config.algorithm}"
+        )
+    with GracefulStop() as stop:
+        if isinstance(args, DemoArgs):
+            typed = "--overwrite" in argv  # the demo's own default replaces a finished set, never an interrupted one
+            compare(
+                args.config,
+                args.algorithms,
+                grid,
+                args.num_seeds,
+                args.seed,
+                args.output,
+                stop,
+                replace_interrupted=typed,
+            )
+        else:
+            asynchronous = args.async_options if getattr(args, "asynchronous", False) else None
+            execute(
+                args.config,
+                grid,
+                args.num_seeds,
+                args.seed,
+                args.output,
+                stop,
+                presets=args.preset,
+                asynchronous=asynchronous,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The commands' argument schema: one dataclass per ``vaco-jax`` subcommand, read by tyro.
+
+``train``, ``sweep``, ``demo``, ``calibrate`` and ``tune`` take a :class:`~vaco_jax.core.config.Config` (every field a
+flag), ``eval`` and ``render`` a saved run's directory. What a command line sets before tyro reads its flags (presets,
+a config file, the record of a resumed run) is :mod:`vaco_jax.cli.defaults`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Literal
+
+import tyro
+
+from vaco_jax.core.config import Config, LagConfig
+from vaco_jax.core.presets import PRESETS
+from vaco_jax.runs.calibration import LagModel
+from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
+from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
+    RESUMED_OUTPUT_OPTIONS,
+    Interrupted,
+    Output,
+    execute,
+    format_summary,
+    format_table,
+)
+from vaco_jax.training.asynchronous import AsyncOptions
+from vaco_jax.training.distributed import DistributedOptions
+from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
+
+PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+ConfigFileFlag = Annotated[
+    Path | None,
+    tyro.conf.arg(
+        name="config",
+        help="A config file whose fields are the defaults of this command's flags: a run's config.json (trains its "
+        "config again) or a JSON, TOML or YAML file of config.json's fields; presets, then flags, apply on top.",
+    ),
+]
+"""``--config FILE`` (:mod:`vaco_jax.core.config_file`), one declaration for every command that takes it."""
+
+
+@dataclasses.dataclass
+class TrainArgs:
+    """Train one configuration over several seeds in one compiled program."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
+    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
+    config_file: ConfigFileFlag = None
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
+    num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
+    seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
+    distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
+    """Run as one of several cooperating processes on JAX's multi-controller runtime (vaco_jax.training.distributed)."""
+    output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
+    asynchronous: Annotated[bool, tyro.conf.arg(name="async")] = False
+    """Real asynchronous actor-learner mode: --lag.num-actors actor threads feed the learner through a bounded queue
+    and the lag is measured, not simulated (drop the other lag flags). Not bit-reproducible (thread timing)."""
+    async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
+        default_factory=AsyncOptions
+    )
+
+
+@dataclasses.dataclass
+class SweepArgs:
+    """Train a grid of traced hyperparameters x seeds in one compiled program."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
+    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
+    grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
+    """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
+    config_file: ConfigFileFlag = None
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(
+        default_factory=lambda: Config(lag=LagConfig(max_lag=4))
+    )
+    num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
+    seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
+    distributed: DistributedOptions = dataclasses.field(default_factory=DistributedOptions)
+    """Run as one of several cooperating processes on JAX's multi-controller runtime (vaco_jax.training.distributed)."""
+    output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Output)
+
+
+def demo_config() -> Config:
+    """The README's main job: CartPole-v1 in an aggressive update regime, where one iteration moves the policy far."""
+    from vaco_jax.core.config import EnvConfig, PPOConfig
+
+    return Config(
+        num_iterations=80,
+        # observation normalisation on, as in the lag-robustness study whose findings the demo shows
+        env=EnvConfig(num_envs=16, num_steps=128, normalize_observations=True),
+        ppo=PPOConfig(learning_rate=1e-3, num_epochs=8, num_minibatches=4),
+        lag=LagConfig(max_lag=8),
+    )
+
+
+@dataclasses.dataclass
+class DemoArgs:
+    """The main job: PPO-clip, decoupled PPO and two readings of VACO across backward lag on CartPole-v1.
+
+    Lag 0, 4, 8 x 4 seeds each; ``vaco-paper`` is VACO as first specified, ``vaco-decoupled`` VACO's
+    filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.core.presets).
+    """
+
+    config_file: ConfigFileFlag = None
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=demo_config)
+    algorithms: tuple[str, ...] = ("ppo", "ppo_decoupled", "vaco-paper", "vaco-decoupled")
+    """Algorithms or presets (vaco_jax.core.presets) to compare; each runs the whole grid as one compiled program."""
+    grid: tuple[str, ...] = ("lag.k=0,4,8",)
+    """Grid axes as FIELD=V1,V2,... (traced fields only), run for every algorithm."""
+    num_seeds: int = 4
+    """Seeds per grid point, all in the same compiled program."""
+    seed: int = 0
+    """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
+    output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(
+        default_factory=lambda: Output(out_dir=Path("runs/demo"), overwrite=True)
+    )
+
+
+def calibrate_config() -> Config:
+    """The calibration's default: the demo's aggressive CartPole-v1 regime (where lag matters) with two actor
+    threads of 8 environments, evaluated every 5 updates."""
+    from vaco_jax.core.config import EvalConfig
+
+    return demo_config().replace(num_iterations=60, lag=LagConfig(num_actors=2), eval=EvalConfig(every=5))
+
+
+@dataclasses.dataclass
+class CalibrateArgs:
+    """Does the simulator predict a real asynchronous system? Run the config with real actor threads, measure their
+    lag, rerun it in the simulator with lag.kind=empirical on that histogram, and compare learner evaluation
+    returns and TV diagnostics (IQM, 95% CIs, probability of improvement over seeds). Writes calibration.json and
+    calibration.png in --out-dir."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    config_file: ConfigFileFlag = None
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=calibrate_config)
+    num_seeds: int = 8
+    """Seeds of each side (the real and the simulated runs use the same seeds)."""
+    seed: int = 0
+    """First seed."""
+    async_options: Annotated[AsyncOptions, tyro.conf.arg(name="async")] = dataclasses.field(
+        default_factory=AsyncOptions
+    )
+    lag_model: LagModel = "histogram"
+    """How the simulated runs take the measured lags: histogram, drawn independently per update from the histogram
+    past the warm-up (lag.kind=empirical, what a user of the simulator would set); replay, each real run's own lag
+    sequence in order, warm-up included (lag.kind=replay: what is left is the machinery, not the lag model);
+    replay-shuffled, the same with each run's updates past its warm-up shuffled in time (the lags' correlation in
+    time broken, all else kept)."""
+    out_dir: Path = Path("runs/calibration")
+    """Where calibration.json and calibration.png go."""
+    overwrite: bool = False
+    """Replace an earlier calibration's files in --out-dir (only those)."""
+
+
+@dataclasses.dataclass
+class TuneArgs:
+    """Random search of traced hyperparameters, every trial x seed in one compiled program: trials drawn from the
+    --knob ranges, each trained on the same seeds, scored by the learner's AUC (its deterministic evaluation policy)
+    or the training return's, ranked by the mean over seeds with IQM and 95% intervals. Writes search.json and the
+    winner's config, winner.json, in --out-dir (train it with vaco-jax train --config DIR/winner.json)."""
+
+    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
+    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    config_file: ConfigFileFlag = None
+    config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
+    knob: tuple[str, ...] = ()
+    """Search ranges as FIELD=LOW:HIGH (log-uniform), FIELD=LOW:HIGH:log or FIELD=LOW:HIGH:linear, traced float
+    fields only, e.g. --knob ppo.learning_rate=1e-4:3e-3 ppo.ent_coef=0:0.02:linear."""
+    trials: int = 16
+    """Configurations drawn (all trained in one program, trials x seeds runs)."""
+    num_seeds: int = 4
+    """Seeds per trial, the same seeds for every trial."""
+    seed: int = 0
+    """First seed."""
+    search_seed: int = 0
+    """Seed of the sampler that draws the trials (trial i draws the same uniform numbers for every method)."""
+    score: Literal["learner", "train"] = "learner"
+    """Each run's score: the AUC of the learner's deterministic evaluation return (evaluated every tenth of the run
+    unless --eval.every is given) or of the training return (earned by the possibly stale actors)."""
+    out_dir: Path = Path("runs/tune")
+    """Where search.json and winner.json go."""
+    overwrite: bool = False
+    """Replace an earlier search's files in --out-dir (only those)."""
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    """Iterations per compiled chunk, at most (the progress bar advances once per chunk)."""
+    runs_per_program: Literal["auto"] | int = "auto"
+    """Split the trials x seeds into programs of at most this many runs, trained back to back (the same scores);
+    auto: one program where their batch buffers fit the device's memory, else as many runs per program as fit."""
+    quiet: bool = False
+    """No progress bar."""
+
+
+@dataclasses.dataclass
+class RenderArgs:
+    """Animate one episode of a saved run's learned policy (its learner at a checkpoint): a GIF (or MP4) drawn by
+    gymnax's visualiser for gymnax tasks, brax's HTML viewer for brax tasks."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """The --out-dir of a train or sweep run (for a demo, one of its variant folders)."""
+    out: Path | None = None
+    """The file to write (default RUN_DIR/policy.gif, brax: RUN_DIR/policy.html); .gif or .mp4 (needs ffmpeg) for
+    gymnax, .html for brax."""
+    step: int | None = None
+    """The checkpoint (iterations done) whose policy plays; default: the newest."""
+    point: tuple[str, ...] = ()
+    """The grid point of a sweep as FIELD=VALUE for each axis (default: the first), e.g. --point lag.k=4."""
+    seed: int | None = None
+    """The run's seed whose policy plays (default: its first)."""
+    stochastic: bool = False
+    """Sample actions from the policy (default: its mode, as the learner is evaluated)."""
+    max_steps: int = 0
+    """Steps at most (0: the env's time limit)."""
+    episode_seed: int = 0
+    """Seed of the episode's start state (and of the sampled actions)."""
+    overwrite: bool = False
+    """Replace the file if it exists."""
+
+
+@dataclasses.dataclass
+class EvalArgs:
+    """Evaluate a saved run: episodes with the deterministic and the stochastic policy of every run, from its
+    newest checkpoint (or --step), summarised per grid point; writes RUN_DIR/eval.json."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """The --out-dir of a train or sweep run (for a demo, one of its variant folders)."""
+    step: int | None = None
+    """The checkpoint to evaluate, by iterations done (see RUN_DIR/checkpoints/); default: the newest."""
+    episodes: int | None = None
+    """Episodes per run and policy; default: the run's eval.episodes."""
+    max_steps: int | None = None
+    """Step budget of an evaluation; default: the run's eval.max_steps (0: the environment's time limit)."""
+    seed: int | None = None
+    """Draw fresh episodes from this seed; default: each run's own evaluation key at that iteration (with the same
+    number of episodes this reproduces the eval/* values the run logged there)."""
+    out: Path | None = None
+    """Where to write the results (JSON); default: RUN_DIR/eval.json (eval_<step>.json with --step)."""
+    overwrite: bool = False
+    """Replace an earlier evaluation at that path (otherwise it is refused: an evaluation is never lost silently)."""
