@@ -245,24 +245,31 @@ def row(task: Task, name: str, returns: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _versus(verdicts: dict[str, dict[str, Any]]) -> str:
+    """A row's verdicts against each reference, in words with the difference and its 90% interval."""
+    return (
+        "; ".join(
+            f"{v['verdict']} vs {name} ({v['difference']:+.1f}, [{v['interval90'][0]:+.1f}, {v['interval90'][1]:+.1f}]"
+            f", margin {v['margin']:.1f})"
+            for name, v in verdicts.items()
+        )
+        or "-"
+    )
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| task | PPO | seeds solved | final return, IQM [95% CI] | AUC, IQM [95% CI] | final vs reference "
-        "(difference of IQMs, 90% CI) |",
-        "|---|---|---|---|---|---|",
+        "(difference of IQMs, 90% CI) | AUC vs reference |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        versus = "; ".join(
-            f"{v['verdict']} vs {name} ({v['difference']:+.1f}, [{v['interval90'][0]:+.1f}, {v['interval90'][1]:+.1f}]"
-            f", margin {v['margin']:.1f})"
-            for name, v in r.get("versus", {}).items()
-        )
         f, a = r["final"], r["auc"]
         solved = f"{r['solved']} / {r['seeds']}" if r["solved"] is not None else f"- ({r['seeds']} seeds)"
         lines.append(
             f"| {r['env']} | {r['implementation']} | {solved} | {f['iqm']:.1f} "
             f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}] | {a['iqm']:.1f} [{a['ci_low']:.1f}, {a['ci_high']:.1f}] "
-            f"| {versus or '-'} |"
+            f"| {_versus(r.get('versus', {}))} | {_versus(r.get('versus_auc', {}))} |"
         )
     return lines
 
@@ -271,14 +278,20 @@ def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, 
     """Rows of the table for one task: the references first, then each variant of ours with its verdicts."""
     rows = [row(task, ref["implementation"], ref["returns"]) for ref in references]
     for variant, returns in ours.items():
-        entry = row(task, f"vaco_jax ({variant})", returns)
-        finals = scores(returns)["final"]
-        entry["versus"] = {
-            ref["implementation"]: parity_verdict(finals, scores(ref["returns"])["final"], task.margin)
-            for ref in references
-        }
+        entry = row(task, f"vaco_jax ({variant_label(task, variant)})", returns)
+        mine = scores(returns)
+        for key, score in (("versus", "final"), ("versus_auc", "auc")):
+            entry[key] = {
+                ref["implementation"]: parity_verdict(mine[score], scores(ref["returns"])[score], task.margin)
+                for ref in references
+            }
         rows.append(entry)
     return rows
+
+
+def variant_label(task: Task, variant: str) -> str:
+    """What the table calls a variant: its name, or the preset it trains."""
+    return f"{task.preset} preset" if variant == "preset" else variant
 
 
 def add_runs(saved: dict[str, Any], task: Task, variant: str, seeds: int, first_seed: int) -> None:
