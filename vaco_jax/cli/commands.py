@@ -16,14 +16,8 @@ import tyro
 from vaco_jax.core.config import Config, LagConfig
 from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.calibration import LagModel
-from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
-from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
-    RESUMED_OUTPUT_OPTIONS,
-    Interrupted,
+from vaco_jax.runs.session import (
     Output,
-    execute,
-    format_summary,
-    format_table,
 )
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions

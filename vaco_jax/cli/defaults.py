@@ -21,15 +21,10 @@ from vaco_jax.core.config_file import read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import recorded_demo
-from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
 from vaco_jax.runs.saved import recorded_run
-from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
+from vaco_jax.runs.session import (
     RESUMED_OUTPUT_OPTIONS,
-    Interrupted,
     Output,
-    execute,
-    format_summary,
-    format_table,
 )
 from vaco_jax.training.asynchronous import AsyncOptions
 
