@@ -208,9 +208,9 @@ def test_the_lock_lives_beside_the_directory_whatever_tmpdir_says(tmp_path, caps
 
 
 def test_a_parent_the_user_may_not_write_holds_no_lock_but_the_system_temporary_folder_does(tmp_path, monkeypatch):
-    import vaco_jax.runs.run_directory as run_directory
+    import vaco_jax.runs.directory_lock as directory_lock
 
-    opened, real = [], run_directory._open_lock
+    opened, real = [], directory_lock._open_lock
 
     def refuse_beside(path):
         opened.append(path)
@@ -218,7 +218,7 @@ def test_a_parent_the_user_may_not_write_holds_no_lock_but_the_system_temporary_
             raise PermissionError(13, "Permission denied")
         return real(path)
 
-    monkeypatch.setattr(run_directory, "_open_lock", refuse_beside)
+    monkeypatch.setattr(directory_lock, "_open_lock", refuse_beside)
     out = tmp_path / "run"
     with RunDirectory(out).lock():
         pass

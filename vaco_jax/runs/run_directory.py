@@ -38,13 +38,9 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import json
 import os
-import shlex
 import shutil
-import socket
-import sys
 import tempfile
 import time
 import uuid
@@ -54,9 +50,10 @@ from typing import Any
 
 from vaco_jax.core.config import ConfigError
 from vaco_jax.core.files import write_text_atomic
+from vaco_jax.runs import directory_lock
+from vaco_jax.runs.directory_lock import LOCK_SUFFIX
 
 MARKER = ".vaco-jax-run"
-LOCK_SUFFIX = ".vaco-jax-lock"  # <parent>/.<name>.vaco-jax-lock: the lock of <parent>/<name>
 WRITE_PROBE_PREFIX = ".vaco-jax-probe-"  # check_location's momentary folder (another process may see it)
 RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
 METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.training.metrics_store), written as the run goes
@@ -192,78 +189,16 @@ class RunDirectory:
     # ------------------------------------------------------------------------- one command at a time
 
     def lock_path(self) -> Path:
-        """The lock file: beside the directory, ``<parent>/.<name>.vaco-jax-lock``, where every command writing
-        into it looks, whatever its machine or ``TMPDIR`` (on a shared filesystem too); never inside the directory,
-        so that nothing a run removes or renames (``--overwrite``, a demo's publication) can take it away."""
-        resolved = self.path.expanduser().absolute().resolve()
-        return resolved.parent / f".{resolved.name}{LOCK_SUFFIX}"
+        """The lock file (:func:`vaco_jax.runs.directory_lock.lock_path`): beside the directory, where every command
+        writing into it looks."""
+        return directory_lock.lock_path(self.path)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[RunDirectory]:
-        """Hold the directory's OS lock (``flock``, which Linux also takes on NFS) while the block runs; refuse with
-        a :class:`ConfigError` naming the holder (its process id, command line, host and start time) if another
-        process holds it, on this machine or another writing the same filesystem.
-
-        The operating system releases the lock when the holder exits, however it exits (a crash or ``kill -9``
-        included), so a stale lock never blocks the next command. A filesystem that cannot lock (Lustre mounted
-        without ``flock``) is said in a warning, and the command goes on unprotected; so is a parent folder the
-        user may not write, whose lock then lives in the system's temporary folder (this machine's commands only).
-        NFS mounted ``nolock`` (or Lustre ``localflock``) locks for one machine only, without saying so.
-        """
-        import fcntl
-
-        path = self.lock_path()
-        try:
-            handle = _open_lock(path)
-        except PermissionError:  # a parent the user may not write (/scratch/$USER's, a read-only image's root)
-            key = hashlib.sha256(str(path).encode()).hexdigest()[:24]
-            fallback = Path(tempfile.gettempdir()) / f"vaco-jax-lock-{os.getuid()}-{key}"
-            print(
-                f"vaco-jax: warning: {path.parent} cannot hold the lock of {self.path}; it is {fallback}, which only "
-                "commands of this machine with this TMPDIR see",
-                file=sys.stderr,
-                flush=True,
-            )
-            path = fallback
-            try:
-                handle = _open_lock(path)
-            except OSError as error:
-                raise ConfigError(f"{self.path} cannot be locked ({path}: {error.strerror})") from None
-        except OSError as error:
-            raise ConfigError(
-                f"{self.path} cannot be locked ({path}: {error.strerror or type(error).__name__}): choose a "
-                "directory you can write"
-            ) from None
-        try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = _holder(handle.read())
-                raise ConfigError(
-                    f"{self.path} is in use by another vaco-jax command ({holder}): wait for it to finish, or "
-                    "write to another --out-dir (two commands writing into one directory would mix their results)"
-                ) from None
-            except OSError as error:  # no locks on this filesystem
-                print(
-                    f"vaco-jax: warning: {path} cannot be locked ({error.strerror}): a second command writing into "
-                    f"{self.path} at the same time would not be refused",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            handle.seek(0)
-            handle.truncate()
-            record = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "command": shlex.join(sys.argv),
-                "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-            }
-            handle.write(json.dumps({**record, "directory": str(self.path)}))
-            handle.flush()
+        """Hold the directory's OS lock while the block runs (:func:`vaco_jax.runs.directory_lock.hold`); refused with
+        a :class:`ConfigError` naming the holder if another process, here or on another machine, holds it."""
+        with directory_lock.hold(self.path):
             yield self
-        finally:
-            handle.close()  # never removed: another process may hold it open, waiting
 
     # ------------------------------------------------------------------------- the marker and its manifest
 
@@ -484,13 +419,6 @@ def checkpoint_steps(folder: Path) -> list[int]:
     return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit() and entry.is_dir()]
 
 
-def _open_lock(path: Path):
-    """The lock file, opened for writing (created with its folders if missing), never through a symbolic link."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    return os.fdopen(descriptor, "r+")
-
-
 def _check_name_lengths(out: Path, existing: Path, flag: str) -> None:
     """Refuse a path with a name longer than the filesystem allows, counting the lock file beside the directory
     (``.<name>.vaco-jax-lock``), before anything is created."""
@@ -510,15 +438,6 @@ def _check_name_lengths(out: Path, existing: Path, flag: str) -> None:
             f"{flag}: the directory's name is {last} bytes; at most {room} leave room for its lock file beside it "
             f"(.<name>{LOCK_SUFFIX}): choose a shorter name"
         )
-
-
-def _holder(text: str) -> str:
-    try:
-        record = json.loads(text)
-        host = f", on {record['host']}" if record.get("host") else ""
-        return f"process {record['pid']}, `{record['command']}`, since {record['since']}{host}"
-    except (ValueError, KeyError, TypeError):
-        return "a process that has not said which yet"
 
 
 def _owned(record: dict[str, Any], name: str) -> bool:
