@@ -12,130 +12,30 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import run_label
 from vaco_jax.runs import checkpoint, plotting, writers
 from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the session's API)
+    RESUMED_OUTPUT_OPTIONS,
+    Output,
+    ReportedMetric,
+    check_output,
+    recorded_output_options,
+)
 from vaco_jax.runs.progress import ProgressLine
+from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
 from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_run_id, train_entries
-from vaco_jax.runs.wandb_writer import WandbMode, WandbOptions, WandbWriter
+from vaco_jax.runs.wandb_writer import WandbOptions, WandbWriter
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, Driver, run_sharding, sharding_note
+from vaco_jax.training.driver import Driver, sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
-from vaco_jax.training.trainer import TrainProgram
-
-ReportedMetric = Literal[
-    "episode/return", "episode/length", "eval/return_deterministic", "eval/return_stochastic", "eval/length"
-]
-
-
-@dataclasses.dataclass
-class Output:
-    """Where and how results are written."""
-
-    out_dir: Path = Path("runs/latest")
-    """Directory for metrics.json, metrics.csv, summary.json and plots."""
-    overwrite: bool = False
-    """Replace an earlier vaco-jax run's results in out_dir: only what that run wrote (its manifest) is removed, and
-    a directory holding anything else is refused whole. Without it, a directory with results is refused."""
-    tensorboard: bool = False
-    """Also write TensorBoard event files (one run per grid point and seed) under out_dir/tb."""
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    """Iterations per compiled chunk, at most: progress and metrics reach the host once per chunk. Evened out where
-    the iteration count allows, so that a run compiles one chunk program (100 in chunks of 30 run as 4 x 25)."""
-    quiet: bool = False
-    """No per-chunk progress lines."""
-    checkpoint_every: int = 100
-    """Save a checkpoint (the whole training state of every run, under out_dir/checkpoints) every N iterations at
-    chunk boundaries, and always at the end; 0: only at the end. Metrics stream to out_dir/metrics every chunk."""
-    keep_checkpoints: int = 2
-    """How many of the newest checkpoints to keep."""
-    resume: Path | None = None
-    """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end. Its
-    checkpoint's record (a demo: its result set's) supplies every flag not given (config, grid, seeds, presets,
-    output options); a given flag that differs from the run's config, grid or seeds is refused, naming it."""
-    metric: ReportedMetric = "episode/return"
-    """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
-    episodes (eval/...: needs --eval.every N)."""
-    dry_run: bool = False
-    """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
-    nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
-    wandb: bool = False
-    """Also log to Weights & Biases: one W&B run per grid point and seed, grouped by this run's id, metrics once per
-    chunk, the summary at the end (needs the wandb package; see --wandb-project, --wandb-mode)."""
-    wandb_project: str | None = None
-    """The W&B project of --wandb (unset: WANDB_PROJECT, else vaco_jax)."""
-    wandb_entity: str | None = None
-    """The W&B entity (user or team) of --wandb (unset: WANDB_ENTITY, else your default)."""
-    wandb_tags: tuple[str, ...] = ()
-    """Tags for every W&B run of --wandb."""
-    wandb_mode: WandbMode | None = None
-    """online, offline (the runs are written under out_dir/wandb, or WANDB_DIR, for `wandb sync` later) or disabled
-    (unset: WANDB_MODE, else online)."""
-    runs_per_program: Literal["auto"] | int = "auto"
-    """Split the runs into programs of at most this many, trained back to back and merged into one result set, for
-    sweeps whose batch buffers do not fit the device at once; auto: one program where they fit, else as many runs
-    per program as fit (the progress line says how it split and why)."""
-    resume_or_start: bool = False
-    """Resume the run in --out-dir if it holds one (the same command, checked against its checkpoint; a finished
-    run is left as it is), start it there otherwise: one command for a job that may be requeued (sbatch --requeue).
-    A run there that stopped before its first checkpoint is started again."""
-    allow_program_change: bool = False
-    """With --resume: continue even though the checkpoint was written by other compiled programs than this code's
-    (the code changed since the run stopped), so that the run's iterations come from two programs. Recorded in
-    config.json and summary.json (program_changes). Without it such a resume is refused, naming both."""
-
-
-RESUMED_OUTPUT_OPTIONS = (
-    "tensorboard",
-    "chunk_size",
-    "quiet",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "metric",
-    "wandb",
-    "wandb_project",
-    "wandb_entity",
-    "wandb_tags",
-    "wandb_mode",
-    "runs_per_program",
-)
-"""The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
-
-
-def recorded_output_options(output: Output) -> dict[str, Any]:
-    """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them."""
-    return {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
-
-
-def check_output(output: Output) -> None:
-    """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
-    if output.chunk_size < 1:
-        raise ConfigError(
-            f"--chunk-size {output.chunk_size} must be a positive number of iterations per chunk, e.g. 10"
-        )
-    if output.checkpoint_every < 0:
-        raise ConfigError(
-            f"--checkpoint-every {output.checkpoint_every} must be >= 0 iterations (0: only at the end), e.g. 100"
-        )
-    if output.keep_checkpoints < 1:
-        raise ConfigError(f"--keep-checkpoints {output.keep_checkpoints} must be >= 1 (the newest kept), e.g. 2")
-    out = RunDirectory(output.out_dir)
-    out.check_location("--resume" if output.resume is not None else "--out-dir")
-    if output.resume is not None and not Path(output.resume).is_dir():
-        raise ConfigError(
-            f"--resume {output.resume}: no such directory; give the --out-dir of an interrupted vaco-jax train or "
-            "sweep run"
-        )
-    out.refuse_foreign("nothing was written or removed there")
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
@@ -192,11 +92,11 @@ def execute(
     already (a demo checks every variant's before the first trains); built here otherwise.
     """
     if output.resume_or_start:
-        output = _resume_or_start(output)
+        output = resume_or_start(output)
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
         if output.runs_per_program == "auto":  # the split the run started with, not one from today's free memory
-            output = dataclasses.replace(output, runs_per_program=_split_started_with(output.resume))
+            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
     meta = checkpoint.run_meta(config, grid, seed, num_seeds)
     # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
     meta["presets"] = list(presets)
@@ -249,7 +149,7 @@ def execute(
     meta["runs_per_program"] = plan.program_runs  # what a resume splits them into again (whatever memory is free)
     restored = None
     if output.resume is not None:
-        restored = _resumed_state(plan, output, meta, programs, reload_complete=variant is not None)
+        restored = resumed_state(plan, output, meta, programs, reload_complete=variant is not None)
         if restored is None:
             return None
     run_id = variant.run_id if variant is not None else new_run_id()
@@ -341,44 +241,6 @@ def _dry_run(plan: RunPlan, output: Output) -> None:
         print(report.format())
 
 
-def _resumed_state(
-    plan: RunPlan, output: Output, meta: dict[str, Any], programs: Callable[[], str], *, reload_complete: bool
-) -> checkpoint.Restored | None:
-    """The checkpoint ``--resume`` continues from, checked against this command (``meta``) and this code's
-    programs; None where the run is complete and there is nothing to do (said so; nothing is changed). A finished run
-    whose results were not all written resumes to write them; a demo's variant (``reload_complete``) reloads its
-    results."""
-    config = plan.config
-    restored = _restore(output.resume, plan.program, plan.num_runs, meta)
-    finished = restored.iterations_done >= config.num_iterations
-    missing = RunDirectory(output.resume).missing_results(plan.grid, config.num_iterations) if finished else []
-    if finished and not reload_complete and not missing:
-        print(
-            f"vaco-jax: {output.resume} is complete ({restored.iterations_done} of {config.num_iterations} "
-            "iterations): nothing to resume, nothing was changed",
-            flush=True,
-        )
-        return None
-    if finished and missing and not reload_complete:
-        print(
-            f"vaco-jax: {output.resume} finished training but its final results were not all written "
-            f"({', '.join(missing)}): writing them from its stored metrics",
-            flush=True,
-        )
-        return restored
-    extended = checkpoint.extension(restored.meta, meta)
-    if extended:  # the code's programs for the checkpoint's own runs (an extension changes the iteration count)
-        saved_program = TrainProgram(config.replace(num_iterations=extended[0]))
-        current = fingerprint.run_fingerprint(saved_program, plan.program_runs)
-    else:
-        current = programs()
-    meta["program_changes"] = _check_programs(restored, current, output.allow_program_change, plan.program_runs)
-    if extended:
-        print(f"vaco-jax: extending {output.resume} from {extended[0]} to {extended[1]} iterations", flush=True)
-    print(f"vaco-jax: resuming {output.resume} at iteration {restored.iterations_done}", flush=True)
-    return restored
-
-
 def _open_run_directory(output: Output, run_id: str, grid: dict[str, list]) -> RunDirectory:
     """The run's output directory, prepared by process 0 (the only one that writes); every process learns whether
     it could be, so that a refusal stops them all at once rather than after a timeout."""
@@ -427,98 +289,6 @@ def _print_results(
         + (" wandb/" if output.wandb else "")
         + published
     )
-
-
-def _resume_or_start(output: Output) -> Output:
-    """``--resume-or-start``: the options that resume the run in --out-dir where it has a checkpoint, start over a
-    run there that stopped before its first one, and start a new run otherwise (what prepare() then allows)."""
-    if output.resume is not None or output.overwrite:
-        given = "--resume" if output.resume is not None else "--overwrite"
-        raise ConfigError(
-            f"--resume-or-start and {given} contradict each other: --resume-or-start resumes the run in --out-dir "
-            f"if there is one and starts it otherwise; drop {given}"
-        )
-    run_dir = RunDirectory(output.out_dir)
-    action = run_dir.requeue_action()
-    if action == "resume":
-        return dataclasses.replace(output, resume=output.out_dir)
-    if action == "restart":
-        print(
-            f"vaco-jax: --resume-or-start: {run_dir} holds a run that stopped before its first checkpoint: starting "
-            "it again there",
-            flush=True,
-        )
-        return dataclasses.replace(output, overwrite=True)
-    return output
-
-
-def _split_started_with(directory: Path) -> int | Literal["auto"]:
-    """The runs per program of the run in ``directory`` as its newest checkpoint records them ("auto" where none
-    does: a checkpoint from before it was recorded, or none at all, which the resume's own checks report)."""
-    try:
-        recorded = checkpoint.read_meta(RunDirectory(directory).checkpoints).get("runs_per_program")
-    except Exception:  # noqa: BLE001 -- no or unreadable checkpoint: said by the resume's own checks, in words
-        return "auto"
-    return int(recorded) if isinstance(recorded, int) else "auto"
-
-
-def _check_programs(
-    restored: checkpoint.Restored, current: str, allow: bool, program_runs: int
-) -> list[dict[str, Any]]:
-    """Compare the programs that wrote the checkpoint with this code's (:mod:`vaco_jax.training.fingerprint`): refuse a
-    resume under other programs unless ``allow`` (--allow-program-change), which is recorded; a resume whose
-    --runs-per-program splits the runs otherwise than the run did is refused as that. Returns the run's record of
-    program changes (the checkpoint's, plus this one)."""
-    changes = list(restored.meta.get("program_changes", []))
-    saved = restored.meta.get("programs")
-    started = restored.meta.get("runs_per_program")
-    if saved != current and isinstance(started, int) and started != program_runs and not allow:
-        raise ConfigError(
-            f"cannot resume: the run trained its runs in programs of {started} and this command splits them into "
-            f"programs of {program_runs} (--runs-per-program), which compile differently: give --runs-per-program "
-            f"{started}, or leave the flag out to take the run's own split"
-        )
-    if saved is None:
-        print(
-            "vaco-jax: note: the checkpoint predates program fingerprints, so whether the code changed since it was "
-            "written cannot be checked",
-            flush=True,
-        )
-        return changes
-    if saved == current:
-        return changes
-    done = restored.iterations_done
-    written_by = restored.meta.get("versions", {})
-    if not allow:
-        raise ConfigError(
-            f"cannot resume: the checkpoint (iteration {done}) was written by other compiled programs (fingerprint "
-            f"{saved}, {written_by}) than this code makes for the same runs ({current}, {checkpoint.versions()}): "
-            "the code changed since the run stopped, so its iterations would come from two programs. Resume with "
-            "the code that started it, or start again with --overwrite; --allow-program-change continues anyway "
-            "and records it in config.json and summary.json"
-        )
-    print(
-        f"vaco-jax: warning: --allow-program-change: iterations 0-{done} came from programs {saved}, the rest come "
-        f"from {current} (recorded as program_changes)",
-        file=sys.stderr,
-        flush=True,
-    )
-    return [*changes, {"at_iteration": done, "from": saved, "to": current}]
-
-
-def _restore(directory: Path, program: TrainProgram, num_runs: int, meta: dict[str, Any]) -> checkpoint.Restored:
-    """The newest checkpoint of the run in ``directory``, checked against this command's runs (``meta``) first: a
-    command with other flags is refused naming each difference, before its program's state tree is compared."""
-    try:
-        checkpoints = RunDirectory(directory).checkpoints
-        checkpoint.check_resumable(checkpoint.read_meta(checkpoints), meta)
-        template = memory.abstract_batch(program, num_runs)[0]  # each process reads only the shards it trains
-        return checkpoint.restore(checkpoints, template, sharding=run_sharding(num_runs))
-    except checkpoint.NoCheckpoint as error:
-        raise ConfigError(
-            f"{error}: the run in {directory} stopped before its first checkpoint, so nothing was saved to resume "
-            f"from. Start it again with the same command and --out-dir {directory} --overwrite instead of --resume"
-        ) from None
 
 
 def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
