@@ -333,6 +333,3 @@ def _run_command(args, argv: list[str]) -> int:
             )
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
