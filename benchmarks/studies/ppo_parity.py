@@ -4,8 +4,9 @@ Every comparison this project makes is against PPO, so its PPO must learn as the
 trains ``--algorithm ppo`` with the package's defaults at a reference's published configuration (PureJaxRL's
 ``ppo.py`` for CartPole-v1 and Acrobot-v1: 4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed,
 5e5 env steps; CleanRL's ``ppo.py`` has the same CartPole-v1 defaults; PureJaxRL's MinAtar notebook for
-Breakout-MinAtar: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps), 16
-seeds, and reads the reference's own runs
+Breakout-MinAtar: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps; brax's
+training notebook for brax/inverted_pendulum, sized for a CPU, where the ``brax-inverted_pendulum`` preset runs
+beside the defaults), 16 seeds, and reads the reference's own runs
 from ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched
 and run in a virtual environment of its own outside this repository (none of its code is here); each file names the
 repository, commit, versions and command, and holds every seed's per-iteration return of completed episodes.
@@ -14,9 +15,10 @@ Per task and implementation it reports, from per-iteration returns of completed 
 definitions, :mod:`vaco_jax.numerics.stats`, applied to every implementation alike): the final return (mean of the
 last 10% of iterations) and the AUC (mean over all iterations), each as IQM over seeds with a 95% bootstrap interval,
 the seeds that solve the task (final return at or above gymnasium's threshold: 475 on CartPole-v1, -100 on
-Acrobot-v1; MinAtar has none), and, against each reference, whether the project's PPO is equivalent, better,
-worse or undecided (:func:`parity_verdict`: a two one-sided test on the difference of IQMs through its 90%
-bootstrap interval, with a margin of 5% of the task's score range fixed here before any run).
+Acrobot-v1, 950 on InvertedPendulum-v4 for brax's inverted_pendulum; MinAtar has none), and, against each
+reference, whether the project's PPO is equivalent, better, worse or undecided in final return and in AUC
+(:func:`parity_verdict`: a two one-sided test on the difference of IQMs through its 90% bootstrap interval, with a
+margin of 5% of the task's score range fixed here before any run).
 
 The variant ``legacy`` is the PPO this project ran before the parity change (whole-segment minibatches, unclipped
 value loss), kept in the table so that the change's effect is measured, not asserted.
@@ -24,6 +26,7 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs CartPole-v1 Acrobot-v1   # 16 seeds: 7 minutes, 2 cores
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs brax/inverted_pendulum   # 2 variants: 44 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 

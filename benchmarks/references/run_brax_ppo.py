@@ -1,0 +1,149 @@
+"""Run brax's own PPO (brax.training.agents.ppo.train, brax 0.14.2, unmodified) at the configuration brax's training
+notebook (notebooks/training.ipynb) publishes for an env, one seed per call, and record each training step's mean
+return of the training episodes completed in it: the reference runs of the PPO parity benchmark's brax task.
+
+This is this project's runner around brax, not brax's code. It runs in a virtual environment of its own, outside
+the package's (brax's PPO needs ``jax.device_put_replicated``, gone in jax 0.10):
+
+    python3 -m venv venv-brax && venv-brax/bin/pip install brax==0.14.2 jax==0.9.2 flax==0.12.6
+    # (the full list: benchmarks/results/ppo_parity/reference/brax_pip_freeze.txt)
+    XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' OMP_NUM_THREADS=1 \
+        venv-brax/bin/python benchmarks/references/run_brax_ppo.py --env inverted_pendulum --seeds $(seq 0 15) \
+        --num-timesteps 500000 --num-envs 128 --num-evals 2 --out brax_brax-inverted_pendulum.json
+
+``--num-envs``, ``--num-timesteps`` and ``--num-evals`` size it for a CPU (the notebook's other values unchanged).
+The only instrumentation: brax's EpisodeMetricsLogger.update_episode_metrics (called by jax.debug.callback once per
+training step with that step's episode metrics and done flags) is wrapped to also record the mean sum_reward of the
+episodes done in that step, before calling the original (brax's own logging is unchanged)."""
+
+import argparse
+import json
+import platform
+import sys
+import time
+from importlib.metadata import version
+
+import numpy as np
+from brax import envs
+from brax.training import logger as brax_logger
+from brax.training.agents.ppo import train as ppo
+
+NOTEBOOK = {  # notebooks/training.ipynb, train_fn entries, verbatim values
+    "inverted_pendulum": dict(
+        num_timesteps=2_000_000,
+        num_evals=20,
+        reward_scaling=10,
+        episode_length=1000,
+        normalize_observations=True,
+        action_repeat=1,
+        unroll_length=5,
+        num_minibatches=32,
+        num_updates_per_batch=4,
+        discounting=0.97,
+        learning_rate=3e-4,
+        entropy_cost=1e-2,
+        num_envs=2048,
+        batch_size=1024,
+    ),
+    "inverted_double_pendulum": dict(
+        num_timesteps=20_000_000,
+        num_evals=20,
+        reward_scaling=10,
+        episode_length=1000,
+        normalize_observations=True,
+        action_repeat=1,
+        unroll_length=5,
+        num_minibatches=32,
+        num_updates_per_batch=4,
+        discounting=0.97,
+        learning_rate=3e-4,
+        entropy_cost=1e-2,
+        num_envs=2048,
+        batch_size=1024,
+    ),
+}
+
+p = argparse.ArgumentParser()
+p.add_argument("--env", default="inverted_pendulum", choices=list(NOTEBOOK))
+p.add_argument("--backend", default="positional")  # the notebook's default backend
+p.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
+p.add_argument("--num-timesteps", type=int, default=None, help="CPU size: the budget")
+p.add_argument("--num-envs", type=int, default=None, help="CPU size: envs (batch_size scaled alike)")
+p.add_argument("--num-evals", type=int, default=None, help="CPU size: brax's evaluations (each 128 envs x 1000 steps)")
+p.add_argument("--out", required=True)
+a = p.parse_args()
+config = dict(NOTEBOOK[a.env])
+if a.num_timesteps:
+    config["num_timesteps"] = a.num_timesteps
+if a.num_envs:  # brax needs batch_size * num_minibatches divisible by num_envs: scale batch_size alike
+    config["batch_size"] = config["batch_size"] * a.num_envs // config["num_envs"]
+    config["num_envs"] = a.num_envs
+if a.num_evals:
+    config["num_evals"] = a.num_evals
+
+steps: list = []
+original = brax_logger.EpisodeMetricsLogger.update_episode_metrics
+
+
+def recorded(self, episode_metrics, dones, train_metrics):
+    done = np.asarray(dones).astype(bool)
+    returns = np.asarray(episode_metrics["sum_reward"])[done]
+    steps.append((int(done.sum()), float(returns.mean()) if returns.size else None))
+    return original(self, episode_metrics, dones, train_metrics)
+
+
+brax_logger.EpisodeMetricsLogger.update_episode_metrics = recorded
+returns, counts, evals, seconds = [], [], [], []
+for seed in a.seeds:
+    steps.clear()
+    evaluations = []
+    start = time.time()
+    env = envs.get_environment(a.env, backend=a.backend)
+    ppo.train(
+        environment=env,
+        seed=seed,
+        log_training_metrics=True,
+        progress_fn=lambda n, m, evaluations=evaluations: evaluations.append((n, float(m["eval/episode_reward"])))
+        if "eval/episode_reward" in m
+        else None,
+        **config,
+    )
+    seconds.append(time.time() - start)
+    returns.append([None if r is None else round(r, 4) for _, r in steps])
+    counts.append([n for n, _ in steps])
+    evals.append(evaluations)
+    finals = [r for r in returns[-1][-max(1, len(steps) // 10) :] if r is not None]
+    print(
+        f"seed {seed}: {len(steps)} training steps, final {np.mean(finals) if finals else float('nan'):.1f}, "
+        f"{seconds[-1]:.0f} s",
+        flush=True,
+    )
+
+json.dump(
+    {
+        "implementation": "brax",
+        "repo": "google/brax",
+        "package": f"brax=={version('brax')}",
+        "file": "brax/training/agents/ppo/train.py, configuration from notebooks/training.ipynb",
+        "env": f"brax/{a.env}",
+        "backend": a.backend,
+        "config": config,
+        "env_steps_per_iteration": config["batch_size"]
+        * config["unroll_length"]
+        * config["num_minibatches"]
+        * config["action_repeat"],
+        "versions": {m: version(m) for m in ["brax", "jax", "jaxlib", "flax", "optax", "mujoco"]}
+        | {"python": platform.python_version()},
+        "command": " ".join(sys.argv),
+        "seeds": a.seeds,
+        "seed_keys": "ppo.train(seed=seed)",
+        "returns": returns,
+        "completed_episodes": counts,
+        "evaluations": evals,
+        "wall_seconds": seconds,
+        "notes": "brax's PPO unmodified, from the brax package in a virtual environment of its own outside the "
+        "vaco_jax package's; per-iteration return = mean sum_reward (unscaled) of the training episodes completed in "
+        "that training step, recorded by wrapping brax's EpisodeMetricsLogger.update_episode_metrics.",
+    },
+    open(a.out, "w"),
+)
