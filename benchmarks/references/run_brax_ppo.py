@@ -45,22 +45,6 @@ NOTEBOOK = {  # notebooks/training.ipynb, train_fn entries, verbatim values
         num_envs=2048,
         batch_size=1024,
     ),
-    "inverted_double_pendulum": dict(
-        num_timesteps=20_000_000,
-        num_evals=20,
-        reward_scaling=10,
-        episode_length=1000,
-        normalize_observations=True,
-        action_repeat=1,
-        unroll_length=5,
-        num_minibatches=32,
-        num_updates_per_batch=4,
-        discounting=0.97,
-        learning_rate=3e-4,
-        entropy_cost=1e-2,
-        num_envs=2048,
-        batch_size=1024,
-    ),
 }
 
 p = argparse.ArgumentParser()

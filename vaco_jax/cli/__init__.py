@@ -332,4 +332,3 @@ def _run_command(args, argv: list[str]) -> int:
                 asynchronous=asynchronous,
             )
     return 0
-
