@@ -226,12 +226,7 @@ def run_search(
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), trials)]  # the same seeds for every trial
     program = TrainProgram(config)
-    per_program, split = None, ""
-    if runs_per_program is not None:
-        spec = program.env.action_spec
-        shape = (program.env.observation_size, spec.size, spec.discrete)
-        per_program, split = memory.runs_per_program(config, trials * num_seeds, *shape, requested=runs_per_program)
-        memory.check_fits(config, per_program or trials * num_seeds, *shape)
+    per_program, split = _split(program, trials * num_seeds, runs_per_program)
     if split and progress:
         print(f"vaco-jax: {split}", flush=True)
     bar = ProgressBar(config.num_iterations) if progress and chunk_size and chunk_size < config.num_iterations else None
@@ -252,6 +247,18 @@ def run_search(
     scores = stats.area_under_curve(values)
     seeds = list(range(seed, seed + num_seeds))
     return SearchResult(config, tuple(knobs), points, seeds, scores, score, search_seed, split)
+
+
+def _split(program: TrainProgram, num_runs: int, requested: Literal["auto"] | int | None) -> tuple[int | None, str]:
+    """The runs per program of a search's ``num_runs`` runs and why, as a sweep splits its runs
+    (:func:`vaco_jax.training.memory.runs_per_program`; ``requested=None``: one program), checked to fit."""
+    if requested is None:
+        return None, ""
+    spec = program.env.action_spec
+    shape = (program.env.observation_size, spec.size, spec.discrete)
+    per_program, split = memory.runs_per_program(program.config, num_runs, *shape, requested=requested)
+    memory.check_fits(program.config, per_program or num_runs, *shape)
+    return per_program, split
 
 
 def tune_and_write(
