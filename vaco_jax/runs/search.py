@@ -214,12 +214,7 @@ def run_search(
     ``runs_per_program``: ``"auto"`` splits the trials x seeds into programs run back to back where their batch
     buffers do not fit the device's memory at once (as ``vaco-jax sweep`` does; the scores are the same), a number
     caps the runs per program, None trains them in one program whatever the memory."""
-    if not knobs:
-        raise ConfigError("a search needs at least one --knob FIELD=LOW:HIGH, e.g. --knob ppo.learning_rate=1e-4:3e-3")
-    if len({k.path for k in knobs}) != len(knobs):
-        raise ConfigError("a --knob field is given twice: give each field one range")
-    if trials < 2 or num_seeds < 1:
-        raise ConfigError(f"a search needs --trials >= 2 and --num-seeds >= 1 (got {trials} and {num_seeds})")
+    _check_search(knobs, trials, num_seeds)
     config = validate_config(search_config(config, score))
     points = draw_trials(knobs, trials, search_seed)
     configs = [validate_config(with_overrides(config, point)) for point in points]
@@ -247,6 +242,16 @@ def run_search(
     scores = stats.area_under_curve(values)
     seeds = list(range(seed, seed + num_seeds))
     return SearchResult(config, tuple(knobs), points, seeds, scores, score, search_seed, split)
+
+
+def _check_search(knobs: Sequence[Knob], trials: int, num_seeds: int) -> None:
+    """Refuse a search without knobs, with a knob twice, or with fewer than two trials or one seed."""
+    if not knobs:
+        raise ConfigError("a search needs at least one --knob FIELD=LOW:HIGH, e.g. --knob ppo.learning_rate=1e-4:3e-3")
+    if len({k.path for k in knobs}) != len(knobs):
+        raise ConfigError("a --knob field is given twice: give each field one range")
+    if trials < 2 or num_seeds < 1:
+        raise ConfigError(f"a search needs --trials >= 2 and --num-seeds >= 1 (got {trials} and {num_seeds})")
 
 
 def _split(program: TrainProgram, num_runs: int, requested: Literal["auto"] | int | None) -> tuple[int | None, str]:
