@@ -47,28 +47,7 @@ def hold(directory: Path) -> Iterator[None]:
     """
     import fcntl  # POSIX only: imported where a lock is taken, so the package imports everywhere
 
-    path = lock_path(directory)
-    try:
-        handle = _open_lock(path)
-    except PermissionError:  # a parent the user may not write (/scratch/$USER's, a read-only image's root)
-        key = hashlib.sha256(str(path).encode()).hexdigest()[:24]
-        fallback = Path(tempfile.gettempdir()) / f"vaco-jax-lock-{os.getuid()}-{key}"
-        print(
-            f"vaco-jax: warning: {path.parent} cannot hold the lock of {directory}; it is {fallback}, which only "
-            "commands of this machine with this TMPDIR see",
-            file=sys.stderr,
-            flush=True,
-        )
-        path = fallback
-        try:
-            handle = _open_lock(path)
-        except OSError as error:
-            raise ConfigError(f"{directory} cannot be locked ({path}: {error.strerror})") from None
-    except OSError as error:
-        raise ConfigError(
-            f"{directory} cannot be locked ({path}: {error.strerror or type(error).__name__}): choose a "
-            "directory you can write"
-        ) from None
+    path, handle = _open_for(directory)
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -88,17 +67,48 @@ def hold(directory: Path) -> Iterator[None]:
             )
         handle.seek(0)
         handle.truncate()
-        record = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": shlex.join(sys.argv),
-            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-        handle.write(json.dumps({**record, "directory": str(directory)}))
+        handle.write(json.dumps(_holder_record(directory)))
         handle.flush()
         yield
     finally:
         handle.close()  # never removed: another process may hold it open, waiting
+
+
+def _open_for(directory: Path):
+    """The path and open handle of ``directory``'s lock file: beside it, or, where its parent may not be written,
+    in the system's temporary folder (said in a warning); a :class:`ConfigError` where neither can be opened."""
+    path = lock_path(directory)
+    try:
+        return path, _open_lock(path)
+    except PermissionError:  # a parent the user may not write (/scratch/$USER's, a read-only image's root)
+        key = hashlib.sha256(str(path).encode()).hexdigest()[:24]
+        fallback = Path(tempfile.gettempdir()) / f"vaco-jax-lock-{os.getuid()}-{key}"
+        print(
+            f"vaco-jax: warning: {path.parent} cannot hold the lock of {directory}; it is {fallback}, which only "
+            "commands of this machine with this TMPDIR see",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            return fallback, _open_lock(fallback)
+        except OSError as error:
+            raise ConfigError(f"{directory} cannot be locked ({fallback}: {error.strerror})") from None
+    except OSError as error:
+        raise ConfigError(
+            f"{directory} cannot be locked ({path}: {error.strerror or type(error).__name__}): choose a "
+            "directory you can write"
+        ) from None
+
+
+def _holder_record(directory: Path) -> dict[str, object]:
+    """What a lock's holder writes in the lock file, for a refused command to name it."""
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": shlex.join(sys.argv),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "directory": str(directory),
+    }
 
 
 def _open_lock(path: Path):
