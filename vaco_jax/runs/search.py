@@ -212,8 +212,8 @@ def run_search(
     every run (module docstring). Every trial's config is validated before anything compiles.
 
     ``runs_per_program``: ``"auto"`` splits the trials x seeds into programs run back to back where their batch
-    buffers do not fit the device's memory at once (as ``vaco-jax sweep`` does; the scores are the same), a number
-    caps the runs per program, None trains them in one program whatever the memory."""
+    buffers do not fit the device's memory at once (as ``vaco-jax sweep`` does; the same scores to float32
+    rounding), a number caps the runs per program, None trains them in one program whatever the memory."""
     _check_search(knobs, trials, num_seeds)
     config = validate_config(search_config(config, score))
     points = draw_trials(knobs, trials, search_seed)
@@ -221,7 +221,7 @@ def run_search(
     hparams = stack_hparams([c for c in configs for _ in range(num_seeds)])
     keys = seed_keys(seed, num_seeds)[np.tile(np.arange(num_seeds), trials)]  # the same seeds for every trial
     program = TrainProgram(config)
-    per_program, split = _split(program, trials * num_seeds, runs_per_program)
+    per_program, split = memory.split_runs(program, trials * num_seeds, runs_per_program)
     if split and progress:
         print(f"vaco-jax: {split}", flush=True)
     bar = ProgressBar(config.num_iterations) if progress and chunk_size and chunk_size < config.num_iterations else None
@@ -252,18 +252,6 @@ def _check_search(knobs: Sequence[Knob], trials: int, num_seeds: int) -> None:
         raise ConfigError("a --knob field is given twice: give each field one range")
     if trials < 2 or num_seeds < 1:
         raise ConfigError(f"a search needs --trials >= 2 and --num-seeds >= 1 (got {trials} and {num_seeds})")
-
-
-def _split(program: TrainProgram, num_runs: int, requested: Literal["auto"] | int | None) -> tuple[int | None, str]:
-    """The runs per program of a search's ``num_runs`` runs and why, as a sweep splits its runs
-    (:func:`vaco_jax.training.memory.runs_per_program`; ``requested=None``: one program), checked to fit."""
-    if requested is None:
-        return None, ""
-    spec = program.env.action_spec
-    shape = (program.env.observation_size, spec.size, spec.discrete)
-    per_program, split = memory.runs_per_program(program.config, num_runs, *shape, requested=requested)
-    memory.check_fits(program.config, per_program or num_runs, *shape)
-    return per_program, split
 
 
 def tune_and_write(

@@ -33,7 +33,6 @@ def stablehlo(lowered) -> str:
 def program_texts(program: TrainProgram, num_runs: int, chunk_lengths: Iterable[int]) -> list[str]:
     """The StableHLO of ``num_runs`` runs' init program, then of their chunk program for each of ``chunk_lengths``
     (iterations per chunk), lowered for abstract inputs (nothing allocated, compiled or run)."""
-
     states, hparams = abstract_batch(program, num_runs)
     keys = jax.eval_shape(lambda: seed_keys(0, num_runs))
     driver = Driver(program)

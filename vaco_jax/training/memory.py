@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import jax
 import numpy as np
@@ -112,7 +113,6 @@ def _bytes(tree) -> int:
 
 def abstract_batch(program: TrainProgram, num_runs: int) -> tuple:
     """Shapes of (states, hparams) for ``num_runs`` runs, without allocating them."""
-
     one = stack_hparams([program.config])  # a few scalars: cheap to build for real
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape[1:]), x.dtype), one)
     keys = jax.eval_shape(lambda: seed_keys(0, num_runs))
@@ -135,7 +135,6 @@ def estimate(
     Example:
       >>> print(estimate(Config(), num_runs=64).format())  # doctest: +SKIP
     """
-
     program = TrainProgram(config)
     chunk_size = max(1, min(chunk_size or config.num_iterations, config.num_iterations))
     states, hparams = abstract_batch(program, num_runs)
@@ -197,7 +196,6 @@ def measured_run_bytes(config: Config) -> int:
 
 def _chunk_memory(program: TrainProgram, states, hparams, chunk_size: int):
     """XLA's memory analysis of the chunk program for these (abstract) runs, compiled as the driver compiles it."""
-
     return Driver(program).lower_chunk(states, hparams, chunk_size).compile().memory_analysis()
 
 
@@ -217,7 +215,6 @@ def available_bytes() -> tuple[int | None, str]:
 def check_fits(config: Config, num_runs: int, observation_size: int, action_size: int, discrete: bool) -> None:
     """Refuse (ConfigError, with the estimate) a program of ``num_runs`` runs whose rollout buffers alone exceed
     the memory of the devices it is sharded over."""
-
     devices = sharded_over(num_runs)
     needed = rollout_bytes(config, num_runs, observation_size, action_size, discrete) // devices
     available, where = available_bytes()
@@ -241,7 +238,6 @@ def runs_per_program(
     ``--runs-per-program``: a number as given (checked), or ``"auto"``: one program where the runs' batch buffers
     (:func:`rollout_bytes`) fit the device's memory, else as many runs per program as fit beside the whole state
     (which stays on the device), a multiple of the devices the runs are sharded over."""
-
     devices = sharded_over(num_runs)
     if requested != "auto":
         if not isinstance(requested, int) or requested < 1:
@@ -270,6 +266,18 @@ def runs_per_program(
         f"from {source}) and state exceed the {_human(available)} of {where} (--runs-per-program auto; give a "
         "number to choose)"
     )
+
+
+def split_runs(program: TrainProgram, num_runs: int, requested: Literal["auto"] | int | None) -> tuple[int | None, str]:
+    """:func:`runs_per_program` for ``num_runs`` runs of ``program`` (its env's shapes), checked to fit
+    (:func:`check_fits`); ``requested=None``: one program, no check. What a sweep's plan and a search call."""
+    if requested is None:
+        return None, ""
+    spec = program.env.action_spec
+    shape = (program.env.observation_size, spec.size, spec.discrete)
+    per_program, split = runs_per_program(program.config, num_runs, *shape, requested=requested)
+    check_fits(program.config, per_program or num_runs, *shape)
+    return per_program, split
 
 
 def _programs(parts: list[slice]) -> str:

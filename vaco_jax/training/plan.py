@@ -90,12 +90,7 @@ class RunPlan:
         check_seeds(seed, num_seeds)
         num_runs = len(point_configs) * num_seeds
         distributed.check_runs(num_runs)
-        per_program, split = None, ""
-        if runs_per_program is not None:
-            spec = program.env.action_spec
-            shape = (program.env.observation_size, spec.size, spec.discrete)
-            per_program, split = memory.runs_per_program(program.config, num_runs, *shape, requested=runs_per_program)
-            memory.check_fits(program.config, per_program or num_runs, *shape)
+        per_program, split = memory.split_runs(program, num_runs, runs_per_program)
         return cls(program, grid, point_configs, seed, num_seeds, per_program, split)
 
     @property
