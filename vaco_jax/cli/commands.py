@@ -16,9 +16,7 @@ import tyro
 from vaco_jax.core.config import Config, LagConfig
 from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.calibration import LagModel
-from vaco_jax.runs.session import (
-    Output,
-)
+from vaco_jax.runs.output_options import Output
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE

@@ -21,11 +21,8 @@ from vaco_jax.core.config_file import read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import recorded_demo
+from vaco_jax.runs.output_options import RESUMED_OUTPUT_OPTIONS, Output
 from vaco_jax.runs.saved import recorded_run
-from vaco_jax.runs.session import (
-    RESUMED_OUTPUT_OPTIONS,
-    Output,
-)
 from vaco_jax.training.asynchronous import AsyncOptions
 
 
