@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.studies.ppo_parity import TASKS, parity_verdict
+from benchmarks.studies.ppo_parity import TASKS, parity_verdict, task_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +35,26 @@ def test_the_margins_are_five_percent_of_each_tasks_score_range():
     assert TASKS["CartPole-v1"].num_iterations * 512 == 499_712
     assert TASKS["Breakout-MinAtar"].margin == pytest.approx(0.05 * (28.0 - 0.4))  # the tuned study's range
     assert TASKS["Breakout-MinAtar"].num_iterations == 1220  # PureJaxRL's NUM_UPDATES at 1e7 steps of 64 x 128
+    assert TASKS["brax/inverted_pendulum"].margin == pytest.approx(0.05 * (1000 - 22))  # random policy to 1000
+
+
+def test_the_brax_task_trains_brax_reference_batch_and_budget_with_the_preset_resized():
+    """Each update of ours is one training step of brax's reference run (the same env steps, the same count), and
+    the preset variant keeps brax's PPO settings while taking the task's batch, budget and pipeline."""
+    task = TASKS["brax/inverted_pendulum"]
+    reference = json.loads(
+        (ROOT / "benchmarks/results/ppo_parity/reference/brax_brax-inverted_pendulum.json").read_text()
+    )
+    assert task.num_envs * task.num_steps == reference["env_steps_per_iteration"]
+    assert all(len(seed) == task.num_iterations for seed in reference["returns"])
+    preset = task_config(task, "preset")
+    assert (preset.env.num_envs, preset.env.num_steps, preset.num_iterations) == (128, 80, 49)
+    assert preset.env.backend == reference["backend"] == "positional"
+    assert preset.ppo.max_grad_norm == float("inf") and not preset.ppo.anneal_lr and preset.ppo.clip_eps == 0.3
+    default = task_config(task, "default")
+    assert default.ppo.max_grad_norm == 0.5 and default.env.reward_scale == reference["config"]["reward_scaling"]
+    with pytest.raises(ValueError, match="no variant 'legacy'"):
+        task_config(task, "legacy")  # a variant the task does not run is refused, not trained as the defaults
 
 
 def test_the_docs_quote_the_committed_parity_table():
@@ -44,7 +64,12 @@ def test_the_docs_quote_the_committed_parity_table():
     assert block == table
     payload = json.loads((ROOT / "benchmarks/results/ppo_parity/parity.json").read_text())
     references = {path.name for path in (ROOT / "benchmarks/results/ppo_parity/reference").glob("*.json")}
-    assert {"purejaxrl_CartPole-v1.json", "purejaxrl_Acrobot-v1.json", "purejaxrl_Breakout-MinAtar.json"} <= references
+    assert {
+        "purejaxrl_CartPole-v1.json",
+        "purejaxrl_Acrobot-v1.json",
+        "purejaxrl_Breakout-MinAtar.json",
+        "brax_brax-inverted_pendulum.json",
+    } <= references
     for row in payload["rows"]:
         assert row["seeds"] >= 8
         assert row["solved"] is None if TASKS[row["env"]].solved_at is None else 0 <= row["solved"] <= row["seeds"]

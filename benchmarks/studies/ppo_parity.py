@@ -60,6 +60,16 @@ RESULTS = ROOT / "benchmarks/results/ppo_parity"
 REFERENCES = RESULTS / "reference"
 
 
+VARIANTS = {
+    "default": "the package's defaults",
+    "legacy": "the PPO before the parity change",
+    "preset": "the task's preset",
+}
+"""vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
+unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
+``brax-<env>`` preset: brax's PPO settings, resized to the task's batch)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """A task at a reference's configuration, with the scores that frame it."""
@@ -74,10 +84,15 @@ class Task:
     num_minibatches: int = 4
     learning_rate: float = 2.5e-4
     activation: str = "tanh"
-    variants: tuple[str, ...] = ("default", "legacy")  # which of VARIANTS run on this task
+    variants: tuple[str, ...] = ("default", "legacy")  # which of VARIANTS run on this task ("preset" needs a preset)
     reference_configuration: str = "PureJaxRL's ppo.py and CleanRL's ppo.py"
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the reference's other values (dotted)
     preset: str | None = None  # the package's preset for the reference's setting (variant "preset": it, resized)
+
+    def __post_init__(self) -> None:
+        unknown = [v for v in self.variants if v not in VARIANTS or (v == "preset" and self.preset is None)]
+        if unknown:
+            raise ValueError(f"{self.env}: variants {unknown} are unknown, or need a preset; known: {list(VARIANTS)}")
 
     @property
     def file_stem(self) -> str:
@@ -145,21 +160,14 @@ TASKS = {
     ),
 }
 
-VARIANTS = {
-    "default": "the package's defaults",
-    "legacy": "the PPO before the parity change",
-    "preset": "the task's preset",
-}
-"""vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
-unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
-``brax-<env>`` preset: brax's PPO settings, resized to the task's batch)."""
-
 
 def task_config(task: Task, variant: str) -> Config:
     """``--algorithm ppo`` at the task's reference configuration (PureJaxRL's ``ppo.py``, whose defaults CleanRL's
     ``ppo.py`` shares, PureJaxRL's MinAtar notebook, or brax's training notebook): everything the reference sets,
     and everything else at the package's defaults (docs/algorithms.md lists what differs) or, for the variant
     ``preset``, at the task's preset (its batch and budget resized to the task's)."""
+    if variant not in VARIANTS or variant not in task.variants:
+        raise ValueError(f"{task.env} has no variant {variant!r}: its variants are {', '.join(task.variants)}")
     shape = {
         "algorithm": "ppo",
         "num_iterations": task.num_iterations,
@@ -170,8 +178,6 @@ def task_config(task: Task, variant: str) -> Config:
         "ppo.num_minibatches": task.num_minibatches,
     }
     if variant == "preset":
-        if task.preset is None:
-            raise ValueError(f"{task.env} has no preset: its variants are {task.variants}")
         return with_overrides(apply_preset(task.preset), {**shape, **task.settings})
     reference = {**shape, "ppo.learning_rate": task.learning_rate, "network.activation": task.activation}
     legacy = {f"ppo.{name}": value for name, value in STUDY_PPO_PINS.items()} if variant == "legacy" else {}
