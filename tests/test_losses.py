@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import reference
-from vaco_jax.algorithms.registry import adapt_kl_coef
+from vaco_jax.algorithms.state import adapt_kl_coef
 from vaco_jax.core.config import Config, PPOConfig
 from vaco_jax.numerics import losses
 

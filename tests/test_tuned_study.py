@@ -145,7 +145,7 @@ def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study,
     """Equal for the same program (and across calls), unchanged by a traced value (an input, in the spec), changed by
     a static option or by a change to the code the program is built from."""
     from tests.conftest import tiny_config
-    from vaco_jax.algorithms import registry as algorithms
+    from vaco_jax.algorithms import builtin
     from vaco_jax.numerics import losses
 
     provenance = _load("provenance")
@@ -162,7 +162,7 @@ def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study,
     def changed_loss(log_probs, dist_params, batch, adv, hparams, state):
         return losses.ppo_clip_loss(log_probs, batch.ref_log_probs, 2.0 * adv, clip_eps=hparams.ppo.clip_eps)
 
-    monkeypatch.setattr(algorithms, "_ppo_loss", changed_loss)
+    monkeypatch.setattr(builtin, "_ppo_loss", changed_loss)
     assert provenance.program_fingerprint(config, 2, [3], reductions) != base
     assert provenance.chunk_lengths(60, 20) == [20] and provenance.chunk_lengths(7, 3) == [1, 3]
 

@@ -1,10 +1,12 @@
-"""The algorithms: each a record of an advantage estimator and a policy loss (``registry``), their per-run state
+"""The algorithms: each a record of an advantage estimator and a policy loss (``record``, the built-in ones in
+``builtin``, all of them in ``registry``), their per-run state
 (``state``) and the lag-robust baselines' losses. Imports ``vaco_jax.core``, ``vaco_jax.numerics``."""
 
 from vaco_jax.algorithms.registry import (
     ALGORITHMS,
     AdvantageFn,
     Algorithm,
+    AlgorithmSpec,
     PolicyLossFn,
     baseline_advantages,
     build,
@@ -14,6 +16,7 @@ from vaco_jax.algorithms.registry import (
     register,
     segments_reason,
     unread_config_groups,
+    unregister,
     uses_exact_tv,
     vtrace_advantages,
 )
@@ -22,6 +25,7 @@ __all__ = [
     "ALGORITHMS",
     "AdvantageFn",
     "Algorithm",
+    "AlgorithmSpec",
     "PolicyLossFn",
     "baseline_advantages",
     "build",
@@ -31,6 +35,7 @@ __all__ = [
     "register",
     "segments_reason",
     "unread_config_groups",
+    "unregister",
     "uses_exact_tv",
     "vtrace_advantages",
 ]

@@ -35,6 +35,7 @@ from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scri
 )
 from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_grid_flags: re-exported)
 from vaco_jax.cli.saved_runs import run_eval, run_render
+from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, ConfigError, parse_value
 from vaco_jax.runs import supervisor
 from vaco_jax.runs.calibration import run_and_write
@@ -119,7 +120,16 @@ def refuse_empty_paths(argv: list[str]) -> None:
 def parse_args(argv: list[str]) -> Any:
     """The command ``argv`` asks for, parsed as :func:`main` parses it (a ``TrainArgs``, ``SweepArgs``, ...), without
     running it: what a script or a test reads to see what a command line sets."""
+    argv = load_plugins(argv)
     return _parse(command_types(argv), argv)
+
+
+def load_plugins(argv: list[str]) -> list[str]:
+    """Import the modules ``--plugin`` names anywhere in ``argv`` (:mod:`vaco_jax.core.plugins`: before the flags are
+    read, since their algorithms' option groups are flags); ``argv`` without them."""
+    sources, argv = plugins.split_argv(argv)
+    plugins.load_all(sources)
+    return argv
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if supervisor.needs_worker(argv, _multiprocess_requested(argv)):
         return supervisor.supervise(argv)  # JAX's runtime may end the worker from C++: this process says so in words
     try:
+        argv = load_plugins(argv)
         refuse_empty_paths(argv)
         _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
         commands = command_types(argv)
@@ -181,6 +192,10 @@ def _join_processes(argv: list[str]) -> None:
     distributed.initialize(DistributedOptions(**values))
 
 
+DESCRIPTION = (
+    "vaco_jax: policy lag in on-policy RL, in one compiled JAX program. --plugin MODULE_OR_FILE (anywhere, "
+    "repeatable) first imports a module that registers algorithms or environments."
+)
 _SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "eval")
 
 
@@ -191,7 +206,9 @@ def _parse(commands, argv: list[str]):
     try:
         with contextlib.redirect_stderr(said):
             args = tyro.cli(
-                commands, args=argv, description="vaco_jax: policy lag in on-policy RL, in one compiled JAX program."
+                commands,
+                args=argv,
+                description=DESCRIPTION,
             )
     except SystemExit as exit:
         text = said.getvalue()

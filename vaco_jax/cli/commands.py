@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from vaco_jax.core.config import Config, LagConfig
+from vaco_jax.core.config import Config, LagConfig, extended
 from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.calibration import LagModel
 from vaco_jax.runs.output_options import Output
@@ -237,3 +237,34 @@ class EvalArgs:
     """Where to write the results (JSON); default: RUN_DIR/eval.json (eval_<step>.json with --step)."""
     overwrite: bool = False
     """Replace an earlier evaluation at that path (otherwise it is refused: an evaluation is never lost silently)."""
+
+
+CONFIGURED_COMMANDS: dict[str, type] = {
+    "train": TrainArgs,
+    "sweep": SweepArgs,
+    "demo": DemoArgs,
+    "calibrate": CalibrateArgs,
+    "tune": TuneArgs,
+}
+"""The commands that take a config, by name."""
+
+
+def configured_commands(config_class: type[Config]) -> dict[str, type]:
+    """The argument classes of :data:`CONFIGURED_COMMANDS` for configs of ``config_class``: :class:`Config` with the
+    option groups that registered algorithms added (:func:`vaco_jax.core.config.config_class`), so that each group's
+    fields are flags; the classes themselves where none was added."""
+    if config_class is Config:
+        return dict(CONFIGURED_COMMANDS)
+    return {name: _taking(command, config_class) for name, command in CONFIGURED_COMMANDS.items()}
+
+
+def _taking(command: type, config_class: type[Config]) -> type:
+    """``command``'s argument class with its ``config`` field of ``config_class`` (the command's own default config,
+    the added groups at their defaults)."""
+    default = command().config
+    config = dataclasses.field(default_factory=lambda: extended(default))
+    annotation = Annotated[config_class, tyro.conf.arg(name="")]
+    namespace = {"__doc__": command.__doc__, "__module__": command.__module__}
+    return dataclasses.make_dataclass(
+        command.__name__, [("config", annotation, config)], bases=(command,), namespace=namespace
+    )

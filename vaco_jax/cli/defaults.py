@@ -14,8 +14,8 @@ from typing import Annotated, Any, Union
 
 import tyro
 
-from vaco_jax.cli.commands import CalibrateArgs, DemoArgs, EvalArgs, RenderArgs, SweepArgs, TrainArgs, TuneArgs
-from vaco_jax.core.config import ConfigError, config_from_dict
+from vaco_jax.cli.commands import EvalArgs, RenderArgs, configured_commands
+from vaco_jax.core.config import ConfigError, config_class, config_from_dict
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.config_file import read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
@@ -136,13 +136,7 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
     """The subcommands as one union type for tyro: ``train``, ``sweep`` and ``demo`` default to the command of the run
     that ``--resume`` continues, if it recorded one; the command given ``--config FILE`` to the file's config; then
     ``train``, ``sweep`` and ``calibrate`` to the presets' config (applied on top)."""
-    defaults = {
-        "train": TrainArgs(),
-        "sweep": SweepArgs(),
-        "demo": DemoArgs(),
-        "calibrate": CalibrateArgs(),
-        "tune": TuneArgs(),
-    }
+    defaults = {name: command() for name, command in configured_commands(config_class()).items()}
     defaults = _resumed_defaults(argv, defaults)
     defaults = _config_file_defaults(argv, defaults)
     if presets:

@@ -1,15 +1,15 @@
-"""The option groups of the algorithm families, each with its own checks.
+"""The option groups of the built-in algorithm families, each with its own checks.
 
 Each family's options are one config group (``Config.vaco``, ``Config.impact``, ...): static fields change a code
-path, the others are traced leaves that a sweep vmaps over. ``vaco`` is read by VACO and its ablations only,
-``impact``, ``m2po``, ``geppo`` and ``cispo`` by their baseline only
-(:data:`vaco_jax.algorithms.registry.OWN_CONFIG_GROUP`), ``vtrace`` by every V-trace estimator. Each group's ``check()``
-refuses a wrong value with an error that names the field (:func:`vaco_jax.core.validation.validate` calls every group's,
-:data:`GROUPS`).
+path, the others are traced leaves that a sweep vmaps over. Which algorithm reads which group is said by its record
+(:class:`vaco_jax.algorithms.registry.AlgorithmSpec`'s ``option_group``): ``vaco`` is read by VACO and its ablations
+only, ``impact``, ``m2po``, ``geppo`` and ``cispo`` by their baseline only, ``vtrace`` by every V-trace estimator. Each
+group's ``check()`` refuses a wrong value with an error that names the field
+(:func:`vaco_jax.core.validation.validate` calls the ``check()`` of every group a config holds).
 
-A new family is its group here (with ``check``), a field of that name on :class:`vaco_jax.core.config.Config`, its
-policy loss over the :class:`vaco_jax.core.types.Transitions` record, and its factory in
-:mod:`vaco_jax.algorithms.registry`.
+The built-in groups are declared on :class:`vaco_jax.core.config.Config`; an algorithm registered from outside the
+package brings its group in its record instead, and the config gains it as a field
+(:func:`vaco_jax.core.config.add_option_group`).
 """
 
 from __future__ import annotations
@@ -193,15 +193,11 @@ class CISPOConfig:
         check_number("cispo.eps_high", self.eps_high, low=0, allow_inf=True, hint=" (inf: no truncation)")
 
 
-GROUPS = ("vaco", "vtrace", "impact", "m2po", "geppo", "cispo")
-"""The names of the algorithm families' groups on :class:`vaco_jax.core.config.Config`."""
-
 __all__ = [
     "BASELINE_ADVANTAGES",
     "IMPACT_ADVANTAGES",
     "CISPO_TRUNCATIONS",
     "FILTER_REFS",
-    "GROUPS",
     "IMPACT_RATIO_FORMS",
     "IS_WEIGHTS",
     "M2PO_FORMS",

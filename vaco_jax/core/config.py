@@ -28,158 +28,21 @@ from vaco_jax.core.algorithm_options import (
     VtraceConfig,
 )
 from vaco_jax.core.config_fields import ConfigError, group, static
-
-NORMALIZER_UPDATES = ("after", "before")
-LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
-ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
-W_MODES = ("truncate", "mask")
-DIAGNOSTIC_LEVELS = ("full", "lean", "off")
-MINIBATCH_SPLITS = ("auto", "samples", "segments")
-
-
-@struct.dataclass
-class EnvConfig:
-    """Environment and batch shape."""
-
-    name: str = static("CartPole-v1")
-    """Environment id: a gymnax id (CartPole-v1, Pendulum-v1, Acrobot-v1) or brax/<name> (brax/ant, brax/hopper)."""
-    num_envs: int = static(64)
-    """Environments stepped in parallel per run."""
-    num_steps: int = static(128)
-    """Rollout length per iteration (T)."""
-    normalize_observations: bool | None = static(None)
-    """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
-    chosen by measurement (benchmarks/studies/normalization.py): off for gymnax, on for brax."""
-    normalizer_update: Literal["after", "before"] = static("before")
-    """When the observation statistics absorb an iteration's observations: before the gradient steps (as brax's
-    PPO: the update, its critic values and the new snapshot all use statistics that include the batch; the
-    default, chosen by measurement: benchmarks/studies/normalizer_order.py) or after them (the update trains with the
-    statistics its batch was collected under; the order before this option existed)."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
-    episode_length: int = static(0)
-    """Time limit in env steps, after which an episode is truncated (0: the env's own; brax: 1000)."""
-    action_repeat: int = static(1)
-    """brax only: env steps per agent step (the action is held, rewards are summed)."""
-    backend: str = static("")
-    """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': the env's default)."""
-    start_pool: int | None = static(None)
-    """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
-    four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh reset for every
-    environment at every step, as before this option existed). Past the pool's end starts are reused and counted
-    in ``env/reused_starts``."""
-
-
-@struct.dataclass
-class NetworkConfig:
-    """Separate actor and critic MLPs."""
-
-    actor_hidden: tuple[int, ...] = static((64, 64))
-    """Hidden layer widths of the policy MLP, e.g. --network.actor-hidden 64 64."""
-    critic_hidden: tuple[int, ...] = static((64, 64))
-    """Hidden layer widths of the value MLP."""
-    activation: Literal["tanh", "relu", "gelu", "silu"] = static("tanh")
-    """Hidden-layer activation of both MLPs."""
-
-
-@struct.dataclass
-class PPOConfig:
-    """Optimisation and PPO-family hyperparameters (forward-lag knobs included)."""
-
-    num_epochs: int = static(4)
-    """Epochs over each batch (forward lag)."""
-    num_minibatches: int = static(4)
-    """Minibatches per epoch (forward lag); how the batch is split is ppo.minibatch."""
-    minibatch: Literal["auto", "samples", "segments"] = static("auto")
-    """How each epoch splits the batch into minibatches: samples (the whole batch flattened, shuffled and split, as
-    PureJaxRL and CleanRL do), segments (whole environment rollout segments, [T, E / M] each, for the losses that
-    need a rollout's time axis inside a gradient step) or auto (samples, unless the algorithm and its options need
-    segments: IMPALA's and IMPACT's V-trace at every step, vaco.tv_scope=trajectory, cispo.truncation=topr; the training
-    program resolves it and says so). Forcing segments on every method keeps a controlled comparison."""
-    learning_rate: float = 2.5e-4
-    """Adam step size (its initial value when annealed)."""
-    anneal_lr: bool = static(True)
-    """Anneal the learning rate linearly to 0 over training."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clipping of each minibatch step (PureJaxRL and CleanRL clip at 0.5; inf: none, as brax)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """lambda of GAE and of V-trace(lambda)."""
-    clip_eps: float = 0.2
-    """eps: PPO's ratio clipping range [1 - eps, 1 + eps] (SPO: its penalty scale)."""
-    ent_coef: float = 0.01
-    """Weight of the entropy bonus."""
-    vf_coef: float = 0.5
-    """Weight of the value loss."""
-    clip_value_loss: bool = static(True)
-    """PPO-style clipping of the value loss around V_T(s), on by default as in PureJaxRL and CleanRL."""
-    vf_clip_eps: float = 0.2
-    """Clipping range of the value loss when clip_value_loss is on."""
-    normalize_advantages: bool = static(True)
-    """Normalise advantages per minibatch (mean 0, std 1)."""
-    kl_coef: float = 1.0
-    """ppo_kl: the KL penalty coefficient beta_kl (its initial value when adaptive)."""
-    kl_adaptive: bool = static(False)
-    """ppo_kl: adapt beta_kl once per iteration (x2 above 1.5 x kl_target, /2 below kl_target / 1.5)."""
-    kl_target: float = 0.01
-    """ppo_kl: the KL target of the adaptive coefficient."""
-    w_max: float = 100.0
-    """ppo_decoupled (and m2po.form=decoupled_mask): the bound w_max of the off-policy weight pi_T/beta (see w_mode)."""
-    w_mode: Literal["truncate", "mask"] = static("truncate")
-    """ppo_decoupled (and m2po.form=decoupled_mask): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the
-    samples whose weight exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
-
-
-@struct.dataclass
-class LagConfig:
-    """Backward lag: the simulated fleet of stale actors (spec section 2)."""
-
-    kind: Literal["fixed", "uniform", "geometric", "spread", "empirical", "replay"] = static("fixed")
-    """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at
-    max_lag), spread (groups evenly over 0..k), empirical (from the histogram lag.weights, e.g. the lags a real
-    asynchronous system measured) or replay (each group's lag at each iteration given in lag.sequence, e.g. the
-    sequence a real asynchronous run measured, in order)."""
-    max_lag: int = static(0)
-    """Buffer holds max_lag + 1 snapshots (static: it sets the buffer shape)."""
-    num_actors: int = static(1)
-    """Actor groups, each acting with its own snapshot; env.num_envs must be divisible by it."""
-    k: int = 0
-    """Lag (fixed, spread) or maximum lag (uniform), in learner updates."""
-    p: float = 0.5
-    """Success probability of the geometric lag distribution, in (0, 1]."""
-    weights: tuple[float, ...] = ()
-    """lag.kind=empirical: relative frequencies of lags 0, 1, ..., max_lag (max_lag + 1 values >= 0, normalised
-    here; traced, so runs with different histograms share one program); empty for the other kinds."""
-    sequence: tuple[int, ...] = ()
-    """lag.kind=replay: the lag of every actor group at every iteration, num_iterations x num_actors integers in
-    0..max_lag, iteration-major (iteration 0's groups first); traced, so runs replaying different sequences share
-    one program; empty for the other kinds."""
-
-
-@struct.dataclass
-class ReuseConfig:
-    """Sample reuse (GePPO's; IMPACT's circular buffer): each update trains on the batches of the last M iterations."""
-
-    num_batches: int = static(1)
-    """M: the batches each update trains on, this iteration's and the M - 1 before it, kept on the device with their
-    behaviour log-probs; each is scored again under pi_T and given advantages with the critic V_T at every update
-    (1: no reuse). The batches share the update equally (GePPO's uniform policy weights); until M batches exist,
-    the ones that do. Memory grows by about (M - 1) batches per run (see --dry-run); a minibatch holds M times as
-    many samples (the number of gradient steps stays ppo.num_epochs x ppo.num_minibatches)."""
-
-
-@struct.dataclass
-class EvalConfig:
-    """Evaluation episodes inside the compiled program, on environments of their own (off by default: zero cost)."""
-
-    every: int = static(0)
-    """Evaluate every N iterations and after the last one (0: never). Logged per iteration as
-    eval/return_deterministic, eval/return_stochastic and eval/length (NaN at iterations without an evaluation)."""
-    episodes: int = static(8)
-    """Episodes per evaluation for each of the two policies (the mode, and a sample), run in parallel."""
-    max_steps: int = static(0)
-    """Steps an evaluation may take (0: the environment's time limit); episodes still running then are not counted."""
+from vaco_jax.core.config_groups import (  # noqa: F401  (re-exported: the groups are read as config's)
+    ACTIVATIONS,
+    DIAGNOSTIC_LEVELS,
+    LAG_KINDS,
+    MINIBATCH_SPLITS,
+    NORMALIZER_UPDATES,
+    W_MODES,
+    EnvConfig,
+    EvalConfig,
+    LagConfig,
+    NetworkConfig,
+    PPOConfig,
+    ReuseConfig,
+)
+from vaco_jax.core.plugins import load_all
 
 
 @struct.dataclass
@@ -218,6 +81,85 @@ class Config:
         return self.num_iterations * self.steps_per_iteration
 
 
+# ----------------------------------------------------------------------------- option groups added by algorithms
+
+_ADDED_GROUPS: dict[str, type] = {}
+"""Option groups that algorithms registered from outside the package brought (name -> dataclass), in order."""
+_extended_class: type[Config] = Config
+
+
+def add_option_group(name: str, options: type) -> None:
+    """Make ``options`` (a ``flax.struct`` dataclass whose fields all have defaults) the config group ``name``:
+    :func:`config_class` then has a field ``name`` holding it, so its fields are flags (``--name.field``), dotted
+    names in grids, traced leaves a sweep vmaps over (those not marked :func:`static`) and entries of config.json.
+    A group :class:`Config` declares (``vaco``, ``impact``, ...) is accepted as it is. Called by
+    :func:`vaco_jax.algorithms.registry.register` for an algorithm's own options."""
+    global _extended_class
+    declared = {field.name: field for field in dataclasses.fields(Config)}
+    if name in declared:
+        if type(getattr(Config(), name)) is not options:
+            raise ConfigError(
+                f"option group {name!r} is already a field of Config ({declared[name].type}): name the group "
+                f"after the algorithm, e.g. {name}_options"
+            )
+        return
+    if not name.isidentifier() or name.startswith("_"):
+        raise ConfigError(f"option group {name!r} must be a Python identifier (it becomes --{name}.<field> flags)")
+    if not dataclasses.is_dataclass(options) or not hasattr(options, "replace"):
+        raise ConfigError(
+            f"option group {name!r}: {options!r} is not a flax.struct dataclass; declare it with "
+            "@flax.struct.dataclass (its fields then are pytree leaves a sweep can vmap over)"
+        )
+    try:
+        options()
+    except TypeError as error:
+        raise ConfigError(
+            f"option group {name!r}: every field of {options.__name__} needs a default ({error})"
+        ) from None
+    if _ADDED_GROUPS.get(name, options) is not options:
+        raise ConfigError(
+            f"option group {name!r} is already {_ADDED_GROUPS[name].__name__}'s; remove that algorithm first "
+            "(vaco_jax.algorithms.registry.unregister) or name this group otherwise"
+        )
+    _ADDED_GROUPS[name] = options
+    _extended_class = _with_groups(_ADDED_GROUPS)
+
+
+def remove_option_group(name: str) -> None:
+    """Undo :func:`add_option_group` for ``name`` (nothing for a group :class:`Config` declares or none added)."""
+    global _extended_class
+    if _ADDED_GROUPS.pop(name, None) is not None:
+        _extended_class = _with_groups(_ADDED_GROUPS)
+
+
+def _with_groups(groups: Mapping[str, type]) -> type[Config]:
+    """:class:`Config` with one more field per added group (a subclass: every ``Config`` check still holds)."""
+    if not groups:
+        return Config
+    namespace: dict[str, Any] = {
+        "__annotations__": dict(groups),
+        "__module__": __name__,
+        "__qualname__": "Config",
+        "__doc__": Config.__doc__,
+    }
+    namespace |= {name: group(options) for name, options in groups.items()}
+    return struct.dataclass(type("Config", (Config,), namespace))
+
+
+def config_class() -> type[Config]:
+    """The config class with every added option group: :class:`Config` itself until an algorithm brings one."""
+    return _extended_class
+
+
+def extended(config: Config) -> Config:
+    """``config`` as an instance of :func:`config_class`, the groups it lacks at their defaults (a config made
+    before an algorithm added its group, or made as ``Config(...)``)."""
+    target = config_class()
+    if type(config) is target:
+        return config
+    return target(**{field.name: getattr(config, field.name) for field in dataclasses.fields(config)})
+
+
 LEGACY_VALUES: dict[str, Any] = {
     "ppo.minibatch": "segments",
     "env.normalizer_update": "after",
@@ -242,7 +184,7 @@ def legacy_value(path: str, record: Mapping[str, Any]) -> Any:
     """The value of field ``path`` that the runs of ``record`` (a config as a dict, written before the field existed)
     had: its :data:`LEGACY_VALUES` entry where it applied, else today's default. The start pool exists only on brax,
     and each algorithm's own option only for that algorithm: elsewhere the legacy value is the default."""
-    default: Any = config_dict(Config())
+    default: Any = config_dict(config_class()())
     for part in path.split("."):
         default = default[part]
     applies = {
@@ -338,14 +280,26 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     Lists become tuples and the strings "inf", "-inf", "nan" floats again; a field the file lacks (written before
     the field existed) takes what the file's runs had (:func:`legacy_value`: its default, except where the default
     changed when the field came); a key no field has is refused, naming it. A config.json's ``presets`` (the presets
-    that made the config, a record only) is skipped.
+    that made the config) and ``plugins`` (the modules loaded when it was made: loaded here, so that the algorithm
+    and option group they register are known) are records only.
     """
-    data = {key: value for key, value in data.items() if key != "presets"}
-    config = Config()
+    plugins = data.get("plugins") or ()
+    load_all(plugins)  # the modules that registered the record's algorithm and its option group
+    data = {key: value for key, value in data.items() if key not in RECORD_ONLY_KEYS}
+    config = config_class()()
     known = set(all_fields(config))
     unknown = sorted(set(dotted_keys(data)) - known)
     if unknown:
-        raise ConfigError(f"unknown config field(s) {', '.join(unknown)}: written by another version of vaco_jax?")
+        groups = sorted(
+            {path.split(".")[0] for path in unknown if "." in path} - {f.name for f in dataclasses.fields(config)}
+        )
+        hint = (
+            f"the option group(s) {', '.join(groups)} of an algorithm from a plugin: load it first (--plugin "
+            f"{' '.join(plugins) if plugins else 'MODULE'})"
+            if groups
+            else "written by another version of vaco_jax?"
+        )
+        raise ConfigError(f"unknown config field(s) {', '.join(unknown)}: {hint}")
     overrides = {}
     for path in known:
         value = nested_value(data, path)
@@ -361,6 +315,9 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
         overrides[path] = value
     return with_overrides(config, overrides)
 
+
+RECORD_ONLY_KEYS = ("presets", "plugins")
+"""Keys of a config.json that record how its config was made, not fields of it."""
 
 MISSING = object()
 """What :func:`nested_value` returns for a field a record does not hold (e.g. written before the field existed)."""

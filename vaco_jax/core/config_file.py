@@ -34,8 +34,10 @@ from vaco_jax.core.config import (
     Config,
     ConfigError,
     all_fields,
+    config_class,
     config_from_dict,
     dotted_keys,
+    extended,
     field_annotation,
     get_field,
     nested_value,
@@ -43,7 +45,7 @@ from vaco_jax.core.config import (
 )
 
 FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
-RECORD_KEYS = ("presets", "program_changes", "async")
+RECORD_KEYS = ("presets", "plugins", "program_changes", "async")
 """Keys of a run's config.json that record how the run was made rather than set a field."""
 
 
@@ -76,7 +78,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
         asynchronous = data.get("async")
         return ConfigFile(path, config_from_dict(fields), True, dict(asynchronous) if asynchronous else None)
     _refuse_unknown(data, path)
-    config = Config() if base is None else base
+    config = config_class()() if base is None else extended(base)
     overrides = {}
     for field in all_fields(config):
         value = nested_value(data, field)
@@ -123,7 +125,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
 def _refuse_unknown(data: Mapping[str, Any], path: Path) -> None:
     """A key that no field has is refused, with the closest field's name (a typo must not be ignored)."""
-    known = all_fields(Config())
+    known = all_fields(config_class()())
     groups = {field.split(".")[0] for field in known if "." in field}
     for key in dotted_keys(data):
         if key in known:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from vaco_jax.core.config import Config, ConfigError, with_overrides
+from vaco_jax.core.config import Config, ConfigError, config_class, with_overrides
 from vaco_jax.core.config_fields import unknown_choice
 
 
@@ -146,12 +146,12 @@ def apply_preset(name: str, config: Config | None = None) -> Config:
     """``config`` (default ``Config()``) with the preset's overrides applied; ConfigError if unknown."""
     if name not in PRESETS:
         raise ConfigError(unknown_choice("preset", name, list(PRESETS)))
-    return with_overrides(config if config is not None else Config(), PRESETS[name].overrides)
+    return with_overrides(config if config is not None else config_class()(), PRESETS[name].overrides)
 
 
 def apply_presets(names: Sequence[str], config: Config | None = None) -> Config:
     """Presets applied in order (later ones win where they set the same field)."""
-    config = config if config is not None else Config()
+    config = config if config is not None else config_class()()
     for name in names:
         config = apply_preset(name, config)
     return config

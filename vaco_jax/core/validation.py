@@ -4,11 +4,11 @@ values (a sweep's stacked hyperparameters): each value is checked."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import numpy as np
 
-from vaco_jax.core.algorithm_options import GROUPS
 from vaco_jax.core.config import (
     ACTIVATIONS,
     DIAGNOSTIC_LEVELS,
@@ -191,8 +191,10 @@ def validate(
     _check_number("ppo.kl_target", ppo.kl_target, low=0, low_open=True)
     _check_number("ppo.w_max", ppo.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
     _check_choice("ppo.w_mode", ppo.w_mode, W_MODES)
-    for name in GROUPS:  # each algorithm family's options check themselves
-        getattr(config, name).check()
+    for field in dataclasses.fields(config):  # each algorithm's option group checks itself
+        check_group = getattr(getattr(config, field.name), "check", None)
+        if callable(check_group):
+            check_group()
     return config
 
 

@@ -102,26 +102,27 @@ LEAN_KEPT = (
     "reuse/batches",
     "reuse/data_lag",
 )
-LEAN_PREFIXES = ("filter/", "m2po/", "geppo/", "kl/coef")
-"""``lean`` also keeps the algorithm's own trust-region and adaptation values (VACO's filter, M2PO's mask, GePPO's
-and PPO-KL's adaptive values)."""
 SIGNALS = ("kl/update", "tv/forward", "tv/forward_exact", "reuse/tv_forward")
 """The KL and TV an adaptive algorithm (PPO-KL's coefficient, GePPO's step size) adapts to: ``lean`` keeps them for
 such an algorithm, since it computes them anyway."""
 
 
-def kept(name: str, level: str, adaptive: bool = False) -> bool:
-    """Whether a run at diagnostics ``level`` logs metric ``name`` (``adaptive``: its algorithm adapts its own state
-    to :data:`SIGNALS`)."""
+def kept(name: str, level: str, adaptive: bool = False, own: tuple[str, ...] = ()) -> bool:
+    """Whether a run at diagnostics ``level`` logs metric ``name``. ``lean`` keeps :data:`LEAN_KEPT`, the algorithm's
+    ``own`` metrics (names or prefixes: its trust region's and adaptation's values, from its record,
+    :attr:`vaco_jax.algorithms.record.AlgorithmSpec.lean_metrics`) and, for an algorithm that adapts its own state
+    (``adaptive``), the :data:`SIGNALS` it adapts to."""
     if level == "full" or name in ALWAYS_KEPT:
         return True
     if level == "off":
         return False
-    return name in LEAN_KEPT or name.startswith(LEAN_PREFIXES) or (adaptive and name in SIGNALS)
+    return name in LEAN_KEPT or name.startswith(own) or (adaptive and name in SIGNALS)
 
 
-def select(metrics: dict[str, jax.Array], level: str, adaptive: bool = False) -> dict[str, jax.Array]:
+def select(
+    metrics: dict[str, jax.Array], level: str, adaptive: bool = False, own: tuple[str, ...] = ()
+) -> dict[str, jax.Array]:
     """``metrics`` without what ``level`` does not keep (:func:`kept`); ``full``: ``metrics`` itself."""
     if level == "full":
         return metrics
-    return {name: value for name, value in metrics.items() if kept(name, level, adaptive)}
+    return {name: value for name, value in metrics.items() if kept(name, level, adaptive, own)}

@@ -33,11 +33,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from vaco_jax.core import plugins
 from vaco_jax.core.config import (
     MISSING,
     Config,
     ConfigError,
     all_fields,
+    config_class,
     config_dict,
     legacy_value,
     nested_value,
@@ -152,7 +154,7 @@ def run_meta(config: Config, grid: Mapping[str, list], seed: int, num_seeds: int
     """What identifies a batch of runs: resuming requires all of it to match."""
     grid = {k: [float(v) if isinstance(v, float) else v for v in vs] for k, vs in grid.items()}
     return {
-        "config": config_dict(config),
+        "config": {**config_dict(config), **plugins.record()},  # plugins: a record, loaded again when read
         "grid": grid,
         "seed": seed,
         "num_seeds": num_seeds,
@@ -178,7 +180,7 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     """Human-readable differences between two :func:`run_meta` records (versions excepted)."""
     found = []
     saved_config, current_config = saved["config"], current["config"]
-    config = Config()
+    config = config_class()()
     traced = set(traced_fields(config))
     for path in all_fields(config):
         old, new = nested_value(saved_config, path), nested_value(current_config, path)

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import run_label
 from vaco_jax.runs import checkpoint, plotting, writers
@@ -352,7 +353,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
         for row in result.summary(metric)
     ]
-    record = {**config_dict(result.config), "presets": result.extra.get("presets", [])}
+    record = {**config_dict(result.config), "presets": result.extra.get("presets", []), **plugins.record()}
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]

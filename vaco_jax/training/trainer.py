@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from vaco_jax import envs
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.algorithms.state import keep_state
-from vaco_jax.core.config import Config, ConfigError
+from vaco_jax.core.config import Config, ConfigError, extended
 from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.core.validation import validate
 from vaco_jax.envs.base import init_episode_stats
@@ -30,7 +30,10 @@ EVAL_STREAM = 0x5EED  # folded into a state's key for its evaluation: a stream a
 
 
 def validate_config(config: Config) -> Config:
-    """Full host-side validation, including environment and algorithm names; backend defaults resolved."""
+    """Full host-side validation, including environment and algorithm names; backend defaults resolved. The config
+    holds every option group a registered algorithm added (:func:`vaco_jax.core.config.extended`), at its defaults
+    where ``config`` lacks it."""
+    config = extended(config)
     if config.env.name not in envs.known_env_names():  # the closest id and every known one (vaco_jax.envs)
         raise ConfigError(envs.unknown_env_message(config.env.name))
     validate(config, known_algorithms=algorithms.ALGORITHMS)
@@ -39,7 +42,9 @@ def validate_config(config: Config) -> Config:
 
 def resolve_defaults(config: Config) -> Config:
     """``config`` with every backend- and algorithm-dependent default filled in: ``env.normalize_observations=None``
-    (the backend's choice) and ``ppo.minibatch=auto`` (:func:`resolve_minibatch`)."""
+    (the backend's choice) and ``ppo.minibatch=auto`` (:func:`resolve_minibatch`); the option groups registered
+    algorithms added, at their defaults where ``config`` lacks them."""
+    config = extended(config)
     if config.env.normalize_observations is None:
         normalize = envs.default_normalization(config.env.name)
         config = config.replace(env=config.env.replace(normalize_observations=normalize))
@@ -295,7 +300,8 @@ class TrainProgram:
             "explained_variance": diagnostics.explained_variance(values, batch.value_targets),
             **reuse_metrics,
         }
-        metrics = diagnostics.select(metrics, config.diagnostics, self.algorithm.update_state is not keep_state)
+        adaptive = self.algorithm.update_state is not keep_state
+        metrics = diagnostics.select(metrics, config.diagnostics, adaptive, self.algorithm.lean_metrics)
         new_state = state.replace(
             params=params,
             opt_state=opt_state,

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vaco_jax.algorithms.registry import Algorithm, AlgoState, segments_reason
-from vaco_jax.algorithms.state import keep_state
+from vaco_jax.algorithms.record import Algorithm, segments_reason
+from vaco_jax.algorithms.state import AlgoState, keep_state
 from vaco_jax.core.config import Config
 from vaco_jax.core.types import ActorSnapshot, AgentParams, NormalizerState, Transitions
 from vaco_jax.numerics import diagnostics, losses, minibatches
@@ -154,7 +154,9 @@ def run_epochs(
         grad_norm = optax.tree.norm(grads)
         skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
         metrics = {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
-        return (params, opt_state), diagnostics.select(metrics, learner.config.diagnostics, adaptive)
+        return (params, opt_state), diagnostics.select(
+            metrics, learner.config.diagnostics, adaptive, learner.algorithm.lean_metrics
+        )
 
     def epoch(carry, epoch_key):
         return jax.lax.scan(gradient_step, carry, split(batch, epoch_key, num_minibatches))

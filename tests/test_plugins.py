@@ -1,0 +1,123 @@
+"""An algorithm from outside the package: its record (loss, option group, lean metrics) registered by a plugin module
+and trained from the command line, and the registry's records for the built-in algorithms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import struct
+
+from tests.test_cli import TINY
+from vaco_jax import Config
+from vaco_jax.algorithms import registry
+from vaco_jax.cli import main, parse_args
+from vaco_jax.core import config as config_module
+from vaco_jax.core import plugins
+from vaco_jax.core.config import ConfigError, config_from_dict, traced_fields
+from vaco_jax.numerics import diagnostics
+
+PLUGIN = Path(__file__).parent / "data" / "ratio_penalty_plugin.py"
+NAME = "ppo_ratio_penalty"
+
+
+@pytest.fixture
+def registry_restored():
+    """The registry, the config's added groups and the loaded plugins as they were before the test."""
+    algorithms, registered = dict(registry.ALGORITHMS), set(registry._REGISTERED)
+    loaded = dict(plugins._LOADED)
+    yield
+    for name in set(registry._REGISTERED) - registered:
+        registry.unregister(name)
+    registry.ALGORITHMS.clear()
+    registry.ALGORITHMS.update(algorithms)
+    registry._REGISTERED.clear()
+    registry._REGISTERED.update(registered)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+    assert config_module.config_class() is Config
+
+
+def test_each_built_in_record_names_a_config_group_of_its_own_class():
+    for spec in registry.ALGORITHMS.values():
+        if spec.option_group is not None:
+            assert type(getattr(Config(), spec.option_group)) is spec.options, spec.name
+    assert registry.unread_config_groups("ppo") == {"vaco", "impact", "m2po", "geppo", "cispo"}
+    assert registry.unread_config_groups("vaco_filter_only") == {"impact", "m2po", "geppo", "cispo"}
+
+
+def test_lean_keeps_an_algorithms_own_metrics_from_its_record():
+    assert registry.build(Config(algorithm="m2po")).lean_metrics == ("m2po/",)
+    assert registry.build(Config(algorithm="ppo")).lean_metrics == ()
+    assert diagnostics.kept("m2po/kept", "lean", own=("m2po/",))
+    assert not diagnostics.kept("m2po/kept", "lean", own=("filter/",))  # another algorithm's: not kept
+    assert diagnostics.kept("kl/coef", "lean", own=("kl/coef",)) and not diagnostics.kept("kl/coef", "lean")
+    assert not diagnostics.kept("m2po/kept", "off", own=("m2po/",))
+
+
+def test_a_plugin_registers_an_algorithm_whose_options_are_flags(registry_restored):
+    args = parse_args(["--plugin", str(PLUGIN), "train", "--algorithm", NAME, "--ratio-penalty.coef", "0.25"])
+    assert args.config.algorithm == NAME and args.config.ratio_penalty.coef == 0.25
+    assert args.config.ratio_penalty.power == 2
+    assert "ratio_penalty.coef" in traced_fields(args.config)  # a sweep vmaps over it
+    assert "ratio_penalty.power" not in traced_fields(args.config)  # static: a code path
+    assert "ratio_penalty" in registry.unread_config_groups("ppo")  # a PPO record leaves it out
+    assert registry.unread_config_groups(NAME) == frozenset()  # it may read any group
+
+
+def test_a_plugins_option_group_checks_its_values(registry_restored, tmp_path, capsys):
+    argv = ["--plugin", str(PLUGIN), "train", "--algorithm", NAME, "--ratio-penalty.coef", "-1"]
+    assert main([*argv, "--out-dir", str(tmp_path / "run"), *TINY]) == 2
+    assert "ratio_penalty.coef=-1" in capsys.readouterr().err
+
+
+def test_bad_plugins_and_groups_are_refused_with_what_to_do(registry_restored, tmp_path):
+    with pytest.raises(ConfigError, match="no module of that name"):
+        plugins.load("no_such_plugin_module")
+    with pytest.raises(ConfigError, match="no such file"):
+        plugins.load(str(tmp_path / "missing.py"))
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('half written')\n")
+    with pytest.raises(ConfigError, match="RuntimeError: half written"):
+        plugins.load(str(broken))
+    with pytest.raises(ConfigError, match="needs a module name"):
+        plugins.split_argv(["train", "--plugin"])
+
+    @struct.dataclass
+    class Options:
+        x: float = 1.0
+
+    build = registry.ALGORITHMS["ppo"].build
+    with pytest.raises(ConfigError, match="already a field of Config"):
+        registry.register(registry.AlgorithmSpec("clash", build, option_group="ppo", options=Options))
+    with pytest.raises(ConfigError, match="not a flax.struct dataclass"):
+        registry.register(registry.AlgorithmSpec("plain", build, options=dict))
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(registry.AlgorithmSpec("ppo", build))
+    assert "clash" not in registry.ALGORITHMS and "plain" not in registry.ALGORITHMS
+
+
+def test_a_plugins_algorithm_trains_and_sweeps_its_option_from_the_cli(registry_restored, tmp_path):
+    """One program: the option is a traced grid axis; lean keeps the algorithm's own metric; the record names the
+    plugin, and reading the record loads it again."""
+    out = tmp_path / "run"
+    argv = ["sweep", "--algorithm", NAME, "--grid", "ratio_penalty.coef=0,4", "--diagnostics", "lean"]
+    assert main(["--plugin", str(PLUGIN), *argv, "--num-seeds", "1", "--out-dir", str(out), *TINY]) == 0
+    record = json.loads((out / "config.json").read_text())
+    assert record["plugins"] == [str(PLUGIN.resolve())] and record["algorithm"] == NAME
+    assert record["ratio_penalty"] == {"coef": 0.5, "power": 2}
+    metrics = json.loads((out / "metrics.json").read_text())
+    deviation = np.asarray(metrics["metrics"]["ratio_penalty/deviation"], dtype=float)  # [coef, seed, iteration]
+    assert "tv/forward" not in metrics["metrics"]  # lean
+    assert np.all(np.isfinite(deviation)) and deviation.shape[0] == 2
+    assert deviation[1].mean() < deviation[0].mean()  # the penalty reached the loss: it holds the ratio near 1
+
+    registry.unregister(NAME)  # a fresh process: the plugin not loaded
+    plugins._LOADED.clear()
+    assert config_module.config_class() is Config
+    config = config_from_dict(record)
+    assert config.algorithm == NAME and config.ratio_penalty.coef == 0.5 and NAME in registry.ALGORITHMS
+    assert jax.tree.structure(config) != jax.tree.structure(Config())
