@@ -1,14 +1,17 @@
 """The run's config groups other than the algorithms' own: environment and batch shape, networks, PPO's update,
 the simulated lag, sample reuse and evaluation. :class:`vaco_jax.core.config.Config` holds one of each (and
-re-exports them); the algorithm families' groups are :mod:`vaco_jax.core.algorithm_options`."""
+re-exports them); the algorithm families' groups are :mod:`vaco_jax.core.algorithm_options`. Each group's ``check()``
+refuses a wrong value of its own fields with an error that names the field; what spans groups is checked by
+:func:`vaco_jax.core.validation.validate`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 from flax import struct
 
-from vaco_jax.core.config_fields import static
+from vaco_jax.core.config_fields import check, check_choice, check_number, static, values
 
 NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
@@ -16,6 +19,14 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 MINIBATCH_SPLITS = ("auto", "samples", "segments")
+
+
+def check_positive_integer(path: str, value: Any) -> None:
+    """A count that sets a shape or a loop length: an int >= 1 (not a bool)."""
+    check(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{path}={value!r} must be a positive integer",
+    )
 
 
 @struct.dataclass
@@ -50,6 +61,29 @@ class EnvConfig:
     environment at every step, as before this option existed). Past the pool's end starts are reused and counted
     in ``env/reused_starts``."""
 
+    def check(self) -> None:
+        check_positive_integer("env.num_envs", self.num_envs)
+        check_positive_integer("env.num_steps", self.num_steps)
+        check(
+            isinstance(self.episode_length, int) and self.episode_length >= 0,
+            f"env.episode_length={self.episode_length!r} must be an integer >= 0 (0: the environment's own limit)",
+        )
+        check(
+            self.normalize_observations in (None, True, False),
+            f"env.normalize_observations={self.normalize_observations!r} must be true, false or None (backend default)",
+        )
+        check_choice("env.normalizer_update", self.normalizer_update, NORMALIZER_UPDATES)
+        check(
+            isinstance(self.action_repeat, int) and self.action_repeat >= 1,
+            f"env.action_repeat={self.action_repeat!r} must be a positive integer",
+        )
+        check(
+            self.start_pool is None or (isinstance(self.start_pool, int) and self.start_pool >= 0),
+            f"env.start_pool={self.start_pool!r} must be a non-negative integer (0: a fresh reset at every step) or "
+            "None",
+        )
+        check_number("env.reward_scale", self.reward_scale, low=0, low_open=True)
+
 
 @struct.dataclass
 class NetworkConfig:
@@ -61,6 +95,14 @@ class NetworkConfig:
     """Hidden layer widths of the value MLP."""
     activation: Literal["tanh", "relu", "gelu", "silu"] = static("tanh")
     """Hidden-layer activation of both MLPs."""
+
+    def check(self) -> None:
+        check_choice("network.activation", self.activation, ACTIVATIONS)
+        for path, sizes in (("network.actor_hidden", self.actor_hidden), ("network.critic_hidden", self.critic_hidden)):
+            check(
+                all(isinstance(s, int) and s >= 1 for s in sizes),
+                f"{path}={sizes!r} must be a tuple of positive layer sizes, e.g. (64, 64)",
+            )
 
 
 @struct.dataclass
@@ -111,6 +153,25 @@ class PPOConfig:
     """ppo_decoupled (and m2po.form=decoupled_mask): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the
     samples whose weight exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
 
+    def check(self) -> None:
+        check_positive_integer("ppo.num_epochs", self.num_epochs)
+        check_positive_integer("ppo.num_minibatches", self.num_minibatches)
+        check_choice("ppo.minibatch", self.minibatch, MINIBATCH_SPLITS)  # its sizes: trainer.resolve_minibatch
+        check_number("ppo.learning_rate", self.learning_rate, low=0, low_open=True)
+        check_number(
+            "ppo.max_grad_norm", self.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" (inf: no clipping)"
+        )
+        check_number("ppo.gamma", self.gamma, low=0, high=1)
+        check_number("ppo.gae_lambda", self.gae_lambda, low=0, high=1)
+        check_number("ppo.clip_eps", self.clip_eps, low=0, low_open=True)
+        check_number("ppo.vf_clip_eps", self.vf_clip_eps, low=0, low_open=True)
+        check_number("ppo.ent_coef", self.ent_coef, low=0)
+        check_number("ppo.vf_coef", self.vf_coef, low=0)
+        check_number("ppo.kl_coef", self.kl_coef, low=0)
+        check_number("ppo.kl_target", self.kl_target, low=0, low_open=True)
+        check_number("ppo.w_max", self.w_max, low=0, low_open=True, allow_inf=True, hint=" (inf: no truncation)")
+        check_choice("ppo.w_mode", self.w_mode, W_MODES)
+
 
 @struct.dataclass
 class LagConfig:
@@ -137,6 +198,57 @@ class LagConfig:
     0..max_lag, iteration-major (iteration 0's groups first); traced, so runs replaying different sequences share
     one program; empty for the other kinds."""
 
+    def check(self) -> None:
+        """Each field alone, and lag.weights against max_lag; lag.sequence's length needs the iteration count
+        (:func:`vaco_jax.core.validation.validate`)."""
+        check_positive_integer("lag.num_actors", self.num_actors)
+        check(
+            isinstance(self.max_lag, int) and self.max_lag >= 0, f"lag.max_lag={self.max_lag!r} must be an integer >= 0"
+        )
+        check_choice("lag.kind", self.kind, LAG_KINDS)
+        check_number("lag.k", self.k, low=0, integer=True)
+        for k in values(self.k):
+            check(
+                int(k) <= self.max_lag,
+                f"lag.k={int(k)} exceeds lag.max_lag={self.max_lag}: raise lag.max_lag or lower lag.k",
+            )
+        check_number("lag.p", self.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
+        self._check_weights()
+
+    def read_by_this_kind(self, field: str, kind: str) -> bool:
+        """Whether lag.kind is the one kind that reads the tuple field ``lag.<field>``; any other kind must leave it
+        empty (it would be ignored silently)."""
+        given = tuple(getattr(self, field))
+        if self.kind == kind:
+            return True
+        check(
+            not given,
+            f"lag.{field} (of {len(given)} values) is read by lag.kind={kind} only (lag.kind={self.kind!r}): drop "
+            f"it, or set lag.kind={kind}",
+        )
+        return False
+
+    def _check_weights(self) -> None:
+        """lag.weights: a histogram over lags 0..max_lag for the empirical kind, nothing for the others."""
+        if not self.read_by_this_kind("weights", "empirical"):
+            return
+        weights = tuple(self.weights)
+        check(
+            len(weights) == self.max_lag + 1,
+            f"lag.kind=empirical needs lag.weights with lag.max_lag + 1 = {self.max_lag + 1} values (the "
+            f"frequencies of lags 0..{self.max_lag}); got {len(weights)}: give one per lag, e.g. "
+            f"--lag.weights {' '.join(['1'] * (self.max_lag + 1))}",
+        )
+        frequencies = np.stack([np.asarray(w, dtype=np.float64) for w in weights])
+        check(
+            bool(np.all(np.isfinite(frequencies)) and np.all(frequencies >= 0)),
+            f"lag.weights={weights!r} must be finite and >= 0 (relative frequencies of lags 0..{self.max_lag})",
+        )
+        check(
+            bool(np.all(frequencies.sum(axis=0) > 0)),
+            "lag.weights must not all be 0: give some lag a positive frequency",
+        )
+
 
 @struct.dataclass
 class ReuseConfig:
@@ -148,6 +260,13 @@ class ReuseConfig:
     (1: no reuse). The batches share the update equally (GePPO's uniform policy weights); until M batches exist,
     the ones that do. Memory grows by about (M - 1) batches per run (see --dry-run); a minibatch holds M times as
     many samples (the number of gradient steps stays ppo.num_epochs x ppo.num_minibatches)."""
+
+    def check(self) -> None:
+        check(
+            isinstance(self.num_batches, int) and not isinstance(self.num_batches, bool) and self.num_batches >= 1,
+            f"reuse.num_batches={self.num_batches!r} must be an integer >= 1 (1: each update trains on its own batch "
+            "only)",
+        )
 
 
 @struct.dataclass
@@ -161,3 +280,13 @@ class EvalConfig:
     """Episodes per evaluation for each of the two policies (the mode, and a sample), run in parallel."""
     max_steps: int = static(0)
     """Steps an evaluation may take (0: the environment's time limit); episodes still running then are not counted."""
+
+    def check(self) -> None:
+        for path, value in (("eval.every", self.every), ("eval.max_steps", self.max_steps)):
+            check(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"{path}={value!r} must be >= 0"
+            )
+        check(
+            isinstance(self.episodes, int) and self.episodes >= 1,
+            f"eval.episodes={self.episodes!r} must be a positive integer",
+        )
