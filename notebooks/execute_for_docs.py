@@ -6,7 +6,7 @@ budget, and writes the executed copy to ``docs/notebooks/<name>.ipynb`` with a r
 the machine, the seconds) in the notebook's metadata. The run directories the notebooks write go to the
 repository's ``runs/notebooks/`` as usual; paths to them are written relative to the repository in the outputs.
 
-``tests/test_docs.py`` checks that every executed copy is current: the same cells as its notebook, every code cell
+``tests/test_notebooks.py`` checks that every executed copy is current: the same cells as its notebook, every code cell
 run, no error, a figure. A notebook edited without running this again fails there.
 
     .venv/bin/python notebooks/execute_for_docs.py                  # all of them

@@ -121,3 +121,24 @@ def test_a_plugins_algorithm_trains_and_sweeps_its_option_from_the_cli(registry_
     config = config_from_dict(record)
     assert config.algorithm == NAME and config.ratio_penalty.coef == 0.5 and NAME in registry.ALGORITHMS
     assert jax.tree.structure(config) != jax.tree.structure(Config())
+
+
+def test_registering_again_with_overwrite_replaces_the_option_group(registry_restored):
+    """A notebook cell run again defines its options class anew: the group follows; a failed replacement keeps the
+    group it had."""
+
+    @struct.dataclass
+    class First:
+        a: float = 1.0
+
+    @struct.dataclass
+    class Second:
+        b: float = 2.0
+
+    build = registry.ALGORITHMS["ppo"].build
+    registry.register(registry.AlgorithmSpec("mine", build, options=First))
+    registry.register(registry.AlgorithmSpec("mine", build, options=Second), overwrite=True)
+    assert config_module.extended(Config()).mine == Second()
+    with pytest.raises(ConfigError, match="not a flax.struct dataclass"):
+        registry.register(registry.AlgorithmSpec("mine", build, options=dict), overwrite=True)
+    assert config_module.extended(Config()).mine == Second() and registry.ALGORITHMS["mine"].options is Second

@@ -29,7 +29,7 @@ from vaco_jax.algorithms.record import (  # noqa: F401  (re-exported: what a new
     PolicyLossFn,
     segments_reason,
 )
-from vaco_jax.core.config import Config, add_option_group, remove_option_group
+from vaco_jax.core.config import Config, ConfigError, add_option_group, remove_option_group
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in BUILT_IN}
 """Every known algorithm's record by name: the built-in ones, then those :func:`register` added."""
@@ -60,9 +60,17 @@ def register(
         raise TypeError("register(spec) takes the factory in the spec (AlgorithmSpec(name, build, ...)), not beside it")
     if spec.name in ALGORITHMS and not overwrite:
         raise ValueError(f"algorithm {spec.name!r} is already registered; pass overwrite=True to replace it")
-    if spec.options is not None:
-        add_option_group(spec.option_group, spec.options)  # type: ignore[arg-type]
     replaced = ALGORITHMS.get(spec.name)
+    regrouped = replaced is not None and replaced.options is not None and replaced.option_group == spec.option_group
+    if regrouped:  # the group of the same name may be a new class (a notebook cell run again)
+        remove_option_group(replaced.option_group)  # type: ignore[arg-type, union-attr]
+    try:
+        if spec.options is not None:
+            add_option_group(spec.option_group, spec.options)  # type: ignore[arg-type]
+    except ConfigError:
+        if regrouped:
+            add_option_group(replaced.option_group, replaced.options)  # type: ignore[arg-type, union-attr]
+        raise
     ALGORITHMS[spec.name] = spec
     _REGISTERED.add(spec.name)
     if replaced is not None:
