@@ -184,3 +184,13 @@ def test_every_module_has_a_page_in_the_api_reference():
     pages_of_part = {"cli": "runs"}  # the command line shares the page of runs on disk
     misplaced = {m: page for m, page in rendered.items() if pages_of_part.get(m.split(".")[1], m.split(".")[1]) != page}
     assert not misplaced, f"on another part's page: {misplaced}"
+
+
+MODULE_LINES = 400
+"""The most lines a package module may have: a module over it holds more than one idea (split it by them)."""
+
+
+def test_no_module_is_longer_than_one_idea():
+    lengths = {_module_name(path): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > MODULE_LINES} == {}
+    assert max(lengths.values()) > MODULE_LINES // 2  # the count sees the modules' lines

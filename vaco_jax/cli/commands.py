@@ -15,7 +15,7 @@ import tyro
 
 from vaco_jax.core.config import Config, LagConfig, extended
 from vaco_jax.core.presets import PRESETS
-from vaco_jax.runs.calibration import LagModel
+from vaco_jax.runs.lag_models import LagModel
 from vaco_jax.runs.output_options import Output
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions

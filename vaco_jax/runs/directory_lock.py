@@ -25,6 +25,27 @@ from vaco_jax.core.config import ConfigError
 LOCK_SUFFIX = ".vaco-jax-lock"  # <parent>/.<name>.vaco-jax-lock: the lock of <parent>/<name>
 
 
+def check_name_lengths(out: Path, existing: Path, flag: str) -> None:
+    """Refuse a path with a name longer than the filesystem allows, counting the lock file beside the directory
+    (``.<name>.vaco-jax-lock``), before anything is created."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    names = [part for part in out.absolute().parts if part != "/"]
+    for name in names:
+        size = len(name.encode())
+        if size > limit:
+            raise ConfigError(f"{flag}: the name {name[:40]}... is {size} bytes, more than the {limit} a name may have")
+    last = len(names[-1].encode()) if names else 0
+    room = limit - len(LOCK_SUFFIX) - 1
+    if last > room:
+        raise ConfigError(
+            f"{flag}: the directory's name is {last} bytes; at most {room} leave room for its lock file beside it "
+            f"(.<name>{LOCK_SUFFIX}): choose a shorter name"
+        )
+
+
 def lock_path(directory: Path) -> Path:
     """The lock file: beside the directory, ``<parent>/.<name>.vaco-jax-lock``, where every command writing
     into it looks, whatever its machine or ``TMPDIR`` (on a shared filesystem too); never inside the directory,

@@ -37,13 +37,11 @@ naming the holder, instead of both writing into it.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
 import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,51 +49,25 @@ from typing import Any
 from vaco_jax.core.config import ConfigError
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs import directory_lock
-from vaco_jax.runs.directory_lock import LOCK_SUFFIX
-
-MARKER = ".vaco-jax-run"
-WRITE_PROBE_PREFIX = ".vaco-jax-probe-"  # check_location's momentary folder (another process may see it)
-RESULT_FILES = ("metrics.json", "metrics.csv", "summary.json", "learning_curves.png")
-METRICS_SUBDIR = "metrics"  # per-chunk metric files (vaco_jax.training.metrics_store), written as the run goes
-CHECKPOINTS_SUBDIR = "checkpoints"
-TENSORBOARD_SUBDIR = "tb"
-RUN_STATE = (METRICS_SUBDIR, CHECKPOINTS_SUBDIR)  # what a killed run leaves behind before any result file
-# what a run writes at the top of its own folders (checked entry by entry: a user's file placed there is theirs)
-OWNED_FOLDER_CONTENTS = {
-    CHECKPOINTS_SUBDIR: ("[0-9]*", "[0-9]*.orbax-checkpoint-tmp*"),  # orbax's step folders and their temporaries
-    METRICS_SUBDIR: ("chunk_*.npz", ".chunk_*.tmp"),  # vaco_jax.training.metrics_store's files and their temporaries
-    TENSORBOARD_SUBDIR: ("*_seed[0-9]*",),  # one TensorBoard run per grid point and seed (runs.writers)
-    "wandb": ("run-*", "offline-run-*", "latest-run", "debug*.log"),  # wandb's own layout (runs.wandb_writer)
-}
-# what vaco-jax wrote into an output directory before markers carried a manifest (read for such directories only)
-LEGACY_OWNED = (
+from vaco_jax.runs.notebook_files import notebook_dir  # noqa: F401  (re-exported)
+from vaco_jax.runs.run_contents import (  # noqa: F401  (re-exported)
+    CHECKPOINTS_SUBDIR,
+    LEGACY_OWNED,
     MARKER,
-    *RESULT_FILES,
-    *RUN_STATE,
-    "config.json",
+    METRICS_SUBDIR,
+    OWNED_FOLDER_CONTENTS,
+    RESULT_FILES,
+    RUN_STATE,
     TENSORBOARD_SUBDIR,
-    "eval.json",
-    "eval_[0-9]*.json",
-    "final_vs_*.*.png",
+    WRITE_PROBE_PREFIX,
+    _foreign_in_owned_folder,
+    _is_plain_dir,
+    _owned,
+    _temporary_target,
+    checkpoint_steps,
+    new_run_id,
+    train_entries,
 )
-
-
-def new_run_id() -> str:
-    """A short random id, recorded in the marker, metrics.json and every summary row of a run's files."""
-    return uuid.uuid4().hex[:12]
-
-
-def train_entries(grid: dict[str, list], tensorboard: bool, wandb: bool = False) -> list[str]:
-    """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may
-    remove)."""
-    return [
-        "config.json",
-        *RESULT_FILES,
-        *RUN_STATE,
-        *(f"final_vs_{axis}.png" for axis in grid),
-        *([TENSORBOARD_SUBDIR] if tensorboard else []),
-        *(["wandb"] if wandb else []),
-    ]
 
 
 class RunDirectory:
@@ -164,7 +136,9 @@ class RunDirectory:
         ancestor = out.absolute().parent
         while not os.path.exists(ancestor):  # (os.path: a name too long is "not there", not an error)
             ancestor = ancestor.parent
-        _check_name_lengths(out, ancestor, flag)  # before anything asks the filesystem about the path itself
+        directory_lock.check_name_lengths(
+            out, ancestor, flag
+        )  # before anything asks the filesystem about the path itself
         if out.is_symlink() and not out.exists():
             raise ConfigError(
                 f"{flag} {out} is a symbolic link to {os.readlink(out)}, which does not exist: create that directory, "
@@ -409,78 +383,6 @@ class RunDirectory:
         self.path.rename(target.path)
         if aside.exists():
             shutil.rmtree(aside)
-
-
-def checkpoint_steps(folder: Path) -> list[int]:
-    """The iterations of the complete checkpoints in a checkpoints folder (orbax renames a step's folder into place,
-    named by its iteration, only when it is written whole), read from the folder alone."""
-    if not _is_plain_dir(folder):
-        return []
-    return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit() and entry.is_dir()]
-
-
-def _check_name_lengths(out: Path, existing: Path, flag: str) -> None:
-    """Refuse a path with a name longer than the filesystem allows, counting the lock file beside the directory
-    (``.<name>.vaco-jax-lock``), before anything is created."""
-    try:
-        limit = os.pathconf(existing, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    names = [part for part in out.absolute().parts if part != "/"]
-    for name in names:
-        size = len(name.encode())
-        if size > limit:
-            raise ConfigError(f"{flag}: the name {name[:40]}... is {size} bytes, more than the {limit} a name may have")
-    last = len(names[-1].encode()) if names else 0
-    room = limit - len(LOCK_SUFFIX) - 1
-    if last > room:
-        raise ConfigError(
-            f"{flag}: the directory's name is {last} bytes; at most {room} leave room for its lock file beside it "
-            f"(.<name>{LOCK_SUFFIX}): choose a shorter name"
-        )
-
-
-def _owned(record: dict[str, Any], name: str) -> bool:
-    """Whether the entry ``name`` of a directory with marker ``record`` was written by vaco-jax."""
-    if "manifest" in record:
-        return name == MARKER or name in record["manifest"]
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in LEGACY_OWNED)
-
-
-def _temporary_target(name: str) -> str | None:
-    """The file an atomic write's temporary ``.<name>.<random>.tmp`` (:func:`open_atomic`) was for, else None."""
-    if not (name.startswith(".") and name.endswith(".tmp")) or name.count(".") < 3:
-        return None
-    return name[1 : -len(".tmp")].rsplit(".", 1)[0]
-
-
-def _foreign_in_owned_folder(folder: Path) -> list[str]:
-    """The top-level entries of a run's own folder (checkpoints/, metrics/, tb/) that the run did not write."""
-    patterns = OWNED_FOLDER_CONTENTS[folder.name]
-    return [
-        entry.name + ("/" if _is_plain_dir(entry) else "")
-        for entry in sorted(folder.iterdir())
-        if not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in patterns)
-    ]
-
-
-def _is_plain_dir(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink()
-
-
-# ----------------------------------------------------------------------------- where a notebook writes
-
-
-def notebook_dir(name: str, start: Path | None = None) -> Path:
-    """Where notebook ``name`` writes its files: ``runs/notebooks/<name>`` under the vaco_jax checkout that holds
-    the working directory (found upwards: a kernel started in ``notebooks/`` still writes to the repository's
-    ``runs/``), or under the working directory itself when there is none (Colab); created if missing."""
-    start = (start or Path.cwd()).absolute()
-    checkouts = (f for f in (start, *start.parents) if (f / "pyproject.toml").is_file() and (f / "vaco_jax").is_dir())
-    root = next(checkouts, start)
-    folder = root / "runs" / "notebooks" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 __all__ = [
