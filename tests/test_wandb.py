@@ -155,11 +155,11 @@ def test_every_live_writer_sees_each_chunk_then_the_end_and_a_failure_closes_eac
         def finish(self, rows, failed=False):
             seen.append(("finish", None if rows is None else len(rows), failed))
 
-    opened = session._open_writers
+    opened = session.open_writers
     for fails in (False, True):
         out = tmp_path / ("failed" if fails else "ok")
         recorder = Recorder(fails)
-        monkeypatch.setattr(session, "_open_writers", lambda *args, r=recorder: [*opened(*args), r])
+        monkeypatch.setattr(session, "open_writers", lambda *args, r=recorder: [*opened(*args), r])
         argv = ["sweep", *GRID, "--out-dir", str(out), "--wandb", "--tensorboard", "--quiet", *TINY]
         seen.clear()
         runs.clear()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vaco_jax.core import plugins
-from vaco_jax.core.config import Config, ConfigError, config_dict
+from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.presets import run_label
-from vaco_jax.runs import checkpoint, plotting, writers
+from vaco_jax.runs import checkpoint, writers
+from vaco_jax.runs.checkpoint import Restored
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the session's API)
     RESUMED_OUTPUT_OPTIONS,
@@ -27,14 +27,13 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
     check_output,
     recorded_output_options,
 )
-from vaco_jax.runs.progress import ProgressLine
 from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
-from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory, new_run_id, train_entries
-from vaco_jax.runs.wandb_writer import WandbOptions, WandbWriter
+from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
+from vaco_jax.runs.run_outputs import finish_writers, open_writers, write_results  # noqa: F401  (re-exported)
+from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
 from vaco_jax.training.driver import Driver, sharding_note
-from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
 
@@ -66,6 +65,35 @@ class Variant:
     """The variant's name in plots."""
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What :func:`execute` is asked to run: the config, its grid and seeds, where and how to write (``output``,
+    with a resume's directory resolved), and how the run was made (presets, the asynchronous mode, a demo's
+    variant)."""
+
+    config: Config
+    grid: dict[str, list]
+    num_seeds: int
+    seed: int
+    output: Output
+    presets: tuple[str, ...] = ()
+    asynchronous: AsyncOptions | None = None
+    variant: Variant | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenRun:
+    """A run while it trains: its directory and id, where ``--resume`` finishes it, its checkpointer and its live
+    writers, and whether this process is the one that writes."""
+
+    run_dir: RunDirectory
+    run_id: str
+    resume_with: Path
+    saver: checkpoint.Checkpointer
+    live: list[writers.RunWriter]
+    primary: bool
+
+
 def execute(
     config: Config,
     grid: dict[str, list],
@@ -91,77 +119,114 @@ def execute(
     the checkpoints. ``variant``: this run is one variant of a staged result set (:class:`Variant`). ``plan``: the
     run plan of these arguments (``config``, ``grid``, seeds, ``output.runs_per_program``), where the caller built it
     already (a demo checks every variant's before the first trains); built here otherwise.
+
+    The steps: the plan (every check, on every process at once), the run opened (directory, checkpoints, writers),
+    the training loop, the results finished.
     """
-    if output.resume_or_start:
-        output = resume_or_start(output)
-    if output.resume is not None:
-        output = dataclasses.replace(output, out_dir=output.resume)
-        if output.runs_per_program == "auto":  # the split the run started with, not one from today's free memory
-            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
-    meta = checkpoint.run_meta(config, grid, seed, num_seeds)
-    # a record, not compared on resume: what `--resume DIR` alone takes as the command's other flags
-    meta["presets"] = list(presets)
-    meta["output"] = recorded_output_options(output)
-    if asynchronous is not None:
-        meta["async"] = dataclasses.asdict(asynchronous)
-    # every process of a multi-process run was given the same command (else all refuse it, naming the difference)
-    resumes = str(output.resume) if output.resume is not None else None
-    command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
-    if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem), or see
-        step = RunDirectory(output.resume).newest_checkpoint()  # at another step (NFS caching)
-        command["resume_checkpoint"], command["resume_step"] = step is not None, step
-    distributed.check_same_command(command)
-
-    def checked() -> tuple[RunPlan, Driver | AsyncDriver, WandbOptions | None]:
-        """Every check of the runs, once, before anything compiles or is written."""
-        check_output(output)
-        if output.metric.startswith("eval/") and config.eval.every == 0:
-            raise ConfigError(
-                f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
-                "(evaluate every N iterations and after the last one)"
-            )
-        if asynchronous is not None and distributed.multiprocess():
-            raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
-        runs = plan
-        if runs is None:
-            runs = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program)
-        elif (runs.grid, runs.num_seeds, runs.seed) != ({k: list(v) for k, v in grid.items()}, num_seeds, seed):
-            raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
-        # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
-        driver = AsyncDriver(runs.program, asynchronous) if asynchronous is not None else Driver(runs.program)
-        if asynchronous is not None:
-            check_one_program(runs.num_runs, runs.runs_per_program)
-        wandb = None
-        if output.wandb:  # W&B's flags, else its environment; refused before anything is written if it cannot log
-            wandb = WandbOptions.resolve(
-                output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode
-            )
-            if distributed.is_primary():  # the only process that logs
-                wandb.check_ready()
-        return runs, driver, wandb
-
-    plan, driver, wandb_options = distributed.on_every_process(checked)  # one refusal stops every process at once
-    if output.dry_run:
-        _dry_run(plan, output)
+    request = RunRequest(config, grid, num_seeds, seed, _resolved(output), presets, asynchronous, variant)
+    meta = _run_record(request)
+    plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
+    if request.output.dry_run:
+        _dry_run(plan, request.output)
         return None
     # the programs' fingerprint, lowered at most once (a split sweep's: one part's program)
     programs = functools.cache(lambda: fingerprint.run_fingerprint(plan.program, plan.program_runs))
     distributed.check_same_command({"runs_per_program": plan.runs_per_program, "programs": programs()})
     meta["runs_per_program"] = plan.program_runs  # what a resume splits them into again (whatever memory is free)
     restored = None
-    if output.resume is not None:
-        restored = resumed_state(plan, output, meta, programs, reload_complete=variant is not None)
+    if request.output.resume is not None:
+        restored = resumed_state(plan, request.output, meta, programs, reload_complete=variant is not None)
         if restored is None:
             return None
+    run = _open(request, plan, meta, programs, restored, wandb_options, stop)
+    print(_run_line(plan, presets), flush=True)
+    result = _train(run, request, plan, driver, restored, stop)
+    return _finish(run, request, result, meta, stop)
+
+
+def _resolved(output: Output) -> Output:
+    """``output`` with ``--resume-or-start`` decided, a resumed run's directory as the one written, and its split of
+    the runs into programs the one it started with (not one from today's free memory)."""
+    if output.resume_or_start:
+        output = resume_or_start(output)
+    if output.resume is not None:
+        output = dataclasses.replace(output, out_dir=output.resume)
+        if output.runs_per_program == "auto":
+            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
+    return output
+
+
+def _run_record(request: RunRequest) -> dict[str, Any]:
+    """The checkpoints' record of the runs (:func:`~vaco_jax.runs.run_meta.run_meta`, and what ``--resume DIR``
+    alone takes as the command's other flags), after every process of a multi-process run agreed it was given the
+    same command (else all refuse it, naming the difference)."""
+    output = request.output
+    meta = checkpoint.run_meta(request.config, request.grid, request.seed, request.num_seeds)
+    meta["presets"] = list(request.presets)  # a record, not compared on resume
+    meta["output"] = recorded_output_options(output)
+    if request.asynchronous is not None:
+        meta["async"] = dataclasses.asdict(request.asynchronous)
+    resumes = str(output.resume) if output.resume is not None else None
+    command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
+    if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem), or see
+        step = RunDirectory(output.resume).newest_checkpoint()  # at another step (NFS caching)
+        command["resume_checkpoint"], command["resume_step"] = step is not None, step
+    distributed.check_same_command(command)
+    return meta
+
+
+def _checked(request: RunRequest, plan: RunPlan | None) -> tuple[RunPlan, Driver | AsyncDriver, WandbOptions | None]:
+    """Every check of the runs, once, before anything compiles or is written: the plan (``plan`` where the caller
+    built it), the driver and W&B's options."""
+    config, output, asynchronous = request.config, request.output, request.asynchronous
+    check_output(output)
+    if output.metric.startswith("eval/") and config.eval.every == 0:
+        raise ConfigError(
+            f"--metric {output.metric} reports evaluation episodes, which are off: add --eval.every N "
+            "(evaluate every N iterations and after the last one)"
+        )
+    if asynchronous is not None and distributed.multiprocess():
+        raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
+    seeds = (request.num_seeds, request.seed)
+    if plan is None:
+        num_seeds, seed, split = request.num_seeds, request.seed, output.runs_per_program
+        plan = RunPlan.build(config, request.grid, num_seeds=num_seeds, seed=seed, runs_per_program=split)
+    elif (plan.grid, plan.num_seeds, plan.seed) != ({k: list(v) for k, v in request.grid.items()}, *seeds):
+        raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
+    # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
+    driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
+    if asynchronous is not None:
+        check_one_program(plan.num_runs, plan.runs_per_program)
+    wandb = None
+    if output.wandb:  # W&B's flags, else its environment; refused before anything is written if it cannot log
+        wandb = WandbOptions.resolve(
+            output.wandb_project, output.wandb_entity, tuple(output.wandb_tags), output.wandb_mode
+        )
+        if distributed.is_primary():  # the only process that logs
+            wandb.check_ready()
+    return plan, driver, wandb
+
+
+def _open(
+    request: RunRequest,
+    plan: RunPlan,
+    meta: dict[str, Any],
+    programs: Callable[[], str],
+    restored: Restored | None,
+    wandb_options: WandbOptions | None,
+    stop: GracefulStop | None,
+) -> OpenRun:
+    """The run's directory prepared, its checkpointer and its live writers opened."""
+    output, variant = request.output, request.variant
     run_id = variant.run_id if variant is not None else new_run_id()
-    run_dir = _open_run_directory(output, run_id, grid)
+    run_dir = _open_run_directory(output, run_id, request.grid)
     resume_with = variant.set_dir if variant is not None else run_dir.path  # what --resume takes to finish it
     offset = restored.iterations_done if restored else 0
     saver = checkpoint.Checkpointer(
         run_dir.checkpoints,
         meta,
         every=output.checkpoint_every,
-        total=config.num_iterations,
+        total=request.config.num_iterations,
         keep=output.keep_checkpoints,
         offset=offset,
         programs=programs,
@@ -169,61 +234,81 @@ def execute(
     if stop is not None:
         stop.abort_hint = lambda: _abort_hint(saver, resume_with)
     primary = distributed.is_primary()  # the only process that writes (all of them save checkpoints together)
-    live = _open_writers(output, plan, run_dir, wandb_options, run_id, offset, primary)
-    print(_run_line(plan, presets), flush=True)
+    live = open_writers(output, plan, run_dir, wandb_options, run_id, offset, primary)
+    return OpenRun(run_dir, run_id, resume_with, saver, live, primary)
+
+
+def _train(
+    run: OpenRun,
+    request: RunRequest,
+    plan: RunPlan,
+    driver: Driver | AsyncDriver,
+    restored: Restored | None,
+    stop: GracefulStop | None,
+) -> SweepResult:
+    """The training loop: every chunk's metrics to the live writers, checkpoints where due; on a failure, the
+    writers closed as failed and the checkpoint being written completed."""
     try:
         result = run_plan(
             plan,
-            chunk_size=output.chunk_size,
-            callbacks=[writer.on_chunk for writer in live],
+            chunk_size=request.output.chunk_size,
+            callbacks=[writer.on_chunk for writer in run.live],
             driver=driver,
-            state_callbacks=[saver],  # with its due(): only checkpoint chunks run serially
+            state_callbacks=[run.saver],  # with its due(): only checkpoint chunks run serially
             resume=restored,
             should_stop=(lambda: stop.requested) if stop is not None else None,  # asked once per chunk
-            metrics_dir=run_dir.metrics,
+            metrics_dir=run.run_dir.metrics,
             progress=False,  # the CLI prints one line per chunk instead
         )
     except distributed.LostProcess:
         raise  # ends this process at once (a peer is gone: a checkpoint being written cannot complete)
     except BaseException:
-        _finish_writers(live, None, failed=True)
-        saver.finish()  # the checkpoint being written completes (nothing waits for it at exit)
+        finish_writers(run.live, None, failed=True)
+        run.saver.finish()  # the checkpoint being written completes (nothing waits for it at exit)
         raise
-    saver.finish()  # the last checkpoint written whole before anything says the run stopped or ended
+    run.saver.finish()  # the last checkpoint written whole before anything says the run stopped or ended
+    return result
+
+
+def _finish(
+    run: OpenRun, request: RunRequest, result: SweepResult, meta: dict[str, Any], stop: GracefulStop | None
+) -> SweepResult:
+    """The results written (by process 0) and said; :class:`Interrupted` where the run stopped early."""
+    config, output, variant = request.config, request.output, request.variant
     exit_code = stop.exit_code if stop is not None and stop.requested else 1  # else: another process stopped it
-    if not primary:  # process 0 writes the results; this one says where and ends as it does
-        _finish_writers(live, None)
-        done = saver.last_saved  # a run saves where it ends
+    if not run.primary:  # process 0 writes the results; this one says where and ends as it does
+        finish_writers(run.live, None)
+        done = run.saver.last_saved  # a run saves where it ends
         print(
             f"vaco-jax: {distributed.describe()}: {done} of {config.num_iterations} iterations done; process 0 "
-            f"writes the results in {run_dir}",
+            f"writes the results in {run.run_dir}",
             flush=True,
         )
         if done < config.num_iterations:
             raise Interrupted(exit_code)
         return result
-    result.extra["presets"] = list(presets)
+    result.extra["presets"] = list(request.presets)
     if meta.get("program_changes"):
         result.extra["program_changes"] = meta["program_changes"]
-    if asynchronous is not None:
-        result.extra["async"] = dataclasses.asdict(asynchronous)
+    if request.asynchronous is not None:
+        result.extra["async"] = dataclasses.asdict(request.asynchronous)
         print(f"\n{describe(result.metrics)}")
-    result.extra["label"] = variant.label if variant is not None else run_label(config.algorithm, presets)
+    result.extra["label"] = variant.label if variant is not None else run_label(config.algorithm, request.presets)
     try:
-        rows = write_results(result, run_dir.path, output.metric, run_id)
+        rows = write_results(result, run.run_dir.path, output.metric, run.run_id)
     except BaseException:
-        _finish_writers(live, None, failed=True)
+        finish_writers(run.live, None, failed=True)
         raise
-    _finish_writers(live, rows)
-    _print_results(result, rows, output, run_dir, variant)
+    finish_writers(run.live, rows)
+    _print_results(result, rows, output, run.run_dir, variant)
     if result.num_iterations < config.num_iterations:
         by_another = distributed.multiprocess() and not (stop is not None and stop.requested)
         print(
             f"\nvaco-jax: stopped after {result.num_iterations} of {config.num_iterations} iterations"
             + (" (another process of the run was interrupted)" if by_another else "")
-            + f"; the results in {run_dir} are partial (summary.json says so). To finish, run the same command"
+            + f"; the results in {run.run_dir} are partial (summary.json says so). To finish, run the same command"
             + (" on every process" if distributed.multiprocess() else "")
-            + f" with --resume {resume_with}",
+            + f" with --resume {run.resume_with}",
             flush=True,
         )
         raise Interrupted(exit_code)
@@ -301,70 +386,3 @@ def _abort_hint(saver: checkpoint.Checkpointer, resume_dir: Path) -> str:
         f"the last complete checkpoint is at iteration {newest} in {saver.directory}; "
         f"resume with the same command and --resume {resume_dir}"
     )
-
-
-def _open_writers(
-    output: Output,
-    plan: RunPlan,
-    run_dir: RunDirectory,
-    wandb_options: WandbOptions | None,
-    run_id: str,
-    offset: int,
-    primary: bool,
-) -> list[writers.RunWriter]:
-    """The run's live writers (:class:`~vaco_jax.runs.writers.RunWriter`), each handed every chunk's metrics and
-    then the end of the run: the progress line, and on process 0 (the only one that writes) TensorBoard and W&B
-    where asked. ``offset``: the iterations a resumed run already did."""
-    live: list[writers.RunWriter] = [ProgressLine(plan.config, plan.num_runs, output.quiet or not primary, offset)]
-    if output.tensorboard and primary:
-        live.append(_tensorboard_writer(run_dir, plan, offset))
-    if wandb_options is not None and primary:
-        live.append(WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset))
-    return live
-
-
-def _finish_writers(live: list[writers.RunWriter], rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
-    """Close every live writer: with the run's summary rows, or none (a process that writes no results, or a run
-    an exception ended: ``failed``)."""
-    for writer in live:
-        writer.finish(rows, failed=failed)
-
-
-def _tensorboard_writer(run_dir: RunDirectory, plan: RunPlan, offset: int) -> writers.TensorBoardWriter:
-    """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
-    resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
-    ones."""
-    tensorboard = writers.TensorBoardWriter(run_dir.tensorboard, plan.grid, plan.seeds, plan.config.steps_per_iteration)
-    if offset:
-        run_dir.reset_folder(TENSORBOARD_SUBDIR)
-        store = MetricsStore(run_dir.metrics)
-        store.truncate(offset)
-        for first, metrics in store.iter_all():
-            tensorboard.write(first, metrics)
-    return tensorboard
-
-
-def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
-    """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
-    (``partial`` and ``iterations_done`` say whether the run ended early)."""
-    done = result.num_iterations
-    partial = done < result.config.num_iterations
-    rows = [
-        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
-        for row in result.summary(metric)
-    ]
-    record = {**config_dict(result.config), "presets": result.extra.get("presets", []), **plugins.record()}
-    if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
-        record["program_changes"] = result.extra["program_changes"]
-        rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
-    if "async" in result.extra:
-        record["async"] = result.extra["async"]
-    writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
-    result.extra["run_id"] = run_id
-    writers.write_json(result, out / "metrics.json", rows)
-    writers.write_csv(result, out / "metrics.csv")
-    writers.write_summary(rows, out / "summary.json")
-    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
-    for axis in result.grid:
-        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
-    return rows

@@ -1,0 +1,87 @@
+"""What a run writes: its live writers (:class:`~vaco_jax.runs.writers.RunWriter`: the progress line, TensorBoard,
+W&B), opened for a run and closed at its end, and its result files (config.json, metrics.json and .csv,
+summary.json, the plots). :func:`vaco_jax.runs.session.execute` calls these."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vaco_jax.core import plugins
+from vaco_jax.core.config import config_dict
+from vaco_jax.runs import plotting, writers
+from vaco_jax.runs.output_options import Output
+from vaco_jax.runs.progress import ProgressLine
+from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory
+from vaco_jax.runs.wandb_writer import WandbOptions, WandbWriter
+from vaco_jax.training.metrics_store import MetricsStore
+from vaco_jax.training.plan import RunPlan
+from vaco_jax.training.sweep import SweepResult
+
+
+def open_writers(
+    output: Output,
+    plan: RunPlan,
+    run_dir: RunDirectory,
+    wandb_options: WandbOptions | None,
+    run_id: str,
+    offset: int,
+    primary: bool,
+) -> list[writers.RunWriter]:
+    """The run's live writers (:class:`~vaco_jax.runs.writers.RunWriter`), each handed every chunk's metrics and
+    then the end of the run: the progress line, and on process 0 (the only one that writes) TensorBoard and W&B
+    where asked. ``offset``: the iterations a resumed run already did."""
+    live: list[writers.RunWriter] = [ProgressLine(plan.config, plan.num_runs, output.quiet or not primary, offset)]
+    if output.tensorboard and primary:
+        live.append(_tensorboard_writer(run_dir, plan, offset))
+    if wandb_options is not None and primary:
+        live.append(WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset))
+    return live
+
+
+def finish_writers(live: list[writers.RunWriter], rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
+    """Close every live writer: with the run's summary rows, or none (a process that writes no results, or a run
+    an exception ended: ``failed``)."""
+    for writer in live:
+        writer.finish(rows, failed=failed)
+
+
+def _tensorboard_writer(run_dir: RunDirectory, plan: RunPlan, offset: int) -> writers.TensorBoardWriter:
+    """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
+    resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
+    ones."""
+    tensorboard = writers.TensorBoardWriter(run_dir.tensorboard, plan.grid, plan.seeds, plan.config.steps_per_iteration)
+    if offset:
+        run_dir.reset_folder(TENSORBOARD_SUBDIR)
+        store = MetricsStore(run_dir.metrics)
+        store.truncate(offset)
+        for first, metrics in store.iter_all():
+            tensorboard.write(first, metrics)
+    return tensorboard
+
+
+def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
+    """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
+    (``partial`` and ``iterations_done`` say whether the run ended early)."""
+    done = result.num_iterations
+    partial = done < result.config.num_iterations
+    rows = [
+        {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
+        for row in result.summary(metric)
+    ]
+    record = {**config_dict(result.config), "presets": result.extra.get("presets", []), **plugins.record()}
+    if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
+        record["program_changes"] = result.extra["program_changes"]
+        rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
+    if "async" in result.extra:
+        record["async"] = result.extra["async"]
+    writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
+    result.extra["run_id"] = run_id
+    writers.write_json(result, out / "metrics.json", rows)
+    writers.write_csv(result, out / "metrics.csv")
+    writers.write_summary(rows, out / "summary.json")
+    plotting.plot_learning_curves(result, out / "learning_curves.png", metric)
+    for axis in result.grid:
+        plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
+    return rows
