@@ -115,12 +115,20 @@ def test_a_plugins_algorithm_trains_and_sweeps_its_option_from_the_cli(registry_
     assert np.all(np.isfinite(deviation)) and deviation.shape[0] == 2
     assert deviation[1].mean() < deviation[0].mean()  # the penalty reached the loss: it holds the ratio near 1
 
-    registry.unregister(NAME)  # a fresh process: the plugin not loaded
-    plugins._LOADED.clear()
-    assert config_module.config_class() is Config
+    def fresh_process():  # the plugin not loaded
+        registry.unregister(NAME)
+        plugins._LOADED.clear()
+        assert config_module.config_class() is Config
+
+    fresh_process()
     config = config_from_dict(record)
     assert config.algorithm == NAME and config.ratio_penalty.coef == 0.5 and NAME in registry.ALGORITHMS
     assert jax.tree.structure(config) != jax.tree.structure(Config())
+    for argv in (["sweep", "--resume", str(out)], ["train", "--config", str(out / "config.json")]):
+        fresh_process()  # resuming the run, or training its config again: the record loads the plugin, whose
+        args = parse_args([*argv, "--ratio-penalty.power", "3"])  # options are flags then too
+        assert args.config.algorithm == NAME, argv
+        assert (args.config.ratio_penalty.coef, args.config.ratio_penalty.power) == (0.5, 3), argv
 
 
 def test_registering_again_with_overwrite_replaces_the_option_group(registry_restored):

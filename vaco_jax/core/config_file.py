@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vaco_jax.core import plugins
 from vaco_jax.core.config import (
     MISSING,
     Config,
@@ -65,6 +66,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
     and says what to change otherwise."""
     path = Path(path)
     data = _read_mapping(path)
+    plugins.load_all(data.get("plugins") or ())  # a run's record names the plugins its algorithm came from
     recorded = sorted(key for key in RECORD_KEYS if key in data)
     if recorded:
         if not all(group in data for group in ("algorithm", "env", "ppo")):  # every config.json has these
