@@ -150,3 +150,42 @@ def test_registering_again_with_overwrite_replaces_the_option_group(registry_res
     with pytest.raises(ConfigError, match="not a flax.struct dataclass"):
         registry.register(registry.AlgorithmSpec("mine", build, options=dict), overwrite=True)
     assert config_module.extended(Config()).mine == Second() and registry.ALGORITHMS["mine"].options is Second
+
+
+def test_a_record_whose_plugin_moved_loads_with_the_plugin_given_and_says_what_to_give_without(
+    registry_restored, tmp_path
+):
+    record = {"algorithm": NAME, "ratio_penalty": {"coef": 0.25, "power": 2}, "plugins": [str(tmp_path / "gone.py")]}
+    with pytest.raises(ConfigError, match=r"option group ratio_penalty.*could not be loaded.*--plugin"):
+        config_from_dict(record)
+    plugins.load(str(PLUGIN))  # the plugin given again, from where it is now
+    assert config_from_dict(record).ratio_penalty.coef == 0.25
+
+
+def test_plugin_given_before_the_command_still_runs_a_multiprocess_command_under_the_supervisor(monkeypatch):
+    from vaco_jax.runs import supervisor
+
+    seen = []
+    monkeypatch.setattr(supervisor, "supervise", lambda argv: seen.append(list(argv)) or 0)
+    argv = ["--plugin", str(PLUGIN), "train", "--distributed.num-processes", "2", "--distributed.process-id", "0"]
+    assert main(argv) == 0 and seen == [argv]  # the worker gets the whole command, --plugin included
+
+
+def test_configs_with_an_added_group_pickle_and_a_clash_with_a_flag_group_is_refused(registry_restored, capsys):
+    import pickle
+
+    plugins.load(str(PLUGIN))
+    config = config_module.extended(Config(algorithm=NAME))
+    assert pickle.loads(pickle.dumps(config)) == config
+
+    @struct.dataclass
+    class Distributed:
+        x: float = 1.0
+
+    registry.register(registry.AlgorithmSpec("clashing", registry.ALGORITHMS["ppo"].build, "distributed", Distributed))
+    assert main(["train", "--help"]) == 2
+    assert "'distributed' of a registered algorithm has the name of vaco-jax train's own" in capsys.readouterr().err
+    registry.unregister("clashing")
+    registry.unregister(NAME)
+    with pytest.raises(ConfigError, match="ratio_penalty of an algorithm no longer registered"):
+        config_module.extended(config)

@@ -29,12 +29,14 @@ from vaco_jax.algorithms.record import (  # noqa: F401  (re-exported: what a new
     PolicyLossFn,
     segments_reason,
 )
+from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, ConfigError, add_option_group, remove_option_group
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in BUILT_IN}
 """Every known algorithm's record by name: the built-in ones, then those :func:`register` added."""
 
 _REGISTERED: set[str] = set()  # names added or replaced with register(): they may read any config group
+plugins.check_algorithms_with(lambda name: name in ALGORITHMS)  # a record's plugin is loaded only where needed
 
 
 def register(

@@ -135,7 +135,11 @@ def load_plugins(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
     argv = sys.argv[1:] if argv is None else argv
-    if supervisor.needs_worker(argv, _multiprocess_requested(argv)):
+    try:
+        command = plugins.split_argv(argv)[1]  # the command without --plugin, which may come first
+    except ConfigError:
+        command = argv  # said below, in the one line of every error
+    if supervisor.needs_worker(command, _multiprocess_requested(command)):
         return supervisor.supervise(argv)  # JAX's runtime may end the worker from C++: this process says so in words
     try:
         argv = load_plugins(argv)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from vaco_jax.core.config import Config, LagConfig, extended
+from vaco_jax.core.config import Config, ConfigError, LagConfig, extended
 from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.lag_models import LagModel
 from vaco_jax.runs.output_options import Output
@@ -255,6 +255,14 @@ def configured_commands(config_class: type[Config]) -> dict[str, type]:
     fields are flags; the classes themselves where none was added."""
     if config_class is Config:
         return dict(CONFIGURED_COMMANDS)
+    added = {field.name for field in dataclasses.fields(config_class)} - {f.name for f in dataclasses.fields(Config)}
+    for name, command in CONFIGURED_COMMANDS.items():
+        clashes = sorted(added & {field.name for field in dataclasses.fields(command)})
+        if clashes:
+            raise ConfigError(
+                f"the option group {clashes[0]!r} of a registered algorithm has the name of vaco-jax {name}'s own "
+                f"--{clashes[0]}... flags: register it with another option_group"
+            )
     return {name: _taking(command, config_class) for name, command in CONFIGURED_COMMANDS.items()}
 
 

@@ -22,6 +22,7 @@ from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import recorded_demo
 from vaco_jax.runs.output_options import RESUMED_OUTPUT_OPTIONS, Output
+from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.saved import recorded_run
 from vaco_jax.training.asynchronous import AsyncOptions
 
@@ -111,9 +112,11 @@ def _resumed_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str, An
             output=_recorded_output(command.get("output", {}), defaults["demo"].output),
         )
         return {**defaults, "demo": demo}
+    if not RunDirectory(directory).checkpoints.is_dir():
+        return defaults
     try:
-        run = recorded_run(directory)
-    except (ConfigError, NoCheckpoint):
+        run = recorded_run(directory)  # a record it cannot read (a plugin gone, say) is said, not passed over
+    except NoCheckpoint:
         return defaults
     if argv[0] == "train" and run.grid:
         axes = " ".join(f"{flag}" for flag in _grid_flags(run.grid))

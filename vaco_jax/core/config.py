@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-import numpy as np
 from flax import struct
 
 from vaco_jax.core.algorithm_options import (
@@ -42,7 +40,14 @@ from vaco_jax.core.config_groups import (  # noqa: F401  (re-exported: the group
     PPOConfig,
     ReuseConfig,
 )
-from vaco_jax.core.plugins import load_all
+from vaco_jax.core.nested import (  # noqa: F401  (re-exported)
+    MISSING,
+    dotted_keys,
+    json_default,
+    nested_value,
+    strict_json,
+)
+from vaco_jax.core.plugins import algorithm_known, load_recorded
 
 
 @struct.dataclass
@@ -136,14 +141,17 @@ def _with_groups(groups: Mapping[str, type]) -> type[Config]:
     """:class:`Config` with one more field per added group (a subclass: every ``Config`` check still holds)."""
     if not groups:
         return Config
+    class_name = "_".join(("Config", *groups))  # bound in this module under that name: pickle finds it
     namespace: dict[str, Any] = {
         "__annotations__": dict(groups),
         "__module__": __name__,
-        "__qualname__": "Config",
+        "__qualname__": class_name,
         "__doc__": Config.__doc__,
     }
     namespace |= {name: group(options) for name, options in groups.items()}
-    return struct.dataclass(type("Config", (Config,), namespace))
+    extended_class = struct.dataclass(type(class_name, (Config,), namespace))
+    globals()[class_name] = extended_class
+    return extended_class
 
 
 def config_class() -> type[Config]:
@@ -157,7 +165,15 @@ def extended(config: Config) -> Config:
     target = config_class()
     if type(config) is target:
         return config
-    return target(**{field.name: getattr(config, field.name) for field in dataclasses.fields(config)})
+    known = {field.name for field in dataclasses.fields(target)}
+    values = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    gone = sorted(set(values) - known)
+    if gone:
+        raise ConfigError(
+            f"this config holds the option group(s) {', '.join(gone)} of an algorithm no longer registered: register "
+            "it again (or build the config anew)"
+        )
+    return target(**values)
 
 
 LEGACY_VALUES: dict[str, Any] = {
@@ -284,7 +300,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     and option group they register are known) are records only.
     """
     plugins = data.get("plugins") or ()
-    load_all(plugins)  # the modules that registered the record's algorithm and its option group
+    load_plugins_of(data)
     data = {key: value for key, value in data.items() if key not in RECORD_ONLY_KEYS}
     config = config_class()()
     known = set(all_fields(config))
@@ -316,56 +332,29 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     return with_overrides(config, overrides)
 
 
+def load_plugins_of(record: Mapping[str, Any]) -> None:
+    """Load the plugins a config record names (``plugins``) where it needs them: its algorithm or option groups are
+    unknown here (:func:`vaco_jax.core.plugins.load_recorded`)."""
+    if record.get("plugins") and _unknown_here(record):
+        load_recorded(record["plugins"], lambda: _unknown_here(record))
+
+
+def _unknown_here(data: Mapping[str, Any]) -> list[str]:
+    """What a config record holds that this process does not know: option groups, and its algorithm."""
+    fields = {field.name for field in dataclasses.fields(config_class())}
+    groups = sorted(key for key, value in data.items() if isinstance(value, Mapping) and key not in fields)
+    algorithm = data.get("algorithm")
+    unknown_algorithm = isinstance(algorithm, str) and not algorithm_known(algorithm)
+    return [f"option group {group}" for group in groups] + ([f"algorithm {algorithm}"] if unknown_algorithm else [])
+
+
 RECORD_ONLY_KEYS = ("presets", "plugins")
 """Keys of a config.json that record how its config was made, not fields of it."""
-
-MISSING = object()
-"""What :func:`nested_value` returns for a field a record does not hold (e.g. written before the field existed)."""
-
-
-def nested_value(tree: Mapping[str, Any], path: str) -> Any:
-    """The value at dotted ``path`` in nested mappings (a config as JSON, TOML or YAML reads it), or :data:`MISSING`."""
-    value: Any = tree
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return MISSING
-        value = value[part]
-    return value
 
 
 def config_dict(config: Any) -> dict[str, Any]:
     """A JSON-ready dict of a config dataclass (an infinite value, e.g. a disabled threshold, is the string "inf")."""
     return strict_json(json.loads(json.dumps(dataclasses.asdict(config), default=json_default)))
-
-
-def strict_json(value: Any, *, null: bool = False) -> Any:
-    """``value`` with non-finite floats written as the strings "inf", "-inf", "nan" (strict JSON has none), or as
-    None (JSON null) with ``null=True``: e.g. a summary whose final window holds no completed episode."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if null else str(value)
-    if isinstance(value, dict):
-        return {k: strict_json(v, null=null) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict_json(v, null=null) for v in value]
-    return value
-
-
-def json_default(value: Any) -> Any:
-    """``json.dumps``'s fallback for numpy arrays and scalars."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def dotted_keys(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
-    """The dotted path of every leaf of nested mappings: ``{"ppo": {"clip_eps": 0.2}}`` -> ``ppo.clip_eps``."""
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            yield from dotted_keys(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}"
 
 
 def field_annotation(config: Any, path: str) -> str:

@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vaco_jax.core import plugins
 from vaco_jax.core.config import (
     MISSING,
     Config,
@@ -41,6 +40,7 @@ from vaco_jax.core.config import (
     extended,
     field_annotation,
     get_field,
+    load_plugins_of,
     nested_value,
     with_overrides,
 )
@@ -66,7 +66,6 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
     and says what to change otherwise."""
     path = Path(path)
     data = _read_mapping(path)
-    plugins.load_all(data.get("plugins") or ())  # a run's record names the plugins its algorithm came from
     recorded = sorted(key for key in RECORD_KEYS if key in data)
     if recorded:
         if not all(group in data for group in ("algorithm", "env", "ppo")):  # every config.json has these
@@ -75,6 +74,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
                 "(presets: those that made it, already applied), and this file is not one (it lacks algorithm, env "
                 "or ppo); drop the key, and give presets as --preset NAME beside --config"
             )
+        load_plugins_of(data)  # the plugins its algorithm and option groups came from
         fields = {key: value for key, value in data.items() if key not in RECORD_KEYS}
         _refuse_unknown(fields, path)
         asynchronous = data.get("async")

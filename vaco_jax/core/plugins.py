@@ -10,10 +10,11 @@ environments are known to every command. A run records the plugins loaded (confi
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,6 +23,7 @@ from vaco_jax.core.config_fields import ConfigError
 FLAG = "--plugin"
 
 _LOADED: dict[str, ModuleType] = {}  # how each plugin was named (a module name, a file's absolute path) -> module
+_ALGORITHM_CHECKS: list[Callable[[str], bool]] = []  # the registry's "is this algorithm known?" (it sits above core)
 
 
 def is_file(source: str) -> bool:
@@ -55,7 +57,8 @@ def load(source: str) -> ModuleType:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ConfigError(f"{FLAG} {path}: no such file")
-    name = f"vaco_jax_plugin_{path.stem}"
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]  # two files of one name in different folders
+    name = f"vaco_jax_plugin_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{FLAG} {path}: not a Python module (give a .py file)")
@@ -73,6 +76,35 @@ def load_all(sources: Iterable[str]) -> None:
     """:func:`load` each of ``sources`` in order."""
     for source in sources:
         load(source)
+
+
+def check_algorithms_with(known: Callable[[str], bool]) -> None:
+    """How :func:`algorithm_known` tells a registered algorithm (the registry installs it when imported)."""
+    _ALGORITHM_CHECKS.append(known)
+
+
+def algorithm_known(name: str) -> bool:
+    """Whether algorithm ``name`` is registered (True where no registry has said how to tell)."""
+    return all(known(name) for known in _ALGORITHM_CHECKS)
+
+
+def load_recorded(sources: Iterable[str], missing: Callable[[], list[str]]) -> None:
+    """Load the plugins a run's record names, where the record needs them: ``missing()`` lists what of it is unknown
+    here (an algorithm, option groups), and a plugin given with ``--plugin`` (under its current name or location)
+    may already have brought it. A recorded plugin that cannot be loaded is an error only while something is still
+    missing: the message names both, and what to give."""
+    failures = []
+    for source in sources:
+        try:
+            load(source)
+        except ConfigError as error:
+            failures.append(str(error))
+    still_missing = missing()
+    if failures and still_missing:
+        raise ConfigError(
+            f"the record's {', '.join(still_missing)} came from a plugin it names that could not be loaded here "
+            f"({'; '.join(failures)}): give the plugin's current location with {FLAG} MODULE_OR_FILE"
+        )
 
 
 def loaded() -> tuple[str, ...]:

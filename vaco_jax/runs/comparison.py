@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vaco_jax.algorithms.registry import ALGORITHMS
+from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import PRESETS, apply_preset
 from vaco_jax.runs import plotting
@@ -153,7 +154,7 @@ def compare(
 def demo_record(config: Config, grid: dict[str, list], num_seeds: int, seed: int, output: Output) -> dict[str, Any]:
     """The command of a result set, kept in its marker: what ``demo --resume DIR`` alone takes as its flags."""
     return {
-        "config": config_dict(config),
+        "config": {**config_dict(config), **plugins.record()},  # plugins: loaded again when read
         "grid": {path: list(values) for path, values in grid.items()},
         "num_seeds": num_seeds,
         "seed": seed,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from vaco_jax.core import plugins
 from vaco_jax.core.config import (
     Config,
     ConfigError,
@@ -175,7 +176,7 @@ class SearchResult:
                 "programs": self.split or "one program",
                 "winner": {"trial": self.ranking()[0], "point": self.winner},
                 "trials": [{**row, "scores": self.scores[row["trial"]].tolist()} for row in self.rows()],
-                "config": config_dict(self.config),
+                "config": {**config_dict(self.config), **plugins.record()},
             },
             null=True,
         )
@@ -302,7 +303,7 @@ def tune_and_write(
     )
     print("\n" + result.table())
     writers.write_text_atomic(out / "search.json", json.dumps(result.to_json(), indent=1))
-    winner = {**config_dict(result.winner_config()), "presets": list(presets)}
+    winner = {**config_dict(result.winner_config()), "presets": list(presets), **plugins.record()}
     writers.write_text_atomic(out / "winner.json", json.dumps(winner, indent=2))
     print(
         f"\nwrote {out}/search.json and winner.json; train the winner with: vaco-jax train --config {out}/winner.json",
