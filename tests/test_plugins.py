@@ -189,3 +189,26 @@ def test_configs_with_an_added_group_pickle_and_a_clash_with_a_flag_group_is_ref
     registry.unregister(NAME)
     with pytest.raises(ConfigError, match="ratio_penalty of an algorithm no longer registered"):
         config_module.extended(config)
+
+
+def test_a_plugins_names_used_without_it_say_to_load_it(capsys, tmp_path):
+    """Forgetting --plugin: the unknown algorithm, the unknown group's flag and a grid over it each say what to give."""
+    out = ["--out-dir", str(tmp_path / "run")]
+    for argv in (
+        ["train", "--algorithm", NAME, *out],
+        ["train", "--ratio-penalty.coef", "0.5", *out],
+        ["sweep", "--grid", "ratio_penalty.coef=0,1", *out],
+    ):
+        assert main(argv) == 2
+        assert "load the module that registers it with --plugin" in capsys.readouterr().err, argv
+    assert main(["train", "--ppo.learnin-rate", "0.5", *out]) == 2  # a typo of a known flag: the closest one instead
+    assert "--plugin" not in capsys.readouterr().err
+
+
+def test_an_option_groups_hint_is_set_apart_from_the_message():
+    from vaco_jax.core.config_fields import check_number
+
+    with pytest.raises(ConfigError, match=r"must be >= 0; e\.g\. mine\.x=0\.5$"):
+        check_number("mine.x", -1.0, low=0, hint="e.g. mine.x=0.5")
+    with pytest.raises(ConfigError, match=r"must be >= 0 \(inf: none\)$"):
+        check_number("mine.x", -1.0, low=0, hint=" (inf: none)")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scri
 from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_grid_flags: re-exported)
 from vaco_jax.cli.saved_runs import run_eval, run_render
 from vaco_jax.core import plugins
-from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.core.config import Config, ConfigError, config_class, parse_value
 from vaco_jax.runs import supervisor
 from vaco_jax.runs.calibration import run_and_write
 from vaco_jax.runs.comparison import compare
@@ -249,7 +251,17 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
             hint = f"; {section[0][0].lower()}{section[0][1:]}"
     sections = [section for section in sections if not section[0].startswith("For full helptext")]
     message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
+    if message.startswith("Unrecognized options") and not hint and _names_an_unknown_group(message):
+        hint = f"; {plugins.PLUGIN_HINT}"
     return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
+
+
+def _names_an_unknown_group(message: str) -> bool:
+    """Whether ``message`` holds a flag ``--GROUP.FIELD`` whose group no config has (a plugin's, not loaded?)."""
+    groups = {field.name.replace("_", "-") for field in dataclasses.fields(config_class())}
+    groups |= {"distributed", "async", "output"}  # the commands' own flag groups
+    flags = re.findall(r"--([a-z0-9_-]+)\.[a-z0-9_.-]+", message)
+    return any(flag.replace("_", "-") not in groups for flag in flags)
 
 
 @contextlib.contextmanager

@@ -47,7 +47,7 @@ from vaco_jax.core.nested import (  # noqa: F401  (re-exported)
     nested_value,
     strict_json,
 )
-from vaco_jax.core.plugins import algorithm_known, load_recorded
+from vaco_jax.core.plugins import PLUGIN_HINT, algorithm_known, load_recorded
 
 
 @struct.dataclass
@@ -227,9 +227,22 @@ def get_field(config: Any, path: str) -> Any:
     value = config
     for part in path.split("."):
         if not dataclasses.is_dataclass(value) or part not in _field_names(value):
-            raise ConfigError(f"unknown config field {path!r}; known fields: {', '.join(all_fields(config))}")
+            raise _unknown_field(config, path)
         value = getattr(value, part)
     return value
+
+
+def _unknown_field(config: Any, path: str) -> ConfigError:
+    """The error for a dotted name no field has: the groups where its group is unknown (a plugin's, not loaded?),
+    else every field."""
+    group = path.split(".")[0]
+    if "." not in path or group in _field_names(config):
+        return ConfigError(f"unknown config field {path!r}; known fields: {', '.join(all_fields(config))}")
+    groups = [f.name for f in dataclasses.fields(config) if dataclasses.is_dataclass(getattr(config, f.name))]
+    return ConfigError(
+        f"unknown config field {path!r}: there is no option group {group} ({PLUGIN_HINT}); the groups are "
+        f"{', '.join(groups)}"
+    )
 
 
 def set_field(config: Any, path: str, value: Any) -> Any:

@@ -62,7 +62,10 @@ def check_number(
     hint: str = "",
 ) -> None:
     """``value`` (every element of a stacked one) is a number in [low, high] (``low_open``: above ``low``), finite
-    unless ``allow_inf``, whole if ``integer``; ``hint`` ends each error message."""
+    unless ``allow_inf``, whole if ``integer``; ``hint`` ends each error message (after "; " unless it starts
+    with a space, as " (inf: none)" does)."""
+    if hint and not hint[0].isspace():
+        hint = f"; {hint}"
     array = np.asarray(value)
     numeric = np.issubdtype(array.dtype, np.number) and not np.issubdtype(array.dtype, np.bool_)
     if not numeric:

@@ -21,6 +21,8 @@ from types import ModuleType
 from vaco_jax.core.config_fields import ConfigError
 
 FLAG = "--plugin"
+PLUGIN_HINT = f"an algorithm or option group of your own: load the module that registers it with {FLAG} MODULE_OR_FILE"
+"""What an error about an unknown algorithm, option group or flag adds: where such a name usually comes from."""
 
 _LOADED: dict[str, ModuleType] = {}  # how each plugin was named (a module name, a file's absolute path) -> module
 _ALGORITHM_CHECKS: list[Callable[[str], bool]] = []  # the registry's "is this algorithm known?" (it sits above core)

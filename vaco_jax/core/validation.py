@@ -14,6 +14,7 @@ from vaco_jax.core.config_fields import check as _check
 from vaco_jax.core.config_fields import check_choice as _check_choice
 from vaco_jax.core.config_fields import unknown_choice
 from vaco_jax.core.config_groups import check_positive_integer
+from vaco_jax.core.plugins import PLUGIN_HINT
 
 
 def _check_lag_sequence(lag: LagConfig, num_iterations: int) -> None:
@@ -51,7 +52,7 @@ def validate(
     element is checked. Returns ``config`` unchanged so calls can be chained.
     """
     if known_algorithms is not None and config.algorithm not in (known := sorted(known_algorithms)):
-        raise ConfigError(unknown_choice("algorithm", config.algorithm, known))
+        raise ConfigError(f"{unknown_choice('algorithm', config.algorithm, known)} ({PLUGIN_HINT})")
     if known_envs is not None and config.env.name not in (known_names := sorted(known_envs)):
         raise ConfigError(unknown_choice("env.name", config.env.name, known_names))
     check_positive_integer("num_iterations", config.num_iterations)
