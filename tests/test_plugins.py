@@ -212,3 +212,12 @@ def test_an_option_groups_hint_is_set_apart_from_the_message():
         check_number("mine.x", -1.0, low=0, hint="e.g. mine.x=0.5")
     with pytest.raises(ConfigError, match=r"must be >= 0 \(inf: none\)$"):
         check_number("mine.x", -1.0, low=0, hint=" (inf: none)")
+
+
+def test_a_sweep_over_an_option_its_algorithm_never_reads_is_refused(registry_restored, capsys, tmp_path):
+    """Every point would train the same runs: a built-in family's group under PPO, a plugin's group under PPO."""
+    out = ["--out-dir", str(tmp_path / "run"), "--dry-run"]
+    assert main(["sweep", "--grid", "vaco.tv_threshold=0.1,0.2", *out]) == 2
+    assert "algorithm=ppo never reads the vaco options" in capsys.readouterr().err
+    assert main(["--plugin", str(PLUGIN), "sweep", "--grid", "ratio_penalty.coef=0,1", *out]) == 2
+    assert f"give --algorithm {NAME}" in capsys.readouterr().err

@@ -22,6 +22,7 @@ from typing import Any
 
 import tyro
 
+from vaco_jax.algorithms import registry
 from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scripts and tests read)
     CalibrateArgs,
     ConfigFileFlag,
@@ -85,6 +86,20 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
             raise ConfigError(
                 f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
                 "drop the flag, the grid sets it for every point"
+            )
+
+
+def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str) -> None:
+    """A sweep axis in another algorithm's option group would train the same runs at every point: refused."""
+    unread = registry.unread_config_groups(algorithm)
+    for path in grid:
+        group = path.split(".")[0]
+        if group in unread:
+            readers = sorted(name for name, own in registry.own_config_groups().items() if own == group)
+            raise ConfigError(
+                f"grid axis {path}: algorithm={algorithm} never reads the {group} options (those of "
+                f"{', '.join(readers)}), so every point would train the same runs: give --algorithm {readers[0]}, "
+                "or drop the axis"
             )
 
 
@@ -329,6 +344,8 @@ def _run_command(args, argv: list[str]) -> int:
     refuse_contradictions(args.output, argv)
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     refuse_flags_that_are_grid_axes(grid, argv)
+    if isinstance(args, SweepArgs):
+        refuse_axes_the_algorithm_never_reads(grid, args.config.algorithm)
     if isinstance(args, DemoArgs) and args.output.resume_or_start:
         raise ConfigError(
             "--resume-or-start belongs to train and sweep; a demo resumes with --resume DIR, and starts again in a "
