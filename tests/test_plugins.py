@@ -221,3 +221,12 @@ def test_a_sweep_over_an_option_its_algorithm_never_reads_is_refused(registry_re
     assert "algorithm=ppo never reads the vaco options" in capsys.readouterr().err
     assert main(["--plugin", str(PLUGIN), "sweep", "--grid", "ratio_penalty.coef=0,1", *out]) == 2
     assert f"give --algorithm {NAME}" in capsys.readouterr().err
+
+
+def test_a_flag_its_algorithm_never_reads_is_warned_of(capsys, tmp_path):
+    argv = ["train", "--vaco.tv-threshold", "0.1", "--out-dir", str(tmp_path / "run"), "--dry-run"]
+    assert main([*argv, *TINY]) == 0
+    said = capsys.readouterr().err
+    assert "warning: --vaco.tv-threshold is an option of vaco, vaco_align_only, vaco_filter_only" in said
+    assert main(["train", "--algorithm", "vaco", *argv[1:], "--overwrite", *TINY]) == 0
+    assert "warning" not in capsys.readouterr().err

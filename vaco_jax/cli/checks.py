@@ -1,0 +1,103 @@
+"""The command line's own checks of a command before it runs (the config's are its groups' ``check()``): the grid's
+entries, flags that ask for two things at once or name an empty path, and options the algorithm never reads."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from vaco_jax.algorithms import registry
+from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.runs.output_options import Output
+
+
+def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
+    """``("lag.k=0,1,2",)`` -> ``{"lag.k": [0, 1, 2]}``, values typed like the field."""
+    grid: dict[str, list] = {}
+    for spec in specs:
+        path, sep, values = spec.partition("=")
+        path = path.removeprefix("--").replace("-", "_")  # the flag spelling (env.num-envs) names the same field
+        if not sep or not values:
+            raise ConfigError(f"grid entry {spec!r} must look like FIELD=V1,V2 (e.g. lag.k=0,2,4)")
+        if path in grid:
+            raise ConfigError(f"grid field {path} is given twice; list all its values in one entry")
+        grid[path] = [parse_value(config, path, v.strip()) for v in values.split(",") if v.strip()]
+        repeated = sorted({str(v) for v in grid[path] if grid[path].count(v) > 1})
+        if repeated:
+            raise ConfigError(
+                f"grid entry {spec!r} lists {', '.join(repeated)} more than once: each value would be run as a "
+                "point of its own; list each value once (more seeds: --num-seeds)"
+            )
+    return grid
+
+
+def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> None:
+    """A field set both by --grid and by its own flag is ambiguous (config.json would record the flag's value)."""
+    for path in grid:
+        flags = {f"--{path}", f"--{path.replace('_', '-')}"}
+        if any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv):
+            raise ConfigError(
+                f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
+                "drop the flag, the grid sets it for every point"
+            )
+
+
+def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str) -> None:
+    """A sweep axis in another algorithm's option group would train the same runs at every point: refused."""
+    unread = registry.unread_config_groups(algorithm)
+    for path in grid:
+        group = path.split(".")[0]
+        if group in unread:
+            readers = sorted(name for name, own in registry.own_config_groups().items() if own == group)
+            raise ConfigError(
+                f"grid axis {path}: algorithm={algorithm} never reads the {group} options (those of "
+                f"{', '.join(readers)}), so every point would train the same runs: give --algorithm {readers[0]}, "
+                "or drop the axis"
+            )
+
+
+def warn_of_flags_the_algorithm_never_reads(argv: list[str], algorithm: str) -> None:
+    """A flag in another algorithm's option group changes nothing the run does: said in a warning (not refused:
+    the config records it all the same)."""
+    unread = registry.unread_config_groups(algorithm)
+    for arg in argv:
+        group = arg.removeprefix("--").split(".")[0].replace("-", "_") if arg.startswith("--") and "." in arg else None
+        if group in unread:
+            readers = sorted(name for name, own in registry.own_config_groups().items() if own == group)
+            flag = arg.split("=", 1)[0]
+            print(
+                f"vaco-jax: warning: {flag} is an option of {', '.join(readers)}; algorithm={algorithm} never reads "
+                "it, so it changes nothing this run does",
+                file=sys.stderr,
+            )
+
+
+def refuse_contradictions(output: Output, argv: list[str]) -> None:
+    """Flags that ask for two things at once, refused rather than one of them silently winning."""
+    if output.resume is None:
+        return
+    given = {arg.split("=", 1)[0] for arg in argv}
+    if "--overwrite" in given:
+        raise ConfigError(
+            f"--resume {output.resume} continues the run there and --overwrite would replace it: drop one of them"
+        )
+    if "--out-dir" in given and Path(output.out_dir).absolute() != Path(output.resume).absolute():
+        raise ConfigError(
+            f"--resume {output.resume} writes into {output.resume}, and --out-dir names another directory "
+            f"({output.out_dir}): drop --out-dir (a resumed run stays where it is)"
+        )
+
+
+def refuse_empty_paths(argv: list[str]) -> None:
+    """An empty path flag (``--out-dir ''``) would mean the current directory, and an empty list of hidden layers a
+    linear network: refuse them instead."""
+    for i, arg in enumerate(argv):
+        for flag in ("--network.actor-hidden", "--network.critic-hidden"):
+            if arg == flag and (i + 1 == len(argv) or argv[i + 1].startswith("--")):
+                raise ConfigError(
+                    f"{flag} is empty, which would train a linear network: give the hidden layers' widths, e.g. "
+                    f"{flag} 64 64"
+                )
+        for flag in ("--out-dir", "--resume", "--out"):
+            if arg == f"{flag}=" or (arg == flag and i + 1 < len(argv) and not argv[i + 1].strip()):
+                raise ConfigError(f"{flag} is empty: give a directory path, e.g. {flag} runs/my-run")
