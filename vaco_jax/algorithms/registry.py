@@ -120,6 +120,11 @@ def own_config_groups() -> dict[str, str]:
     return {name: spec.option_group for name, spec in ALGORITHMS.items() if spec.option_group is not None}
 
 
+def algorithms_reading(group: str) -> list[str]:
+    """The algorithms whose own option group is ``group``, by name."""
+    return sorted(name for name, own in own_config_groups().items() if own == group)
+
+
 def unread_config_groups(algorithm: str) -> frozenset[str]:
     """The algorithm-specific config groups ``algorithm`` never reads: the other algorithms' own groups.
 

@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import dataclasses
 import io
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import tyro
 
 from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
+    flag_group,
     parse_grid,
     refuse_axes_the_algorithm_never_reads,
     refuse_contradictions,
@@ -204,10 +204,9 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
 
 def _names_an_unknown_group(message: str) -> bool:
     """Whether ``message`` holds a flag ``--GROUP.FIELD`` whose group no config has (a plugin's, not loaded?)."""
-    groups = {field.name.replace("_", "-") for field in dataclasses.fields(config_class())}
-    groups |= {"distributed", "async", "output"}  # the commands' own flag groups
-    flags = re.findall(r"--([a-z0-9_-]+)\.[a-z0-9_.-]+", message)
-    return any(flag.replace("_", "-") not in groups for flag in flags)
+    groups = {field.name for field in dataclasses.fields(config_class())} | {"distributed", "async"}  # + the commands'
+    named = {flag_group(token.rstrip(",")) for token in message.split()} - {None}
+    return bool(named - groups)
 
 
 @contextlib.contextmanager

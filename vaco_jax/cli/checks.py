@@ -48,7 +48,7 @@ def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str)
     for path in grid:
         group = path.split(".")[0]
         if group in unread:
-            readers = sorted(name for name, own in registry.own_config_groups().items() if own == group)
+            readers = registry.algorithms_reading(group)
             raise ConfigError(
                 f"grid axis {path}: algorithm={algorithm} never reads the {group} options (those of "
                 f"{', '.join(readers)}), so every point would train the same runs: give --algorithm {readers[0]}, "
@@ -56,18 +56,25 @@ def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str)
             )
 
 
+def flag_group(arg: str) -> str | None:
+    """The config group a ``--GROUP.FIELD[=VALUE]`` flag names (``--ratio-penalty.coef`` -> ``ratio_penalty``), or
+    None for any other argument."""
+    if not arg.startswith("--") or "." not in arg.split("=", 1)[0]:
+        return None
+    return arg.removeprefix("--").split(".")[0].replace("-", "_")
+
+
 def warn_of_flags_the_algorithm_never_reads(argv: list[str], algorithm: str) -> None:
     """A flag in another algorithm's option group changes nothing the run does: said in a warning (not refused:
     the config records it all the same)."""
     unread = registry.unread_config_groups(algorithm)
     for arg in argv:
-        group = arg.removeprefix("--").split(".")[0].replace("-", "_") if arg.startswith("--") and "." in arg else None
+        group = flag_group(arg)
         if group in unread:
-            readers = sorted(name for name, own in registry.own_config_groups().items() if own == group)
             flag = arg.split("=", 1)[0]
             print(
-                f"vaco-jax: warning: {flag} is an option of {', '.join(readers)}; algorithm={algorithm} never reads "
-                "it, so it changes nothing this run does",
+                f"vaco-jax: warning: {flag} is an option of {', '.join(registry.algorithms_reading(group))}; "
+                f"algorithm={algorithm} never reads it, so it changes nothing this run does",
                 file=sys.stderr,
             )
 

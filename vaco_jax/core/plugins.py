@@ -109,11 +109,6 @@ def load_recorded(sources: Iterable[str], missing: Callable[[], list[str]]) -> N
         )
 
 
-def loaded() -> tuple[str, ...]:
-    """The plugins loaded in this process, as a record names them (module names, files' absolute paths)."""
-    return tuple(_LOADED)
-
-
 def record() -> dict[str, list[str]]:
     """What a run's config record holds about plugins: ``{"plugins": [...]}``, or nothing where none is loaded."""
     return {"plugins": list(_LOADED)} if _LOADED else {}
