@@ -232,6 +232,38 @@ def test_the_next_chunk_is_dispatched_before_the_metric_callbacks_run(tiny_drive
     np.testing.assert_array_equal(out.metrics["loss/total"], reference.metrics["loss/total"])
 
 
+def test_a_run_takes_its_loop_options_as_one_record_or_as_its_fields(tiny_driver):
+    """Driver.run, run_sweep and run_plan take one options record (LoopOptions, SweepOptions) or its fields as
+    keywords; keywords replace the record's fields; the two forms train the same; a misspelt option, a record of
+    the wrong kind and a sweep told not to keep its metrics are refused, naming what to give."""
+    from vaco_jax import LoopOptions, SweepOptions
+
+    config = tiny_driver.program.config  # 6 iterations
+    seen: list[int] = []
+    options = LoopOptions(chunk_size=2, callbacks=[lambda done, metrics: seen.append(done)])
+    as_record = tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), options=options)
+    assert seen == [2, 4, 6]
+    seen.clear()
+    replaced = tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), options=options, chunk_size=3)
+    assert seen == [3, 6]  # the keyword replaced the record's chunk size, the record's callback stayed
+    as_keywords = tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), chunk_size=2)
+    np.testing.assert_array_equal(as_record.metrics["loss/total"], as_keywords.metrics["loss/total"])
+    assert replaced.states.iteration.tolist() == [6]
+
+    sweep_options = SweepOptions(chunk_size=2, driver=tiny_driver, progress=False)
+    swept = run_sweep(config, options=sweep_options)
+    np.testing.assert_array_equal(swept.metrics["loss/total"], as_keywords.metrics["loss/total"])
+
+    with pytest.raises(TypeError, match="Driver.run.*'chunk_sise'.*chunk_size, callbacks"):
+        tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), chunk_sise=2)
+    with pytest.raises(TypeError, match="run_sweep.*'progres'.*metrics_dir, progress"):
+        run_sweep(config, progres=False)
+    with pytest.raises(TypeError, match="takes a LoopOptions, not a SweepOptions"):
+        tiny_driver.run(seed_keys(0, 1), stack_hparams([config]), options=sweep_options)
+    with pytest.raises(TypeError, match="give metrics_dir instead"):
+        SweepOptions(keep_metrics=False)
+
+
 def test_chunk_plan_evens_chunks_out_so_a_run_compiles_one_program():
     from vaco_jax.training.driver import chunk_plan
 

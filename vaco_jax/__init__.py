@@ -20,6 +20,7 @@ from vaco_jax.core.config import (
 from vaco_jax.core.validation import validate
 from vaco_jax.numerics import advantages, lag, losses, reuse, stats, tv
 from vaco_jax.training.driver import Driver, RunOutput, stack_hparams
+from vaco_jax.training.loop_options import LoopOptions, SweepOptions
 from vaco_jax.training.plan import RunPlan, seed_keys
 from vaco_jax.training.sweep import SweepResult, run_plan, run_sweep
 from vaco_jax.training.trainer import TrainProgram, make_train
@@ -32,11 +33,13 @@ __all__ = [
     "Driver",
     "EnvConfig",
     "LagConfig",
+    "LoopOptions",
     "NetworkConfig",
     "PPOConfig",
     "ReuseConfig",
     "RunOutput",
     "RunPlan",
+    "SweepOptions",
     "SweepResult",
     "TrainProgram",
     "advantages",

@@ -56,7 +56,8 @@ class Config:
 
     algorithm: str = static("ppo")
     """ppo, ppo_decoupled, ppo_kl, spo, impala, impact, m2po, geppo, cispo, vaco, vaco_align_only or
-    vaco_filter_only (see docs/algorithms.md; more with vaco_jax.algorithms.registry.register)."""
+    vaco_filter_only (see docs/algorithms.md), or one a plugin registered (--plugin MODULE_OR_FILE before it;
+    vaco_jax.algorithms.registry.register in Python)."""
     num_iterations: int = static(100)
     """Learner updates; env steps = num_iterations * num_envs * num_steps."""
     diagnostics: Literal["full", "lean", "off"] = static("full")

@@ -41,7 +41,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -53,7 +53,8 @@ from vaco_jax.core.types import ActorSnapshot, EpisodeStats, TrainState, Transit
 from vaco_jax.envs.base import init_episode_stats
 from vaco_jax.training import evaluation
 from vaco_jax.training.actors import POLL_SECONDS, Actor, ActorBatch, ParameterStore
-from vaco_jax.training.driver import ChunkCallback, RunOutput, StateCallback, merge_chunks, run_chunks
+from vaco_jax.training.driver import RunOutput, merge_chunks, run_chunks
+from vaco_jax.training.loop_options import LoopOptions
 from vaco_jax.training.measured_lag import (  # noqa: F401  (re-exported)
     describe,
     lag_histogram,
@@ -207,20 +208,18 @@ class AsyncDriver:
         keys: jax.Array,
         hparams: Config,
         *,
-        chunk_size: int | None = None,
-        callbacks: Sequence[ChunkCallback] = (),
         states: TrainState | None = None,
         num_iterations: int | None = None,
-        state_callbacks: Sequence[StateCallback] = (),
-        should_stop: Callable[[], bool] | None = None,
-        keep_metrics: bool = True,
-        overlap: bool = True,  # noqa: ARG002  (the actors already overlap the host's work)
-        runs_per_program: int | None = None,
+        options: LoopOptions | None = None,
+        **option_fields: Any,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` learner updates, with
-        actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run). The runs are
-        one program (``runs_per_program`` below S is refused: the actors step every run's environments at once)."""
-        check_one_program(keys.shape[0], runs_per_program)
+        actor threads collecting the batches; callbacks after every chunk of updates (see Driver.run, whose
+        ``options`` and keywords these are). The runs are one program (``runs_per_program`` below S is refused: the
+        actors step every run's environments at once), and the learner's chunks run without double buffering
+        (``overlap`` is ignored: the actors already overlap the host's work)."""
+        options = LoopOptions.of(options, option_fields, "AsyncDriver.run")
+        check_one_program(keys.shape[0], options.runs_per_program)
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         hparams = jax.device_put(hparams, self.learner_device)
         start = time.perf_counter()
@@ -236,16 +235,7 @@ class AsyncDriver:
         for actor in actors:
             actor.start()
         try:  # the learner's chunks are synchronous (the actors overlap the host's work): no double buffering
-            record = run_chunks(
-                source,
-                total,
-                chunk_size,
-                callbacks=callbacks,
-                state_callbacks=state_callbacks,
-                should_stop=should_stop,
-                keep_metrics=keep_metrics,
-                overlap=False,
-            )
+            record = run_chunks(source, total, dataclasses.replace(options, overlap=False))
         finally:
             stop.set()
             for actor in actors:

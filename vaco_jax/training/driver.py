@@ -22,8 +22,9 @@ learner (:mod:`vaco_jax.training.asynchronous`) are two :class:`ChunkSource` obj
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,12 +46,8 @@ from vaco_jax.training.chunks import (  # noqa: F401  (re-exported)
     program_parts,
     remaining_chunk_plan,
 )
+from vaco_jax.training.loop_options import ChunkCallback, LoopOptions, StateCallback  # noqa: F401  (re-exported)
 from vaco_jax.training.trainer import TrainProgram
-
-ChunkCallback = Callable[[int, dict[str, np.ndarray]], None]
-# (iterations done, states [S], last: whether the run ends after this chunk) after each chunk, e.g. a checkpointer;
-# an optional ``due(done, last)`` method says whether it acts there (else the chunk runs serially, see above)
-StateCallback = Callable[[int, TrainState, bool], None]
 
 
 @dataclass
@@ -142,25 +139,16 @@ class LoopRecord:
     done: int
 
 
-def run_chunks(
-    source: ChunkSource,
-    total: int,
-    chunk_size: int | None,
-    *,
-    callbacks: Sequence[ChunkCallback] = (),
-    state_callbacks: Sequence[StateCallback] = (),
-    should_stop: Callable[[], bool] | None = None,
-    keep_metrics: bool = True,
-    overlap: bool = True,
-    first: int = 0,
-) -> LoopRecord:
+def run_chunks(source: ChunkSource, total: int, options: LoopOptions, *, first: int = 0) -> LoopRecord:
     """The one chunk loop of every driver (see the module docstring): ``total`` iterations in chunks of at most
-    ``chunk_size`` (:func:`chunk_plan`); after each, the stop request (latched, :func:`ends_here`), the metric
+    ``options.chunk_size`` (:func:`chunk_plan`); after each, the stop request (latched, :func:`ends_here`), the metric
     callbacks and the state callbacks, in the order that keeps a checkpoint behind the metric files it continues;
-    with ``overlap`` the metric callbacks of a chunk where no state callback acts run after the next chunk's
+    with ``options.overlap`` the metric callbacks of a chunk where no state callback acts run after the next chunk's
     dispatch (double buffering). ``first``: the iteration the states start at; a resumed run keeps the chunk
-    boundaries of the uninterrupted one (:func:`remaining_chunk_plan`)."""
-    lengths = iter(remaining_chunk_plan(first, total, chunk_size))
+    boundaries of the uninterrupted one (:func:`remaining_chunk_plan`). ``options.runs_per_program`` is the
+    source's to apply."""
+    callbacks, state_callbacks = options.callbacks, options.state_callbacks
+    lengths = iter(remaining_chunk_plan(first, total, options.chunk_size))
     done, chunks, timings, gaps = 0, [], [], []
     if total > 0:
         n, dispatched = next(lengths), time.perf_counter()
@@ -169,13 +157,13 @@ def run_chunks(
         metrics = source.metrics()
         ready = time.perf_counter()
         timings.append(ready - dispatched)
-        if keep_metrics:
+        if options.keep_metrics:
             chunks.append(metrics)
         done += n
-        last = ends_here(done, total, should_stop)
+        last = ends_here(done, total, options.should_stop)
         # serial where a state callback acts (a checkpoint) and at the end: the metrics are handed on (written)
         # before the states that follow them; elsewhere the metric callbacks wait until the next chunk runs
-        serial = last or not overlap or any(_due(callback, done, last) for callback in state_callbacks)
+        serial = last or not options.overlap or any(_due(callback, done, last) for callback in state_callbacks)
         if serial:
             for callback in callbacks:
                 callback(done, metrics)
@@ -276,39 +264,28 @@ class Driver:
         keys: jax.Array,
         hparams: Config,
         *,
-        chunk_size: int | None = None,
-        callbacks: Sequence[ChunkCallback] = (),
         states: TrainState | None = None,
         num_iterations: int | None = None,
-        state_callbacks: Sequence[StateCallback] = (),
-        should_stop: Callable[[], bool] | None = None,
-        keep_metrics: bool = True,
-        overlap: bool = True,
-        runs_per_program: int | None = None,
+        options: LoopOptions | None = None,
+        **option_fields: Any,
     ) -> RunOutput:
         """Train S runs (``keys`` [S], ``hparams`` leaves [S]) for ``num_iterations`` in chunks.
 
-        ``states`` resumes from earlier states (their ``iteration`` counts on);
-        ``num_iterations`` defaults to the config's. Returns metrics ``{name: [S, I]}``.
-        ``state_callbacks`` see the states after each chunk, before they are donated to the next one, and whether
-        the run ends there. ``should_stop()`` is asked once after each chunk, before any callback (the decision is
-        latched: a stop request that arrives later counts at the next chunk); if true, the run ends there.
-        ``keep_metrics=False`` hands each chunk's metrics to the callbacks only (e.g. a
-        :class:`~vaco_jax.training.metrics_store.MetricsStore` that writes them to disk): host memory then does not grow
-        with the number of iterations, and the returned metrics are empty.
-        ``overlap=False`` runs every chunk's callbacks before dispatching the next chunk (the device then idles
-        through them; for measuring the gain of double buffering, ``benchmarks/speed/driver_overlap.py``).
-        ``runs_per_program`` splits the runs into programs of at most that many (:func:`program_parts`), for sweeps
-        whose batch buffers do not fit the device at once: every chunk runs the parts back to back, each to the end
-        before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
+        ``states`` resumes from earlier states (their ``iteration`` counts on); ``num_iterations`` defaults to the
+        config's. ``options`` say how the chunks run (:class:`~vaco_jax.training.loop_options.LoopOptions`: chunk
+        size, callbacks, stop request, metrics kept or streamed, double buffering, runs per program), and any of its
+        fields may be given as keywords instead (``chunk_size=5``), replacing the record's. Returns metrics
+        ``{name: [S, I]}``. With ``runs_per_program`` below S every chunk runs the parts back to back, each to the
+        end before the next starts, and their metrics and states are joined, so callbacks and results see all S runs.
         """
+        options = LoopOptions.of(options, option_fields, "Driver.run")
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
-        parts = program_parts(keys.shape[0], runs_per_program, sharded_over(keys.shape[0]))
+        parts = program_parts(keys.shape[0], options.runs_per_program, sharded_over(keys.shape[0]))
         sharding = run_sharding(parts[0].stop - parts[0].start)
         hparams_parts = [_take(hparams, part) for part in parts] if len(parts) > 1 else [hparams]
         if sharding is not None:
             hparams_parts = [distributed.put(h, sharding) for h in hparams_parts]
-        should_stop = distributed.agreed_stop(should_stop)  # several processes stop at the same chunk
+        should_stop = distributed.agreed_stop(options.should_stop)  # several processes stop at the same chunk
         start = time.perf_counter()
         if states is None:
             part_keys = [keys] if len(parts) == 1 else [keys[part] for part in parts]
@@ -319,17 +296,7 @@ class Driver:
                 states_parts = [distributed.put(s, sharding) for s in states_parts]
         first = int(np.asarray(distributed.to_host(states_parts[0].iteration)).reshape(-1)[0])  # in lockstep
         source = _CompiledChunks(self, states_parts, hparams_parts, first)
-        record = run_chunks(
-            source,
-            total,
-            chunk_size,
-            callbacks=callbacks,
-            state_callbacks=state_callbacks,
-            should_stop=should_stop,
-            keep_metrics=keep_metrics,
-            overlap=overlap,
-            first=first,
-        )
+        record = run_chunks(source, total, dataclasses.replace(options, should_stop=should_stop), first=first)
         return RunOutput(
             states=source.states(),
             metrics=merge_chunks(record.chunks),

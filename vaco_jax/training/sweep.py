@@ -10,31 +10,20 @@ numbers), so differences between points are not seed noise.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.grid import grid_points, indexed_points
-from vaco_jax.core.types import TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.training import distributed
-from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE, ChunkCallback, Driver, StateCallback
+from vaco_jax.training.driver import Driver
+from vaco_jax.training.loop_options import LoopOptions, Resumable, SweepOptions  # noqa: F401  (Resumable re-exported)
 from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
 from vaco_jax.training.plan import RunPlan
-
-
-class Resumable(Protocol):
-    """What a resume needs of a restored checkpoint (:class:`vaco_jax.runs.checkpoint.Restored`): the states of the
-    very runs, and the iterations they have done."""
-
-    states: TrainState
-
-    @property
-    def iterations_done(self) -> int: ...
 
 
 @dataclass
@@ -237,15 +226,8 @@ def run_sweep(
     *,
     num_seeds: int = 1,
     seed: int = 0,
-    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
-    callbacks: Sequence[ChunkCallback] = (),
-    driver: Driver | None = None,
-    state_callbacks: Sequence[StateCallback] = (),
-    resume: Resumable | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    metrics_dir: str | Path | None = None,
-    progress: bool = True,
-    runs_per_program: int | None = None,
+    options: SweepOptions | None = None,
+    **option_fields: Any,
 ) -> SweepResult:
     """Train every grid point x ``num_seeds`` seeds in one compiled program.
 
@@ -254,67 +236,30 @@ def run_sweep(
       grid: ``{dotted traced field: values}``, e.g. ``{"lag.k": [0, 1, 2, 4, 8]}``; None for seeds only.
       num_seeds: seeds per grid point.
       seed: first seed.
-      chunk_size: iterations per compiled chunk, at most (the progress bar and the metrics reach the host once per
-        chunk; evened out: :func:`vaco_jax.training.driver.chunk_plan`); the CLI's default, so that the same config
-        and seeds give the CLI's numbers (programs of other scan lengths may round differently in the last bit);
-        None for one chunk.
-      callbacks: called after each chunk as ``callback(iterations_done, metrics {name: [S, n]})``.
-      driver: a :class:`Driver` to reuse (shares compiled programs between calls).
-      state_callbacks: called after each chunk as ``callback(iterations_done, states)`` (e.g. a checkpointer).
-      resume: a :func:`vaco_jax.runs.checkpoint.restore` result of these very runs: training continues from its states
-        (bit-identical to an uninterrupted run). Needs the ``metrics_dir`` the interrupted run wrote, whose metrics
-        past the checkpoint are dropped and whose earlier ones come first in the result.
-      should_stop: asked after each chunk; if true the sweep ends there and the result holds the iterations done.
-      metrics_dir: stream each chunk's metrics to this directory (a
-        :class:`~vaco_jax.training.metrics_store.MetricsStore`) instead of holding them in host memory; the result then
-        reads them from there, one metric at a time. For long runs: host memory no longer grows with the number of
-        iterations. In a multi-process run (:mod:`vaco_jax.training.distributed`) process 0 writes them and the other
-        processes' results hold no metrics.
-      progress: show a progress bar (tqdm) advanced at every chunk, with the latest mean training return, when the
-        run has more than one chunk; False for none (the CLI prints its own lines).
-      runs_per_program: split the runs into programs of at most this many, run back to back (for sweeps whose
-        batch buffers do not fit the device at once; :meth:`vaco_jax.training.driver.Driver.run`); None: one program.
-        :func:`vaco_jax.training.memory.runs_per_program` chooses it from the device's memory.
+      options: how the host runs the program (:class:`~vaco_jax.training.loop_options.SweepOptions`: chunk size,
+        callbacks, stop request, a driver to reuse, a resume, metrics streamed to a directory, progress bar, runs per
+        program); its fields may also be given as keywords (``chunk_size=5``, ``progress=False``), which replace the
+        record's. :func:`vaco_jax.training.memory.runs_per_program` chooses ``runs_per_program`` from the device's
+        memory.
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.
     """
-    plan = RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed)
-    return run_plan(
-        plan,
-        chunk_size=chunk_size,
-        callbacks=callbacks,
-        driver=driver,
-        state_callbacks=state_callbacks,
-        resume=resume,
-        should_stop=should_stop,
-        metrics_dir=metrics_dir,
-        progress=progress,
-        runs_per_program=runs_per_program,
-    )
+    options = SweepOptions.of(options, option_fields, "run_sweep")
+    return run_plan(RunPlan.build(config, grid, num_seeds=num_seeds, seed=seed), options=options)
 
 
-def run_plan(
-    plan: RunPlan,
-    *,
-    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
-    callbacks: Sequence[ChunkCallback] = (),
-    driver: Driver | None = None,
-    state_callbacks: Sequence[StateCallback] = (),
-    resume: Resumable | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    metrics_dir: str | Path | None = None,
-    progress: bool = True,
-    runs_per_program: int | None = None,
-) -> SweepResult:
-    """Train the runs of a validated :class:`~vaco_jax.training.plan.RunPlan` (:func:`run_sweep`'s arguments
-    otherwise; ``runs_per_program`` defaults to the plan's)."""
+def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fields: Any) -> SweepResult:
+    """Train the runs of a validated :class:`~vaco_jax.training.plan.RunPlan` (:func:`run_sweep`'s options;
+    ``runs_per_program`` defaults to the plan's)."""
+    options = SweepOptions.of(options, option_fields, "run_plan")
+    resume, metrics_dir, callbacks = options.resume, options.metrics_dir, options.callbacks
     if resume is not None and metrics_dir is None:
         raise ConfigError("run_sweep(resume=...) needs metrics_dir: the directory of the interrupted run's metrics")
     config = plan.config
-    driver = driver or Driver(plan.program)
+    driver = options.driver or Driver(plan.program)
     hparams, keys = plan.hparams(), plan.keys()
-    runs_per_program = runs_per_program if runs_per_program is not None else plan.runs_per_program
+    runs_per_program = options.runs_per_program if options.runs_per_program is not None else plan.runs_per_program
     done = resume.iterations_done if resume else 0
     # several processes: process 0 streams the metrics to disk, the others keep none (vaco_jax.training.distributed)
     store = MetricsStore(metrics_dir) if metrics_dir is not None and distributed.is_primary() else None
@@ -328,20 +273,24 @@ def run_plan(
             )
         callbacks = [lambda end, metrics: store.append(done + end - metrics_length(metrics), metrics), *callbacks]
     remaining = config.num_iterations - done
-    shown = progress and distributed.is_primary() and chunk_size and chunk_size < remaining
+    chunk_size = options.chunk_size
+    shown = options.progress and distributed.is_primary() and chunk_size and chunk_size < remaining
     bar = ProgressBar(config.num_iterations, done) if shown else None
     try:
         out = driver.run(
             keys,
             hparams,
-            chunk_size=chunk_size,
-            callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
             states=resume.states if resume else None,
             num_iterations=remaining,
-            state_callbacks=state_callbacks,
-            should_stop=should_stop,
-            keep_metrics=metrics_dir is None,
-            runs_per_program=runs_per_program,
+            options=LoopOptions(
+                chunk_size=chunk_size,
+                callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
+                state_callbacks=options.state_callbacks,
+                should_stop=options.should_stop,
+                keep_metrics=metrics_dir is None,
+                overlap=options.overlap,
+                runs_per_program=runs_per_program,
+            ),
         )
     finally:
         if bar:
