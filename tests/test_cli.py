@@ -237,6 +237,7 @@ def test_python_gives_the_command_lines_numbers_bit_for_bit_and_prints_its_table
     equal, bit for bit; both default to the same chunk size; and the result prints the command line's table."""
     from vaco_jax import run_sweep
     from vaco_jax.core.config import config_from_dict
+    from vaco_jax import SweepOptions
     from vaco_jax.runs.session import Output
     from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
 
@@ -246,7 +247,7 @@ def test_python_gives_the_command_lines_numbers_bit_for_bit_and_prints_its_table
     for name in ("tv/backward", "loss/total", "episode/return", "eval/return_deterministic"):
         want = np.asarray(payload["metrics"][name], dtype=np.float64)  # null (no episode ended) reads as NaN
         np.testing.assert_array_equal(np.asarray(result.metrics[name], np.float64), want, err_msg=name)
-    assert run_sweep.__kwdefaults__["chunk_size"] == Output().chunk_size == DEFAULT_CHUNK_SIZE
+    assert SweepOptions().chunk_size == Output().chunk_size == DEFAULT_CHUNK_SIZE  # run_sweep's default is the CLI's
     text = repr(result)
     assert text.startswith("SweepResult: ppo on CartPole-v1, 4 run(s) x 6 iterations")
     assert "final IQM" in text and len(text.splitlines()) == 1 + 2 + 2  # title, header, rule, a line per lag
