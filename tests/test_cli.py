@@ -235,9 +235,8 @@ def test_sweep_writes_metrics_plots_and_summary(sweep_dir, capsys):
 def test_python_gives_the_command_lines_numbers_bit_for_bit_and_prints_its_table(sweep_dir):
     """run_sweep with the command line's config, grid, seeds and chunk size trains the same programs: every metric
     equal, bit for bit; both default to the same chunk size; and the result prints the command line's table."""
-    from vaco_jax import run_sweep
+    from vaco_jax import SweepOptions, run_sweep
     from vaco_jax.core.config import config_from_dict
-    from vaco_jax import SweepOptions
     from vaco_jax.runs.session import Output
     from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
 

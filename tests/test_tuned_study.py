@@ -16,6 +16,7 @@ from benchmarks.studies.tuned import cells as tuned_cells
 from benchmarks.studies.tuned import comparisons as tuned_comparisons
 from benchmarks.studies.tuned import figures as tuned_figures
 from benchmarks.studies.tuned import tables as tuned_tables
+from benchmarks.studies.tuned.rows import Row
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +27,11 @@ _MODULES = {  # the study's parts and the shared helpers, by their short names
     "tuned_specs": "benchmarks.studies.tuned.specs",
     "provenance": "benchmarks.common.provenance",
 }
+
+
+def record_rows(payload: dict) -> list[Row]:
+    """The rows of a committed ``tuned.json``, as the report's tables read them."""
+    return [Row.from_record(r) for r in payload["rows"]]
 
 
 def _load(name: str):
@@ -249,11 +255,21 @@ def test_the_readme_quotes_the_committed_tuned_verdict(study, report_module):
         ("learner_auc", (report_module.README_START, report_module.README_END), (page,)),
         ("learner_stochastic_auc", report_module.README_STOCHASTIC, (page,)),
     ]:
-        lines = tuned_tables.verdict_table(payload["rows"], study.PRESETS["tuned"].methods, score=score)
+        lines = tuned_tables.verdict_table(record_rows(payload), study.PRESETS["tuned"].methods, score=score)
         assert all("\n".join([start, *lines, end]) in text for text in pages), (
             f"README's tuned verdict ({score}) is stale: run python -m benchmarks.studies.tuned --preset tuned "
             "--report --update-readme README.md"
         )
+
+
+def test_a_row_reads_and_writes_the_committed_record_unchanged():
+    """Row.from_record and Row.to_record are inverses on every committed row (keys in the record's order, the
+    comparisons as recorded), so --restate rewrites a record it does not change byte for byte."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
+    for record in payload["rows"]:
+        assert list(Row.from_record(record).to_record().items()) == list(record.items())
+    assert {len(Row.from_record(r).comparisons) for r in payload["rows"]} == {0, 2}
 
 
 def test_the_readme_quotes_the_committed_aggregate_over_tasks(report_module):
@@ -269,7 +285,7 @@ def test_the_readme_quotes_the_committed_aggregate_over_tasks(report_module):
         assert block in page.read_text(), (
             f"{page.name}: run python -m benchmarks.studies.tuned --preset tuned --restate"
         )
-    assert aggregate.aggregate(payload["rows"], num_resamples=200)["entries"][0]["iqm"] == pytest.approx(
+    assert aggregate.aggregate(record_rows(payload), num_resamples=200)["entries"][0]["iqm"] == pytest.approx(
         payload["aggregate"]["entries"][0]["iqm"]
     )
 
@@ -286,8 +302,9 @@ def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
     def row(env, method, seeds, shift):
         low, high = SCORE_RANGES[env]
         scores = low + (high - low) * (0.5 + shift + 0.1 * rng.normal(size=seeds))
-        return {"env": env, "regime": "aggressive", "method": method, "lag": "4", "rule": "mode", "primary": True,
-                "per_seed": {"learner_auc": scores.tolist()}}  # fmt: skip
+        return Row(env=env, regime="aggressive", method=method, setting="tuned", primary=True, rule="mode",
+                   held_out=None, knobs={}, lag="4", per_seed={"learner_auc": scores.tolist()}, diagnostics={},
+                   skipped_steps_total=0.0)  # fmt: skip
 
     rows = [row(env, m, 16, s) for env in ("CartPole-v1", "Pendulum-v1") for m, s in (("ppo_decoupled", 0), ("x", 0.2))]
     rows += [row("brax/hopper", m, 8, 0.0) for m in ("ppo_decoupled", "x")]
@@ -295,9 +312,9 @@ def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
     assert blocks == ["CartPole-v1 (aggressive)", "Pendulum-v1 (aggressive)"] and matrices[("x", "4")].shape == (16, 2)
     result = aggregate.aggregate(rows, num_resamples=200)
     x = next(e for e in result["entries"] if e["method"] == "x")
-    normalised = [aggregate.normalised(r["env"], r["per_seed"]["learner_auc"]) for r in rows if r["method"] == "x"][:2]
+    normalised = [aggregate.normalised(r.env, r.per_seed["learner_auc"]) for r in rows if r.method == "x"][:2]
     assert x["iqm"] == pytest.approx(float(stats.iqm(np.concatenate(normalised))))
-    reference = [aggregate.normalised(r["env"], r["per_seed"]["learner_auc"]) for r in rows[:4] if r["method"] != "x"]
+    reference = [aggregate.normalised(r.env, r.per_seed["learner_auc"]) for r in rows[:4] if r.method != "x"]
     want = np.mean([stats.probability_of_improvement(a, b) for a, b in zip(normalised, reference, strict=True)])
     assert x["p_improvement"] == pytest.approx(want) and x["p_improvement"] > 0.8
     assert x["ci"][0] <= x["iqm"] <= x["ci"][1]
@@ -309,7 +326,7 @@ def test_the_docs_quote_the_committed_stochastic_rule_verdict(study, report_modu
     root = Path(__file__).resolve().parents[1]
     payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
     lines = tuned_tables.verdict_table(
-        payload["rows"], study.PRESETS["tuned"].methods, "learner_stochastic_auc", "stochastic"
+        record_rows(payload), study.PRESETS["tuned"].methods, "learner_stochastic_auc", "stochastic"
     )
     start, end = report_module.rule_markers("stochastic")
     assert "\n".join([start, *lines, end]) in (root / "docs" / "lag-benchmark.md").read_text(), (
@@ -472,16 +489,16 @@ def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_
 
 def _incomplete_blocks(study, report_module, preset, out):
     full = report_module.collect(preset, out)
-    assert full["incomplete"] == [] and {r["env"] for r in full["rows"]} == {"CartPole-v1", "Acrobot-v1"}
+    assert full.incomplete == [] and {r.env for r in full.rows} == {"CartPole-v1", "Acrobot-v1"}
     cell = next(c for c in tuned_cells.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "stochastic")
     tuned_cells.cell_path(out, cell).unlink()
     partial = report_module.collect(preset, out)
-    assert partial["incomplete"] == ["Acrobot-v1 (aggressive), stochastic rule"]
-    assert not [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "stochastic"]
-    assert [r for r in partial["rows"] if r["env"] == "Acrobot-v1" and r["rule"] == "mode"]  # the other rule's stay
+    assert partial.incomplete == ["Acrobot-v1 (aggressive), stochastic rule"]
+    assert not [r for r in partial.rows if r.env == "Acrobot-v1" and r.rule == "stochastic"]
+    assert [r for r in partial.rows if r.env == "Acrobot-v1" and r.rule == "mode"]  # the other rule's stay
     mode_cell = next(c for c in tuned_cells.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
     tuned_cells.cell_path(out, mode_cell).unlink()
-    assert not [r for r in report_module.collect(preset, out)["rows"] if r["env"] == "Acrobot-v1"]
+    assert not [r for r in report_module.collect(preset, out).rows if r.env == "Acrobot-v1"]
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])
@@ -543,8 +560,8 @@ def test_the_report_merges_whatever_shards_are_present_and_lists_the_rest(study,
                 shutil.copy(tuned_cells.cell_path(smoke, cell), tuned_cells.cell_path(merged, cell))
             later = [c.id for p in parts[i + 1 :] for c in p]
             collected = report_module.collect(preset, merged)
-            assert sorted(collected["missing"]) == sorted(later)
-        assert collected["rows"] == report_module.collect(preset, smoke)["rows"]  # merged: the one-host study
+            assert sorted(collected.missing) == sorted(later)
+        assert collected.rows == report_module.collect(preset, smoke).rows  # merged: the one-host study
 
 
 def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_one(study, smoke, tmp_path, monkeypatch):
@@ -646,8 +663,8 @@ def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_modu
     with study.fingerprints_memoized():
         before = report_module.collect(smoke_preset, out)
         without = report_module.collect(preset, out)
-        assert without["incomplete"] == [] and sorted(without["missing"]) == sorted(c.id for c in probes)
-        assert without["rows"] == before["rows"]
+        assert without.incomplete == [] and sorted(without.missing) == sorted(c.id for c in probes)
+        assert without.rows == before.rows
         cell = probes[0]
         result = tuned_cells.run_cell(preset, cell, out)
     search = json.loads(tuned_cells.cell_path(out, tuned_cells.tuning_cell(preset, cell)).read_text())
@@ -658,7 +675,7 @@ def test_probes_follow_each_search_and_stay_out_of_the_tables(study, report_modu
     # the probe's program batches other runs than the search's, so the same seed's numbers agree to float rounding
     # only, which training amplifies (0.7% after the smoke's 4 iterations on shuffled samples and a clipped value loss)
     np.testing.assert_allclose(result["points"][0]["learner_auc"], winner_in_search["learner_auc"][1:], rtol=0.02)
-    summary = tuned_tables.probe_summaries({("CartPole-v1", "aggressive", cell.method): result}, without["tuning"])
+    summary = tuned_tables.probe_summaries({("CartPole-v1", "aggressive", cell.method): result}, without.tuning)
     knobs = summary[0]["knobs"]
     assert [row["knob"] for row in knobs] == ["ppo.learning_rate", "ppo.ent_coef", "ppo.clip_eps"]
     for row, (down, up) in zip(knobs, zip(result["points"][1::2], result["points"][2::2], strict=True), strict=True):
@@ -912,17 +929,17 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     assert trials == lag4[1] and seeds == lag4[2] and config.lag.kind == "uniform" and config.lag.max_lag == 4
     with study.fingerprints_memoized():
         before = report_module.collect(preset, out)
-        assert before["rows"] and not tuned_comparisons.transfer_rows(before["rows"])  # missing: main rows still in
+        assert before.rows and not tuned_comparisons.transfer_rows(before.rows)  # missing: main rows still in
         study.run("own-lag-smoke", out)
         collected = report_module.collect(preset, out)
     tuned = json.loads(tuned_cells.cell_path(out, search).read_text())
     tested = json.loads(tuned_cells.cell_path(out, test).read_text())
     assert tested["spec"]["points"] == [tuned["best"]["point"]] and tested["spec"]["seeds"] == [3000, 3001]
     tuned_comparisons.statistics(collected)
-    transfer = tuned_comparisons.transfer_rows(collected["rows"])
+    transfer = tuned_comparisons.transfer_rows(collected.rows)
     assert [(r["method"], r["lag"]) for r in transfer] == [("ppo_decoupled", "U{0..4}")]
-    carried = next(r for r in collected["rows"] if r["rule"] == "mode" and r["primary"] and r["lag"] == "U{0..4}")
-    assert transfer[0]["carried"] == pytest.approx(float(np.median(carried["per_seed"]["learner_auc"])))
+    carried = next(r for r in collected.rows if r.rule == "mode" and r.primary and r.lag == "U{0..4}")
+    assert transfer[0]["carried"] == pytest.approx(float(np.median(carried.per_seed["learner_auc"])))
     assert len(tuned_tables.transfer_table(transfer)) == 3
     # a high-staleness block tests both searches' winners far beyond their lags, in tables of its own
     stale = dataclasses.replace(
@@ -951,12 +968,12 @@ def test_a_search_at_a_lag_of_its_own_tests_its_winner_there_beside_the_carried_
     winners = [lag4["best"]["point"], tuned["best"]["point"]]  # its lag-4 configuration, then the fleet search's
     assert [p["point"] for p in fixed["points"]] == [{**w, "lag.k": 8} for w in winners]
     assert "tv/backward" in fixed["points"][0]["curves"] and fixed["spec"]["config"]["lag"]["max_lag"] == 8
-    rows = [r for r in collected["rows"] if r["rule"] == "staleness"]
-    assert {(r["setting"], r["lag"]) for r in rows} == {("tuned", "8"), ("tuned-at-fleet", "8")}
+    rows = [r for r in collected.rows if r.rule == "staleness"]
+    assert {(r.setting, r.lag) for r in rows} == {("tuned", "8"), ("tuned-at-fleet", "8")}
     tuned_comparisons.statistics(collected)
-    table = tuned_tables.staleness_table(collected["rows"])
+    table = tuned_tables.staleness_table(collected.rows)
     assert len(table) == 2 + 2 and "tuned-at-fleet" in table[3]
-    assert all(r["rule"] != "staleness" for r in collected["rows"] if tuned_comparisons.in_table(r, "mode"))
+    assert all(r.rule != "staleness" for r in collected.rows if tuned_comparisons.in_table(r, "mode"))
 
 
 def test_a_lag_probe_record_carries_its_programs_fingerprint_and_status_reads_it(study, smoke, capsys):

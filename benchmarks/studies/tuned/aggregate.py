@@ -23,6 +23,7 @@ import numpy as np
 
 from benchmarks.studies.lag.study import lag_order
 from benchmarks.studies.tuned.figures import finish_figure
+from benchmarks.studies.tuned.rows import Row
 from benchmarks.studies.tuned.specs import SCORE_RANGES
 from vaco_jax.numerics import stats
 
@@ -37,23 +38,23 @@ def normalised(env: str, scores: np.ndarray) -> np.ndarray:
     return stats.normalized_score(np.asarray(scores, np.float64), low, high)
 
 
-def score_matrices(rows: list[dict[str, Any]]) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
+def score_matrices(rows: list[Row]) -> tuple[list[str], dict[tuple[str, str], np.ndarray]]:
     """The blocks that enter, and per (method, lag) a [seeds, blocks] matrix of normalised scores; a (method, lag)
     missing from any block is left out (every matrix covers the same blocks)."""
-    primary = [r for r in rows if r.get("rule", "mode") == "mode" and r["primary"]]
-    blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in primary if len(r["per_seed"][SCORE]) == SEEDS))
-    cells = {(r["env"], r["regime"], r["method"], r["lag"]): r for r in primary}
+    primary = [r for r in rows if r.rule == "mode" and r.primary]
+    blocks = list(dict.fromkeys((r.env, r.regime) for r in primary if len(r.per_seed[SCORE]) == SEEDS))
+    cells = {(r.env, r.regime, r.method, r.lag): r for r in primary}
     matrices = {}
-    for method in dict.fromkeys(r["method"] for r in primary):
-        for lag in sorted({r["lag"] for r in primary}, key=lag_order):
+    for method in dict.fromkeys(r.method for r in primary):
+        for lag in sorted({r.lag for r in primary}, key=lag_order):
             found = [cells.get((env, regime, method, lag)) for env, regime in blocks]
             if blocks and all(found):
-                columns = [normalised(row["env"], row["per_seed"][SCORE]) for row in found]
+                columns = [normalised(row.env, row.per_seed[SCORE]) for row in found]
                 matrices[(method, lag)] = np.stack(columns, axis=1)
     return [f"{env} ({regime})" for env, regime in blocks], matrices
 
 
-def aggregate(rows: list[dict[str, Any]], num_resamples: int = 2000) -> dict[str, Any]:
+def aggregate(rows: list[Row], num_resamples: int = 2000) -> dict[str, Any]:
     """The aggregate IQM and the probability of improvement over :data:`REFERENCE`, per method and lag, with their
     stratified bootstrap intervals."""
     blocks, matrices = score_matrices(rows)
@@ -99,7 +100,7 @@ def aggregate_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def plot_aggregate(plt, rows: list[dict[str, Any]], result: dict[str, Any], path) -> None:
+def plot_aggregate(plt, rows: list[Row], result: dict[str, Any], path) -> None:
     """One figure: the aggregate IQM against lag per method (95% CI), and the performance profile at the largest
     fixed lag and under the fleet; nothing while no block of 16 seeds is complete."""
     _, matrices = score_matrices(rows)

@@ -11,11 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.studies.tuned.rows import SCORE_NAMES, Collected, Row, pi_key  # noqa: F401  (re-exported)
 from benchmarks.studies.tuned.specs import SCORE_RANGES
 from vaco_jax.numerics import stats
-
-SCORE_NAMES = {"learner_auc": "learner AUC", "learner_stochastic_auc": "stochastic learner AUC"}
-
 
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
 
@@ -107,36 +105,31 @@ def late_drop(curve: list[float]) -> float:
     return float(values.max() - values[-max(1, values.size // 10) :].mean())
 
 
-def pi_key(score: str) -> str:
-    """The row field of the paired P(X > reference) on ``score`` (``pi_vs_reference`` for the learner's AUC)."""
-    return "pi_vs_reference" if score == "learner_auc" else f"pi_vs_reference_{score.removeprefix('learner_')}"
-
-
-def statistics(collected: dict[str, Any]) -> None:
+def statistics(collected: Collected) -> None:
     """Adds summaries to every row and the paired comparison with tuned decoupled PPO (:func:`paired_comparison`,
     the equivalence margin :data:`EQUIVALENCE_MARGIN` of the env's score range) on the learner's AUC, of its mode
-    (``pi_vs_reference``) and of its stochastic policy (``pi_vs_reference_stochastic_auc``); then Holm's correction
-    per verdict table (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
-    rows = collected["rows"]
+    and of its stochastic policy (``Row.comparisons``); then Holm's correction per verdict table
+    (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
+    rows = collected.rows
 
-    def key(r: dict[str, Any]) -> tuple:  # a high-staleness block compares each configuration with its own kind
-        return r["env"], r["regime"], r["lag"], r["rule"], r["setting"] if r["rule"] == "staleness" else None
+    def key(r: Row) -> tuple:  # a high-staleness block compares each configuration with its own kind
+        return r.env, r.regime, r.lag, r.rule, r.setting if r.rule == "staleness" else None
 
-    reference = {key(r): r for r in rows if r["method"] == REFERENCE and in_table(r)}
+    reference = {key(r): r for r in rows if r.method == REFERENCE and in_table(r)}
     for row in rows:
-        row["summary"] = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row["per_seed"].items()}
+        row.summary = {k: stats.summarize(np.asarray(v, np.float64)) for k, v in row.per_seed.items()}
+        row.comparisons = {}  # computed again (a record's rows come with the comparisons they were written with)
         base = reference.get(key(row))
         if base is not None and row is not base:
-            margin = equivalence_margin(row["env"])
+            margin = equivalence_margin(row.env)
             for score in SCORE_NAMES:
-                row[pi_key(score)] = paired_comparison(row["per_seed"][score], base["per_seed"][score], margin)
-    collected["comparisons_by_rule"], collected["families_by_rule"] = {}, {}
-    for rule in dict.fromkeys(r["rule"] for r in rows):
+                row.comparisons[score] = paired_comparison(row.per_seed[score], base.per_seed[score], margin)
+    collected.comparisons_by_rule, collected.families_by_rule = {}, {}
+    for rule in dict.fromkeys(r.rule for r in rows):
         for score in SCORE_NAMES:  # one family per verdict table (one rule's rows, one score)
-            shown = [row[pi_key(score)] for row in rows if in_table(row, rule) and pi_key(score) in row]
-            family = correct_family(shown)
-            collected["families_by_rule"].setdefault(rule, {})[score] = family
-        collected["comparisons_by_rule"][rule] = collected["families_by_rule"][rule]["learner_auc"]["comparisons"]
+            shown = [row.comparisons[score] for row in rows if in_table(row, rule) and score in row.comparisons]
+            collected.families_by_rule.setdefault(rule, {})[score] = correct_family(shown)
+        collected.comparisons_by_rule[rule] = collected.families_by_rule[rule]["learner_auc"]["comparisons"]
 
 
 def equivalence_margin(env: str) -> float:
@@ -145,35 +138,34 @@ def equivalence_margin(env: str) -> float:
     return EQUIVALENCE_MARGIN * (high - low)
 
 
-def in_table(row: dict[str, Any], rule: str | None = None) -> bool:
+def in_table(row: Row, rule: str | None = None) -> bool:
     """Whether a verdict table shows ``row`` (of winner ``rule``; any rule if None): a block's primary rows (the
     first rule's), or another rule's tuned rows."""
-    own = row.get("rule", "mode")  # a record written before winner rules had the first rule's rows only
-    if rule is not None and own != rule:
+    if rule is not None and row.rule != rule:
         return False
-    return row["primary"] if own == "mode" else row["setting"].startswith("tuned")
+    return row.primary if row.rule == "mode" else row.setting.startswith("tuned")
 
 
-def transfer_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def transfer_rows(rows: list[Row]) -> list[dict[str, Any]]:
     """Robustness apart from transfer: per block, method and lag where a method was also tuned at that lag
     (``own-lag`` rows), its AUC with the configuration tuned at the preset's lag carried there (the primary row)
     and tuned there, paired by seed (the same test seeds), with Holm's correction over these comparisons."""
-    carried = {(r["env"], r["regime"], r["method"], r["lag"]): r for r in rows if r["rule"] == "mode" and r["primary"]}
+    carried = {(r.env, r.regime, r.method, r.lag): r for r in rows if r.rule == "mode" and r.primary}
     out = []
     for row in rows:
-        base = carried.get((row["env"], row["regime"], row["method"], row["lag"]))
-        if row["rule"] != "own-lag" or base is None:
+        base = carried.get((row.env, row.regime, row.method, row.lag))
+        if row.rule != "own-lag" or base is None:
             continue
         out.append(
             {
-                "env": row["env"],
-                "regime": row["regime"],
-                "method": row["method"],
-                "lag": row["lag"],
-                "carried": float(stats.iqm(stats.worst_filled(np.asarray(base["per_seed"]["learner_auc"])))),
-                "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row["per_seed"]["learner_auc"])))),
-                "knobs": row["knobs"],
-                "pi": paired_comparison(row["per_seed"]["learner_auc"], base["per_seed"]["learner_auc"]),
+                "env": row.env,
+                "regime": row.regime,
+                "method": row.method,
+                "lag": row.lag,
+                "carried": float(stats.iqm(stats.worst_filled(np.asarray(base.per_seed["learner_auc"])))),
+                "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"])))),
+                "knobs": row.knobs,
+                "pi": paired_comparison(row.per_seed["learner_auc"], base.per_seed["learner_auc"]),
             }
         )
     correct_family([r["pi"] for r in out])

@@ -4,11 +4,11 @@ against lag, and the high-staleness block over time."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from benchmarks.studies.lag.study import lag_order
+from benchmarks.studies.tuned.rows import Row
 from benchmarks.studies.tuned.tables import block_label
 from vaco_jax import envs
 from vaco_jax.numerics import stats
@@ -67,25 +67,25 @@ def _legend_above(fig, axes) -> None:
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_size_inches()[1]))
 
 
-def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
+def plot_all(rows: list[Row], preset, out_dir: Path) -> list[str]:
     plt = _pyplot()
     written = []
-    blocks = list(dict.fromkeys((r["env"], r["regime"]) for r in rows))
-    tuned = [r for r in rows if r["primary"]]
+    blocks = list(dict.fromkeys((r.env, r.regime) for r in rows))
+    tuned = [r for r in rows if r.primary]
     # 1. learner AUC against lag, 95% CI per method
     fig, axis = _block_grid(plt, len(blocks))
     for index, (env, regime) in enumerate(blocks):
         ax = axis(index)
-        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
         if not group:  # a block with no tuned rows yet draws nothing
             continue
-        lags = sorted({r["lag"] for r in group}, key=lag_order)
+        lags = sorted({r.lag for r in group}, key=lag_order)
         for i, method in enumerate(preset.methods):
-            points = [next((r for r in group if r["method"] == method and r["lag"] == lag), None) for lag in lags]
+            points = [next((r for r in group if r.method == method and r.lag == lag), None) for lag in lags]
             if not any(points):
                 continue
             x = np.arange(len(lags)) + 0.05 * (i - len(preset.methods) / 2)
-            s = [p["summary"]["learner_auc"] if p else None for p in points]
+            s = [p.summary["learner_auc"] if p else None for p in points]
             y = np.array([v["iqm"] if v else np.nan for v in s])
             err = np.array([[v["iqm"] - v["ci_low"], v["ci_high"] - v["iqm"]] if v else [0, 0] for v in s]).T
             ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="os^Dv<>P"[i % 8], capsize=3, label=method)
@@ -100,14 +100,14 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     taus = np.linspace(-0.25, 1.5, 141)
     for index, (env, regime) in enumerate(blocks):
         ax = axis(index)
-        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
-        reference = next((r for r in group if r["method"] == "ppo" and r["lag"] == "0"), None)  # PPO at lag 0
+        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
+        reference = next((r for r in group if r.method == "ppo" and r.lag == "0"), None)  # PPO at lag 0
         if reference is None:
             continue
         random_return = envs.random_policy_return(envs.make(env))
         ref = reference["summary"]["learner_auc"]["iqm"]
         for i, method in enumerate(preset.methods):
-            scores = [s for r in group if r["method"] == method for s in r["per_seed"]["learner_auc"]]
+            scores = [s for r in group if r.method == method for s in r.per_seed["learner_auc"]]
             if not scores:
                 continue
             normalised = stats.worst_filled(stats.normalized_score(np.asarray(scores), random_return, ref), -np.inf)
@@ -120,14 +120,14 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     # 3. entropy and forward TV against lag
     fig, axis = _block_grid(plt, len(blocks), panels_per_block=2)
     for col, (env, regime) in enumerate(blocks):
-        group = [r for r in tuned if (r["env"], r["regime"]) == (env, regime)]
+        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
         if not group:
             continue
-        lags = sorted({r["lag"] for r in group}, key=lag_order)
+        lags = sorted({r.lag for r in group}, key=lag_order)
         for row_index, metric in enumerate(("entropy", "tv/forward")):
             ax = axis(col, row_index)
             for method in preset.methods:
-                by_lag = {r["lag"]: r["diagnostics"].get(metric, np.nan) for r in group if r["method"] == method}
+                by_lag = {r.lag: r.diagnostics.get(metric, np.nan) for r in group if r.method == method}
                 values = [by_lag.get(lag, np.nan) for lag in lags]
                 ax.plot(np.arange(len(lags)), values, marker="o", label=method)
             ax.set_xticks(np.arange(len(lags)), lags)
@@ -140,22 +140,22 @@ def plot_all(rows: list[dict[str, Any]], preset, out_dir: Path) -> list[str]:
     return written
 
 
-def plot_staleness(plt, rows: list[dict[str, Any]], path: Path) -> None:
+def plot_staleness(plt, rows: list[Row], path: Path) -> None:
     """A high-staleness block over time at its largest fixed lag, lag-4 configurations: the learner's evaluation,
     the backward TV, the ESS of pi_T/beta and the clip fraction, per method (IQM over seeds)."""
-    stale = [r for r in rows if r["rule"] == "staleness" and r["setting"] == "tuned" and "curves" in r]
-    fixed = sorted({int(r["lag"]) for r in stale if r["lag"].isdigit()})
+    stale = [r for r in rows if r.rule == "staleness" and r.setting == "tuned" and r.curves is not None]
+    fixed = sorted({int(r.lag) for r in stale if r.lag.isdigit()})
     if not fixed:
         return
-    at = [r for r in stale if r["lag"] == str(fixed[-1])]
+    at = [r for r in stale if r.lag == str(fixed[-1])]
     panels = ("eval/return_deterministic", "tv/backward", "tv/ess_learner", "ppo/clip_frac")
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, metric in zip(axes, panels, strict=True):
         for i, row in enumerate(at):
-            curve = np.asarray(row["curves"].get(metric, []), np.float64)
+            curve = np.asarray(row.curves.get(metric, []), np.float64)
             if curve.size:
                 x = np.flatnonzero(np.isfinite(curve))
-                ax.plot(x, curve[x], label=row["method"], linestyle="-:"[i // 4 % 2])
+                ax.plot(x, curve[x], label=row.method, linestyle="-:"[i // 4 % 2])
         ax.set_xlabel("iteration")
         ax.set_title(f"{metric} at lag {fixed[-1]}", fontsize=10)
         ax.grid(alpha=0.3)

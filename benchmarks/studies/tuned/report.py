@@ -33,6 +33,7 @@ from benchmarks.studies.tuned.cells import (
 )
 from benchmarks.studies.tuned.comparisons import SIGNIFICANCE, late_drop, statistics, transfer_rows
 from benchmarks.studies.tuned.figures import _pyplot, plot_all, plot_staleness
+from benchmarks.studies.tuned.rows import Collected, Row
 from benchmarks.studies.tuned.specs import METHODS, search_space
 from benchmarks.studies.tuned.tables import (
     default_vs_tuned_table,
@@ -65,11 +66,9 @@ def _lag_label(point: dict[str, Any], stage: str, fleet_k: int) -> str:
     return f"U{{0..{fleet_k}}}" if fleet else str(point["lag.k"])
 
 
-def collect(preset, out_dir: Path) -> dict[str, Any]:
+def collect(preset, out_dir: Path) -> Collected:
     """Rows of every test result on disk, the tuning and probe results, and which cells are missing or stale."""
-
-    rows, tuning, probes, missing, stale, unrecorded, seconds = [], {}, {}, [], [], [], 0.0
-    own_lag_tuning = {}
+    collected = Collected(rows=[])
     cells = cells_of(preset)
     # a block's table rows wait until all its cells of that winner rule are in (its search's too): a half-run block
     # would change the comparisons, and so the corrected marks, of the whole table (a probe is in no table)
@@ -82,19 +81,21 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
     for cell in cells:
         result = load_cell(out_dir, preset, cell)
         if result is None:
-            missing.append(cell.id)
+            collected.missing.append(cell.id)
             continue
-        seconds += result["seconds"]
+        collected.seconds += result["seconds"]
         if not is_current(preset, cell, out_dir, result):
-            stale.append({"cell": cell.id, "commit": result.get("commit"), "fingerprint": result.get("fingerprint")})
+            collected.stale.append(
+                {"cell": cell.id, "commit": result.get("commit"), "fingerprint": result.get("fingerprint")}
+            )
         elif host_unrecorded(result):
-            unrecorded.append(cell.id)
+            collected.host_unrecorded.append(cell.id)
         block = (cell.block.env, cell.block.regime)
         if cell.is_search and cell.own_lag is not None:  # a search at a lag of its own: its winner, for the report
-            own_lag_tuning[(*block, cell.method, cell.own_lag)] = result["best"]
+            collected.own_lag_tuning[(*block, cell.method, cell.own_lag)] = result["best"]
             continue
         if cell.stage == "tune":
-            tuning[(*block, cell.method)] = {
+            collected.tuning[(*block, cell.method)] = {
                 "ranges": {
                     path: dataclasses.asdict(knob)
                     for path, knob in search_space(METHODS[cell.method], cell.block).items()
@@ -107,7 +108,7 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
             }
             continue
         if cell.stage == "probe":
-            probes[(*block, cell.method)] = result
+            collected.probes[(*block, cell.method)] = result
             continue
         source = tuning_cell(preset, cell)
         sources = {(*_block_of(c), c.rule) for c in source_cells(preset, cell)}  # their searches' rules: mode, own-lag
@@ -119,36 +120,27 @@ def collect(preset, out_dir: Path) -> dict[str, Any]:
             setting = names[index * len(names) // len(result["points"])]  # points run configuration by configuration
             if cell.rule != "mode" and cell.rule != "staleness" and knobs:  # another rule's winner, or own lag's
                 setting = f"tuned ({cell.rule} rule)"
-            rows.append(
-                {
-                    "env": cell.block.env,
-                    "regime": cell.block.regime,
-                    "method": cell.method,
-                    "setting": setting,
+            collected.rows.append(
+                Row(
+                    env=cell.block.env,
+                    regime=cell.block.regime,
+                    method=cell.method,
+                    setting=setting,
                     # what the block reports: the tuned configuration where there is one, else the default
-                    "primary": setting == ("tuned" if source is not None else "default"),
-                    "rule": cell.rule,
-                    "held_out": cell.block.tune_from,
-                    "knobs": knobs,
-                    "lag": _lag_label(point["point"], cell.stage, block_lags(preset, cell.block)[1]),
-                    "per_seed": {k: point[k] for k in SCORES},
-                    "late_drop": late_drop(point["curves"]["eval/return_deterministic"]),
-                    "diagnostics": point["diagnostics"],
-                    "skipped_steps_total": float(np.sum(point["skipped_steps"])),
-                    "curves": point["curves"],
-                }
+                    primary=setting == ("tuned" if source is not None else "default"),
+                    rule=cell.rule,
+                    held_out=cell.block.tune_from,
+                    knobs=knobs,
+                    lag=_lag_label(point["point"], cell.stage, block_lags(preset, cell.block)[1]),
+                    per_seed={k: point[k] for k in SCORES},
+                    late_drop=late_drop(point["curves"]["eval/return_deterministic"]),
+                    diagnostics=point["diagnostics"],
+                    skipped_steps_total=float(np.sum(point["skipped_steps"])),
+                    curves=point["curves"],
+                )
             )
-    return {
-        "rows": rows,
-        "tuning": tuning,
-        "own_lag_tuning": own_lag_tuning,
-        "probes": probes,
-        "incomplete": sorted(f"{env} ({regime}), {rule} rule" for env, regime, rule in absent),
-        "missing": missing,
-        "stale": stale,
-        "host_unrecorded": unrecorded,
-        "seconds": seconds,
-    }
+    collected.incomplete = sorted(f"{env} ({regime}), {rule} rule" for env, regime, rule in absent)
+    return collected
 
 
 def _block_of(cell) -> tuple[str, str]:
@@ -158,26 +150,26 @@ def _block_of(cell) -> tuple[str, str]:
 def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]:
     collected = collect(preset, out_dir)
     statistics(collected)
-    rows = collected["rows"]
-    mode_comparisons = collected["comparisons_by_rule"].get("mode", 0)  # the first rule's tables (both readings)
+    rows = collected.rows
+    mode_comparisons = collected.comparisons_by_rule.get("mode", 0)  # the first rule's tables (both readings)
     payload = {
         "preset": preset_name,
         "environment": machine.describe(),
-        "cells_missing": collected["missing"],
-        "cells_stale": collected["stale"],
-        "cells_host_unrecorded": collected["host_unrecorded"],
-        "blocks_incomplete": collected["incomplete"],
-        "study_seconds": collected["seconds"],
+        "cells_missing": collected.missing,
+        "cells_stale": collected.stale,
+        "cells_host_unrecorded": collected.host_unrecorded,
+        "blocks_incomplete": collected.incomplete,
+        "study_seconds": collected.seconds,
         "comparisons_per_table": mode_comparisons,
-        "comparisons_by_rule": collected["comparisons_by_rule"],  # each winner rule's table: its Holm family
-        "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected["tuning"].items()],
-        "probes": probe_summaries(collected["probes"], collected["tuning"]),
-        "rows": [{k: v for k, v in r.items() if k != "curves"} for r in rows],
+        "comparisons_by_rule": collected.comparisons_by_rule,  # each winner rule's table: its Holm family
+        "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected.tuning.items()],
+        "probes": probe_summaries(collected.probes, collected.tuning),
+        "rows": [r.to_record() for r in rows],
         "aggregate": aggregate(rows),
         "transfer": transfer_rows(rows),
         "own_lag_tuning": [
             {"env": e, "regime": g, "method": m, "lag": lag, **best}
-            for (e, g, m, lag), best in collected["own_lag_tuning"].items()
+            for (e, g, m, lag), best in collected.own_lag_tuning.items()
         ],
     }
     write_text_atomic(out_dir / "tuned.json", json.dumps(payload, indent=1, allow_nan=True))
@@ -189,15 +181,15 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
     markdown = [
         f"# Tuned lag benchmark ({preset_name})",
         "",
-        f"{len(collected['missing'])} cells missing, {len(collected['stale'])} made by other code than this "
-        f"checkout's, {len(collected['host_unrecorded'])} current by their programs but written before cells "
+        f"{len(collected.missing)} cells missing, {len(collected.stale)} made by other code than this "
+        f"checkout's, {len(collected.host_unrecorded)} current by their programs but written before cells "
         "recorded their host code and platform (benchmarks/common/provenance.py: not checkable beyond the programs); "
-        f"{collected['seconds'] / 60:.0f} minutes of training on {payload['environment']['processor']} "
+        f"{collected.seconds / 60:.0f} minutes of training on {payload['environment']['processor']} "
         f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
         "",
         *(
-            [f"Not in the tables until all their cells are in: {'; '.join(collected['incomplete'])}.", ""]
-            if collected["incomplete"]
+            [f"Not in the tables until all their cells are in: {'; '.join(collected.incomplete)}.", ""]
+            if collected.incomplete
             else []
         ),
         "## Over the blocks at once: the aggregate normalised learner AUC and P(X > tuned decoupled PPO)",
@@ -223,7 +215,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
                 "",
                 f"Each search's winner by the mean AUC of the learner's {rule} policy over the tuning seeds, tested "
                 "on the same fresh seeds; P against decoupled PPO tuned by the same rule; Holm over this table's "
-                f"{collected['comparisons_by_rule'].get(rule, 0)} comparisons.",
+                f"{collected.comparisons_by_rule.get(rule, 0)} comparisons.",
                 "",
                 *table,
                 "",
@@ -255,7 +247,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "",
         "## Where each search's winner lies in its ranges (selection rule: the best mean AUC of the learner's mode)",
         "",
-        *winner_positions_table(collected["tuning"]),
+        *winner_positions_table(collected.tuning),
         "",
         "## Around each winner: one step down and up per knob, on fresh seeds (the winner-neighbourhood probe)",
         "",
@@ -294,14 +286,14 @@ def restate(preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]
     keep what their report wrote."""
     record = out_dir / "tuned.json"
     payload = json.loads(record.read_text())
-    rows = [{k: v for k, v in r.items() if not k.startswith("pi_vs_reference")} for r in payload["rows"]]
-    collected = {"rows": rows}
+    collected = Collected(rows=[Row.from_record(r) for r in payload["rows"]])
     statistics(collected)
+    rows = collected.rows
     payload |= {
-        "rows": rows,
-        "comparisons_per_table": collected["comparisons_by_rule"].get("mode", 0),
-        "comparisons_by_rule": collected["comparisons_by_rule"],
-        "families_by_rule": collected["families_by_rule"],
+        "rows": [r.to_record() for r in rows],
+        "comparisons_per_table": collected.comparisons_by_rule.get("mode", 0),
+        "comparisons_by_rule": collected.comparisons_by_rule,
+        "families_by_rule": collected.families_by_rule,
         "aggregate": aggregate(rows),
         "restated": "comparisons recomputed from the rows' per-seed scores by report.restate: exact intervals, "
         "signed-rank direction, equivalence tests, Holm families of markable comparisons",

@@ -16,8 +16,8 @@ from benchmarks.studies.tuned.comparisons import (
     in_table,
     mean_diverged_as_worst,
     paired_comparison,
-    pi_key,
 )
+from benchmarks.studies.tuned.rows import Row
 from benchmarks.studies.tuned.specs import Knob
 from vaco_jax.numerics import stats
 
@@ -28,7 +28,7 @@ def _fmt(summary: dict[str, float]) -> str:
 
 
 def verdict_table(
-    rows: list[dict[str, Any]], methods: tuple[str, ...], score: str = "learner_auc", rule: str = "mode"
+    rows: list[Row], methods: tuple[str, ...], score: str = "learner_auc", rule: str = "mode"
 ) -> list[str]:
     """Per env and lag: each method's ``score`` (IQM; tuned where the block has tuning; the learner's mode AUC by
     default, ``learner_stochastic_auc`` for its sampling policy) and its paired P(> decoupled PPO in the same
@@ -36,28 +36,28 @@ def verdict_table(
     rows = [r for r in rows if in_table(r, rule)]
     if not rows:
         return ["(no block has all its cells yet)"]
-    present = [m for m in methods if any(r["method"] == m for r in rows)]
+    present = [m for m in methods if any(r.method == m for r in rows)]
     lines = [
         f"| env | lag | best ({SCORE_NAMES[score]}) | "
         + " | ".join(f"{m}: AUC, P(> {REFERENCE})" for m in present)
         + " |",
         "|---|---|---|" + "---|" * len(present),
     ]
-    blocks = dict.fromkeys((r["env"], r["regime"]) for r in rows)
+    blocks = dict.fromkeys((r.env, r.regime) for r in rows)
     for env, regime in blocks:
-        tuned = [r for r in rows if (r["env"], r["regime"]) == (env, regime)]
-        for lag in sorted({r["lag"] for r in tuned}, key=lag_order):
-            at = {r["method"]: r for r in tuned if r["lag"] == lag}
-            best = max(at.values(), key=lambda r: r["summary"][score]["iqm"])
+        tuned = [r for r in rows if (r.env, r.regime) == (env, regime)]
+        for lag in sorted({r.lag for r in tuned}, key=lag_order):
+            at = {r.method: r for r in tuned if r.lag == lag}
+            best = max(at.values(), key=lambda r: r.summary[score]["iqm"])
             cells = []
             for m in present:
                 if m not in at:
                     cells.append("-")
                     continue
-                auc = at[m]["summary"][score]["iqm"]
-                pi = at[m].get(pi_key(score))
+                auc = at[m].summary[score]["iqm"]
+                pi = at[m].comparisons.get(score)
                 cells.append(f"{auc:.1f}" + (f", {format_pi(pi)}" if pi else ""))
-            lines.append(f"| {block_label(best)} | {lag} | {best['method']} ({best['summary'][score]['iqm']:.1f}) | "
+            lines.append(f"| {block_label(best)} | {lag} | {best.method} ({best.summary[score]['iqm']:.1f}) | "
                          + " | ".join(cells) + " |")  # fmt: skip
     return lines
 
@@ -81,51 +81,45 @@ def transfer_table(transfer: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def staleness_table(rows: list[dict[str, Any]]) -> list[str]:
+def staleness_table(rows: list[Row]) -> list[str]:
     """A high-staleness block: per method and configuration (its lag-4 one, ``tuned``, and its lag-16 one,
     ``tuned-at-16``), the learner AUC at each lag with P(> decoupled PPO in the same configuration) and its marks
     (Holm over the block's own comparisons), and how far its curve ends below its peak (a late collapse)."""
-    stale = [r for r in rows if r["rule"] == "staleness"]
+    stale = [r for r in rows if r.rule == "staleness"]
     if not stale:
         return ["(no high-staleness block has all its cells yet)"]
-    lags = sorted({r["lag"] for r in stale}, key=lag_order)
+    lags = sorted({r.lag for r in stale}, key=lag_order)
     lines = [
         "| env | method | configuration | "
         + " | ".join(f"lag {lag}: AUC, P(> {REFERENCE}), drop from peak" for lag in lags)
         + " |",
         "|---|---|---|" + "---|" * len(lags),
     ]
-    for env, regime, method, setting in dict.fromkeys(
-        (r["env"], r["regime"], r["method"], r["setting"]) for r in stale
-    ):
-        at = {
-            r["lag"]: r
-            for r in stale
-            if (r["env"], r["regime"], r["method"], r["setting"]) == (env, regime, method, setting)
-        }
+    for env, regime, method, setting in dict.fromkeys((r.env, r.regime, r.method, r.setting) for r in stale):
+        at = {r.lag: r for r in stale if (r.env, r.regime, r.method, r.setting) == (env, regime, method, setting)}
         cells = []
         for lag in lags:
             row = at.get(lag)
             if row is None:
                 cells.append("-")
                 continue
-            pi = row.get("pi_vs_reference")
+            pi = row.comparisons.get("learner_auc")
             cells.append(
-                f"{row['summary']['learner_auc']['iqm']:.1f}" + (f", {format_pi(pi)}" if pi else "")
-                + f", {row.get('late_drop', float('nan')):.0f}"
+                f"{row.summary['learner_auc']['iqm']:.1f}" + (f", {format_pi(pi)}" if pi else "")
+                + f", {row.late_drop if row.late_drop is not None else float('nan'):.0f}"
             )  # fmt: skip
         lines.append(f"| {env} ({regime}) | {method} | {setting} | " + " | ".join(cells) + " |")
     return lines
 
 
-def block_label(row: dict[str, Any]) -> str:
+def block_label(row: Row) -> str:
     """A block's name as the tables and figures show it, from one of its rows: env and regime, and whether its
     configurations were tuned on another task (held out) or are the defaults (an untuned block)."""
-    if row["held_out"]:
-        kind = f", tuned on {row['held_out']}: held out"
+    if row.held_out:
+        kind = f", tuned on {row.held_out}: held out"
     else:
-        kind = "" if row["setting"].startswith("tuned") else ", default hyperparameters"
-    return f"{row['env']} ({row['regime']}{kind})"
+        kind = "" if row.setting.startswith("tuned") else ", default hyperparameters"
+    return f"{row.env} ({row.regime}{kind})"
 
 
 def winner_positions_table(tuning: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
@@ -230,28 +224,28 @@ def probe_table(summaries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def default_vs_tuned_table(rows: list[dict[str, Any]], methods: tuple[str, ...]) -> list[str]:
+def default_vs_tuned_table(rows: list[Row], methods: tuple[str, ...]) -> list[str]:
     lines = [
         "| env | method | tuned hyperparameters | lag | learner AUC, default | learner AUC, tuned |",
         "|---|---|---|---|---|---|",
     ]
-    groups = dict.fromkeys((r["env"], r["regime"], r["method"]) for r in rows if r["setting"] == "tuned")
+    groups = dict.fromkeys((r.env, r.regime, r.method) for r in rows if r.setting == "tuned")
     for env, regime, method in sorted(groups, key=lambda g: (g[0], g[1], methods.index(g[2]))):
-        group = [r for r in rows if (r["env"], r["regime"], r["method"]) == (env, regime, method)]
-        tuned_row = next(r for r in group if r["setting"] == "tuned")
-        knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned_row["knobs"].items())
-        where = f"{env} ({regime}" + (f", tuned on {tuned_row['held_out']})" if tuned_row["held_out"] else ")")
-        for lag in sorted({r["lag"] for r in group}, key=lag_order):
-            by = {r["setting"]: r for r in group if r["lag"] == lag}
+        group = [r for r in rows if (r.env, r.regime, r.method) == (env, regime, method)]
+        tuned_row = next(r for r in group if r.setting == "tuned")
+        knobs = ", ".join(f"{k.split('.')[-1]}={v:.3g}" for k, v in tuned_row.knobs.items())
+        where = f"{env} ({regime}" + (f", tuned on {tuned_row.held_out})" if tuned_row.held_out else ")")
+        for lag in sorted({r.lag for r in group}, key=lag_order):
+            by = {r.setting: r for r in group if r.lag == lag}
             if {"default", "tuned"} <= set(by):
                 lines.append(
                     f"| {where} | {method} | {knobs} | {lag} | "
-                    f"{_fmt(by['default']['summary']['learner_auc'])} | {_fmt(by['tuned']['summary']['learner_auc'])} |"
+                    f"{_fmt(by['default'].summary['learner_auc'])} | {_fmt(by['tuned'].summary['learner_auc'])} |"
                 )
     return lines
 
 
-def readings_table(rows: list[dict[str, Any]]) -> list[str]:
+def readings_table(rows: list[Row]) -> list[str]:
     """How the learner's score and the training return differ (the reported configurations): the learner's mode,
     the learner's stochastic policy (what an on-policy actor would earn), and the stale actors, with the entropy."""
     lines = [
@@ -260,13 +254,13 @@ def readings_table(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        if not r["primary"]:
+        if not r.primary:
             continue
-        s = r["summary"]
+        s = r.summary
         lines.append(
-            f"| {r['env']} ({r['regime']}) | {r['lag']} | {r['method']} | {s['learner_auc']['iqm']:.1f} | "
+            f"| {r.env} ({r.regime}) | {r.lag} | {r.method} | {s['learner_auc']['iqm']:.1f} | "
             f"{s['learner_stochastic_auc']['iqm']:.1f} | {s['train_auc']['iqm']:.1f} | "
             f"{s['learner_final']['iqm']:.1f} | {s['train_final']['iqm']:.1f} | "
-            f"{r['diagnostics'].get('entropy', float('nan')):.3f} |"
+            f"{r.diagnostics.get('entropy', float('nan')):.3f} |"
         )
     return lines
