@@ -533,6 +533,33 @@ def test_shard_flags_are_checked_and_device_workers_see_one_device_each(study):
     ]
 
 
+def test_the_study_scripts_read_their_flags_as_the_package_does(study, capsys):
+    """The study, the lag probe and the ablation read their flags with tyro (benchmarks/common/cli.py): a shard, a
+    repeated block, a worker's command read back; flags that do not go together end with one line and exit 2."""
+    from benchmarks.common.cli import parse
+    from benchmarks.studies.tuned import ablation, lag_probe
+
+    argv = ["--preset", "tuned", "--shard", "1/4", "--block", "CartPole-v1/aggressive", "--block", "brax/hopper/brax"]
+    args = parse(study.StudyArgs, [*argv, "--report"], None)
+    assert args.shard == study.Shard(1, 4) and args.block == ("CartPole-v1/aggressive", "brax/hopper/brax")
+    assert args.report and not args.check and args.device_shard is None
+    for command, _ in study.device_workers([*argv, "--devices", "2"], 2, {}):
+        assert parse(study.StudyArgs, command[3:], None).device_shard in (study.Shard(0, 2), study.Shard(1, 2))
+    with pytest.raises(SystemExit):
+        parse(study.StudyArgs, ["--shard", "4/4"], None)
+    assert "must be I/N with 0 <= I < N" in capsys.readouterr().err
+    for main, argv, message in [
+        (study.main, ["--devices", "0"], "--devices 0 must be >= 1"),
+        (lag_probe.main, ["--env", "CartPole-v1", "--lag", "16"], "--env, --method and --lag name"),
+        (lag_probe.main, ["--env", "CartPole-v1", "--method", "ppo", "--lag", "-1"], "a lag of 0 or more"),
+        (ablation.main, ["--env", "Pendulum-v1", "--method", "vaco", "--lag", "4", "--algorithms", "vaco"], "two"),
+    ]:
+        with pytest.raises(SystemExit) as exit:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
+
+
 def test_block_runs_only_that_blocks_cells_and_a_held_out_block_needs_its_search(study, tmp_path):
     """--block ENV/REGIME: a block's cells alone (a regime added to the study runs without the rest); a held-out
     block alone is refused while the search whose winners it tests is not on disk."""

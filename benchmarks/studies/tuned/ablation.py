@@ -18,7 +18,7 @@ elsewhere) and prints its table.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,11 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import git_commit, host_record
 from benchmarks.studies.tuned.cells import HOST_CODE, ROOT, base_config, learner_scores, train_points
 from benchmarks.studies.tuned.lag_probe import (
     READINGS,
     RESULTS,
+    DiagnosisArgs,
     compare_with_winner,
     current_search,
     fresh_seeds,
@@ -126,21 +128,25 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclasses.dataclass
+class AblationArgs(DiagnosisArgs):
+    """The ablation's flags (``python -m benchmarks.studies.tuned.ablation --help``)."""
+
+    algorithms: tuple[str, ...] = ()
+    """The algorithms to train the winner under; the first is compared to the others."""
+    seeds: int = 8
+    """How many fresh seeds (at least 2: the comparisons are paired tests)."""
+    first_seed: int = 6000
+    """The first fresh seed: no search, test or probe used them."""
+    out_dir: Path = RESULTS / "ablation"
+    """Where the record goes."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
-    parser.add_argument("--env", required=True)
-    parser.add_argument("--regime", default="aggressive")
-    parser.add_argument("--method", required=True, help="whose search's winner to train")
-    parser.add_argument("--algorithms", nargs="+", required=True, help="the first is compared to the others")
-    parser.add_argument("--lag", type=int, required=True)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--first-seed", type=int, default=6000, help="fresh seeds: no search, test or probe used them")
-    parser.add_argument("--results", type=Path, default=RESULTS, help="where the search cells are")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS / "ablation")
-    parser.add_argument("--allow-dirty", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    seeds = fresh_seeds(parser, args)
+    args = parse(AblationArgs, argv, __doc__)
+    if len(args.algorithms) < 2:
+        refuse("--algorithms A B ...: at least two, the first compared to the others")
+    seeds = fresh_seeds(args)
     record = ablation(args.preset, args.env, args.regime, args.method, args.algorithms, args.lag, seeds, args.results)
     write_diagnosis(args, record, table(record))
 

@@ -19,7 +19,7 @@ writes it into the documentation's "lag probe summary" block.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import shlex
 import time
@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import (
     block_markers,
     chunk_lengths,
@@ -51,7 +52,15 @@ from benchmarks.studies.tuned.cells import (
     train_points,
 )
 from benchmarks.studies.tuned.comparisons import mean_diverged_as_worst
-from benchmarks.studies.tuned.specs import METHODS, PRESETS, Block, TunedPreset, probe_points, search_space
+from benchmarks.studies.tuned.specs import (
+    METHODS,
+    PRESETS,
+    Block,
+    PresetName,
+    TunedPreset,
+    probe_points,
+    search_space,
+)
 from vaco_jax import Config, LagConfig
 from vaco_jax.core.config import strict_json
 from vaco_jax.core.files import write_text_atomic
@@ -309,16 +318,54 @@ def reading_cells(row: dict[str, Any]) -> list[str]:
     return cells
 
 
-def fresh_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
-    """``--seeds`` seeds from ``--first-seed`` on, after refusing a negative ``--lag``, fewer than two seeds (the
-    comparisons are paired tests) and an ``--out-dir`` with uncommitted results."""
+@dataclasses.dataclass
+class DiagnosisArgs:
+    """The flags of a diagnosis run on a search's winner (this probe, :mod:`.ablation`)."""
+
+    preset: PresetName = "tuned"
+    """The study whose searches' winners are diagnosed."""
+    env: str | None = None
+    """The block's env (its search's winner is the one diagnosed)."""
+    regime: str = "aggressive"
+    """The block's update regime."""
+    method: str | None = None
+    """Whose search's winner."""
+    lag: int | None = None
+    """The fixed lag to train at (the searches ran at 4)."""
+    seeds: int = 16
+    """How many fresh seeds (at least 2: the comparisons are paired tests)."""
+    first_seed: int = 5000
+    """The first fresh seed: no search, test or probe used them."""
+    results: Path = RESULTS
+    """Where the search cells are."""
+    out_dir: Path = RESULTS / "lag_probe"
+    """Where the record goes."""
+    allow_dirty: bool = False
+    """Write into benchmarks/results from a tree with changes."""
+
+
+@dataclasses.dataclass
+class ProbeArgs(DiagnosisArgs):
+    """The lag probe's flags (``python -m benchmarks.studies.tuned.lag_probe --help``)."""
+
+    summary: bool = False
+    """One line per probe in --out-dir (no new runs)."""
+    update_readme: Path | None = None
+    """With --summary: rewrite this README's lag-probe summary block."""
+
+
+def fresh_seeds(args: DiagnosisArgs) -> list[int]:
+    """``--seeds`` seeds from ``--first-seed`` on, after refusing a run that names no winner, a negative ``--lag``,
+    fewer than two seeds (the comparisons are paired tests) and an ``--out-dir`` with uncommitted results."""
+    if args.env is None or args.method is None or args.lag is None:
+        refuse("--env, --method and --lag name the search's winner to diagnose and the lag to train it at")
     if args.lag < 0 or args.seeds < 2:
-        parser.error(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
+        refuse(f"--lag {args.lag} --seeds {args.seeds}: a lag of 0 or more and at least 2 seeds (paired tests)")
     refuse_dirty_results(args.out_dir, ROOT, args.allow_dirty)
     return list(range(args.first_seed, args.first_seed + args.seeds))
 
 
-def write_diagnosis(args: argparse.Namespace, record: dict[str, Any], text: str) -> Path:
+def write_diagnosis(args: DiagnosisArgs, record: dict[str, Any], text: str) -> Path:
     """Print ``text`` and write ``record`` with it to ``<out-dir>/<env>__<regime>__<method>__lag<k>.json``."""
     record["table"] = text
     print(text)
@@ -330,20 +377,7 @@ def write_diagnosis(args: argparse.Namespace, record: dict[str, Any], text: str)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="tuned", choices=sorted(PRESETS))
-    parser.add_argument("--env")
-    parser.add_argument("--regime", default="aggressive")
-    parser.add_argument("--method")
-    parser.add_argument("--lag", type=int, help="the fixed lag to probe at (the searches ran at 4)")
-    parser.add_argument("--seeds", type=int, default=16)
-    parser.add_argument("--first-seed", type=int, default=5000, help="fresh seeds: no search, test or probe used them")
-    parser.add_argument("--results", type=Path, default=RESULTS, help="where the search cells are")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS / "lag_probe")
-    parser.add_argument("--allow-dirty", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--summary", action="store_true", help="one line per probe in --out-dir (no new runs)")
-    parser.add_argument("--update-readme", type=Path, help=f"with --summary: rewrite the {SUMMARY_BLOCK!r} block")
-    args = parser.parse_args(argv)
+    args = parse(ProbeArgs, argv, __doc__)
     if args.summary:
         records, names = probe_records(args.out_dir)
         text = summary_table(records, names)
@@ -351,9 +385,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.update_readme is not None:
             replace_readme_block(args.update_readme, block_markers(SUMMARY_BLOCK), ["", text, ""])
         return
-    if args.env is None or args.method is None or args.lag is None:
-        parser.error("--env, --method and --lag name the probe to run (or give --summary)")
-    seeds = fresh_seeds(parser, args)
+    seeds = fresh_seeds(args)  # --env, --method and --lag name the probe (or --summary, above)
     record = lag_probe(args.preset, args.env, args.regime, args.method, args.lag, seeds, args.results)
     write_diagnosis(args, record, table(record))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.common.provenance import STUDY_PPO_PINS
 from benchmarks.studies.lag.study import ENVS, REGIMES  # the envs' batch shapes and the update regimes of the lag study
@@ -327,3 +327,6 @@ PRESETS: dict[str, TunedPreset] = {
         probe_seeds=tuple(range(200, 216)),
     ),
 }
+
+PresetName = Literal[tuple(sorted(PRESETS))]  # type: ignore[valid-type]
+"""A ``--preset`` flag's choices: the presets' names."""

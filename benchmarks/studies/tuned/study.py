@@ -47,7 +47,6 @@ and the report lists whatever is still missing.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import random
@@ -55,10 +54,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import tyro
 
+from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import (
     fingerprints_memoized,
     git_commit,
@@ -85,7 +86,7 @@ from benchmarks.studies.tuned.cells import (
 )
 from benchmarks.studies.tuned.lag_probe import probe_state
 from benchmarks.studies.tuned.report import report, restate
-from benchmarks.studies.tuned.specs import PRESETS, Block, TunedPreset
+from benchmarks.studies.tuned.specs import PRESETS, Block, PresetName, TunedPreset
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.session import format_table
 
@@ -107,7 +108,7 @@ class Shard:
         except ValueError:
             shard = None
         if not sep or shard is None or shard.count < 1 or not 0 <= shard.index < shard.count:
-            raise argparse.ArgumentTypeError(
+            raise ValueError(
                 f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4 (a SLURM array: $SLURM_ARRAY_TASK_ID/N)"
             )
         return shard
@@ -387,49 +388,61 @@ def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
 # ----------------------------------------------------------------------------- the command line
 
 
+ShardFlag = Annotated[
+    Shard,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="I/N",
+        instance_from_str=lambda args: Shard.parse(args[0]),
+        is_instance=lambda value: isinstance(value, Shard),
+        str_from_instance=lambda shard: [str(shard)],
+    ),
+]
+"""A ``--shard I/N`` flag (:meth:`Shard.parse`)."""
+
+
+@dataclasses.dataclass
+class StudyArgs:
+    """The study's flags (``python -m benchmarks.studies.tuned --help``)."""
+
+    preset: PresetName = "tuned-smoke"
+    """Which study: its blocks, methods, budgets and seeds."""
+    out_dir: Path | None = None
+    """Where the cells and the report go; default: benchmarks/results/lag_robustness/<preset>."""
+    report: bool = False
+    """Only the statistics and figures from cells on disk."""
+    max_cells: int | None = None
+    """Run at most this many missing cells."""
+    check: bool = False
+    """Rerun one random committed cell and compare."""
+    status: bool = False
+    """Count current, stale and missing cells per block and stage; run nothing."""
+    keep_stale: bool = False
+    """Do not rerun cells made by other programs (the report marks them)."""
+    update_readme: Path | None = None
+    """Rewrite this README's tuned verdict block (and the docs page's)."""
+    restate: bool = False
+    """Re-read the committed tuned.json with today's statistics (for cells this checkout no longer makes)."""
+    check_seed: int | None = None
+    """Which cell --check picks (default: random)."""
+    allow_dirty: bool = False
+    """Write cells into benchmarks/results from a tree with changes."""
+    shard: ShardFlag | None = None
+    """Run only part I of N of the cells (0-based), e.g. 0/4."""
+    devices: int | None = None
+    """Run this host's cells on K local devices at once."""
+    block: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Run only this block's cells (ENV/REGIME; repeatable)."""
+    adopt: Path | None = None
+    """Copy the clean, current cells a worktree wrote into this folder (its --out-dir) into --out-dir, then report."""
+    device_shard: ShardFlag | None = None
+    """Internal: the part of the cells a --devices worker runs."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="tuned-smoke")
-    parser.add_argument(
-        "--out-dir", type=Path, default=None, help="default: benchmarks/results/lag_robustness/<preset>"
-    )
-    parser.add_argument("--report", action="store_true", help="only the statistics and figures from cells on disk")
-    parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells")
-    parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare")
-    parser.add_argument(
-        "--status", action="store_true", help="count current, stale and missing cells per block and stage; run nothing"
-    )
-    parser.add_argument(
-        "--keep-stale", action="store_true", help="do not rerun cells made by other programs (the report marks them)"
-    )
-    parser.add_argument("--update-readme", type=Path, default=None, help="rewrite this README's tuned verdict block")
-    parser.add_argument(
-        "--restate",
-        action="store_true",
-        help="re-read the committed tuned.json with today's statistics (for cells this checkout no longer makes)",
-    )
-    parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
-    parser.add_argument(
-        "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
-    )
-    parser.add_argument(
-        "--shard", type=Shard.parse, default=None, help="run only part I of N of the cells (0-based), e.g. 0/4"
-    )
-    parser.add_argument("--devices", type=int, default=None, help="run this host's cells on K local devices at once")
-    parser.add_argument(
-        "--block", action="append", default=[], help="run only this block's cells (ENV/REGIME; repeatable)"
-    )
-    parser.add_argument(
-        "--adopt",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="copy the clean, current cells a worktree wrote into DIR (its --out-dir) into --out-dir, then report",
-    )
-    parser.add_argument("--device-shard", type=Shard.parse, default=None, help=argparse.SUPPRESS)  # a worker's part
-    args = parser.parse_args(argv)
+    args = parse(StudyArgs, argv, __doc__)
     if args.devices is not None and args.devices < 1:
-        parser.error(f"--devices {args.devices} must be >= 1")
+        refuse(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if args.restate:
@@ -445,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(0 if check(args.preset, out_dir, args.check_seed) else 1)
     if args.adopt is not None:
         if not (args.adopt / "cells").is_dir():
-            parser.error(f"--adopt {args.adopt}: no cells/ folder there (give the --out-dir the other worktree used)")
+            refuse(f"--adopt {args.adopt}: no cells/ folder there (give the --out-dir the other worktree used)")
         with fingerprints_memoized():
             adopt(args.preset, args.adopt, out_dir, args.block)
         args.report = True
