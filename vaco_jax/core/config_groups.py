@@ -15,6 +15,7 @@ from vaco_jax.core.config_fields import check, check_choice, check_number, stati
 
 NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
+LagKind = Literal[LAG_KINDS]  # type: ignore[valid-type]  # the one list of lag.kind's choices (the CLI's too)
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
@@ -177,7 +178,7 @@ class PPOConfig:
 class LagConfig:
     """Backward lag: the simulated fleet of stale actors (spec section 2)."""
 
-    kind: Literal["fixed", "uniform", "geometric", "spread", "empirical", "replay"] = static("fixed")
+    kind: LagKind = static("fixed")
     """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at
     max_lag), spread (groups evenly over 0..k), empirical (from the histogram lag.weights, e.g. the lags a real
     asynchronous system measured) or replay (each group's lag at each iteration given in lag.sequence, e.g. the
