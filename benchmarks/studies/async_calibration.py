@@ -28,16 +28,18 @@ Needs two host devices: run with ``XLA_FLAGS=--xla_force_host_platform_device_co
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import STUDY_PPO_PINS, block_markers, git_commit, replace_readme_block
 from vaco_jax.cli import calibrate_config
 from vaco_jax.core.config import strict_json
@@ -122,29 +124,33 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--first-seed", type=int, default=0, help="the runs use seeds first-seed, first-seed + 1, ...")
-    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
-    parser.add_argument("--methods", nargs="+", default=["ppo", "ppo-decoupled", "vaco-decoupled"])
-    parser.add_argument(
-        "--lag-model",
-        default="histogram",
-        choices=LAG_MODELS,
-        help="how the simulator takes the measured lags: drawn from their histogram (what a user sets), or each "
-        "real run's sequence replayed in order (what is left is the machinery, not the lag model)",
-    )
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/async/calibration.json")
-    parser.add_argument("--update-readme", type=Path, default=None, help="rewrite the README's calibration table")
-    parser.add_argument(
-        "--block",
-        default=BLOCK,
-        help=f"the documentation block --update-readme rewrites (default {BLOCK!r}; the high-lag regime's: "
-        "'async calibration, high lag')",
-    )
-    parser.add_argument("--report", action="store_true", help="only the table from the runs in --out (no new runs)")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class CalibrationArgs:
+    """The flags of ``python -m benchmarks.studies.async_calibration``."""
+
+    seeds: int = 8
+    """Seeds per regime and method."""
+    first_seed: int = 0
+    """The runs use seeds first-seed, first-seed + 1, ..."""
+    regimes: tuple[Literal[tuple(REGIMES)], ...] = tuple(REGIMES)  # type: ignore[valid-type]
+    """Which regimes to run."""
+    methods: tuple[str, ...] = ("ppo", "ppo-decoupled", "vaco-decoupled")
+    """Which presets to run."""
+    lag_model: Literal[LAG_MODELS] = "histogram"  # type: ignore[valid-type]
+    """How the simulator takes the measured lags: drawn from their histogram (what a user sets), or each real run's
+    sequence replayed in order (what is left is the machinery, not the lag model)."""
+    out: Path = ROOT / "benchmarks/results/async/calibration.json"
+    """The result file."""
+    update_readme: Path | None = None
+    """Rewrite this README's calibration table."""
+    block: str = BLOCK
+    """The documentation block --update-readme rewrites (the high-lag regime's: 'async calibration, high lag')."""
+    report: bool = False
+    """Only the table from the runs in --out (no new runs)."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(CalibrationArgs, argv, __doc__)
     if args.report:
         payload = json.loads(args.out.read_text())
         payload["table"] = table(payload["records"])

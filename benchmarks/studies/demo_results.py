@@ -9,15 +9,18 @@ directory stays in ``--out-dir`` (default ``runs/demo``).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from vaco_jax.cli import DemoArgs, main
+from benchmarks.common.cli import parse
+from vaco_jax import cli
+from vaco_jax.cli import DemoArgs
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.machine import describe
 
@@ -42,7 +45,7 @@ class _Tee(io.TextIOBase):
 def run(out_dir: Path, results: Path) -> None:
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
-        code = main(["demo", "--out-dir", str(out_dir)])
+        code = cli.main(["demo", "--out-dir", str(out_dir)])
     if code:
         raise SystemExit(code)
     results.mkdir(parents=True, exist_ok=True)
@@ -56,9 +59,20 @@ def run(out_dir: Path, results: Path) -> None:
     print(f"\nwrote {results}/")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "demo")
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "demo")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class DemoResultsArgs:
+    """The flags of ``python -m benchmarks.studies.demo_results``."""
+
+    out_dir: Path = ROOT / "runs" / "demo"
+    """Where the demo runs."""
+    results: Path = ROOT / "benchmarks" / "results" / "demo"
+    """Where its committed results go."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(DemoResultsArgs, argv, __doc__)
     run(args.out_dir, args.results)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,14 +12,16 @@ Writes ``normalization.json`` and ``learning_curves.png`` under ``--out`` and pr
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import STUDY_PPO_PINS, study_env
 from vaco_jax import Config, Driver, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.numerics import stats
@@ -84,12 +86,20 @@ def run_task(name: str, spec: tuple, seeds: int) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--backends", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/normalization"))
-    args = parser.parse_args()
+@dataclasses.dataclass
+class NormalizationArgs:
+    """The flags of ``python -m benchmarks.studies.normalization``."""
+
+    seeds: int = 8
+    """Seeds per task and setting."""
+    backends: tuple[Literal[tuple(TASKS)], ...] = tuple(TASKS)  # type: ignore[valid-type]
+    """Which backends' tasks to run."""
+    out: Path = Path("benchmarks/results/normalization")
+    """The results folder."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(NormalizationArgs, argv, __doc__)
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"seeds": args.seeds, "tasks": {}, "verdict": {}}
     for backend in args.backends:

@@ -15,14 +15,16 @@ Writes ``benchmarks/results/normalization/normalizer_order.json`` and prints a t
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.studies.normalization import TASKS, _p_with_ci, task_config
 from vaco_jax import Driver, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.numerics import stats
@@ -60,15 +62,20 @@ def run_task(name: str, seeds: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--tasks", nargs="+", default=["CartPole-v1", "Pendulum-v1", "brax/inverted_pendulum"])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/normalization/normalizer_order.json"))
-    args = parser.parse_args()
-    unknown = [t for t in args.tasks if t not in SPECS]
-    if unknown:
-        parser.error(f"unknown task(s) {unknown}; choose from {sorted(SPECS)}")
+@dataclasses.dataclass
+class NormalizerOrderArgs:
+    """The flags of ``python -m benchmarks.studies.normalizer_order``."""
+
+    seeds: int = 8
+    """Seeds per task and order."""
+    tasks: tuple[Literal[tuple(SPECS)], ...] = ("CartPole-v1", "Pendulum-v1", "brax/inverted_pendulum")  # type: ignore[valid-type]
+    """Which tasks to run."""
+    out: Path = Path("benchmarks/results/normalization/normalizer_order.json")
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(NormalizerOrderArgs, argv, __doc__)
     tasks = {}
     for name in args.tasks:
         print(f"{name}: statistics updated after and before the gradient steps, {args.seeds} seeds ...", flush=True)

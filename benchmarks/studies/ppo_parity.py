@@ -32,16 +32,16 @@ value loss), kept in the table so that the change's effect is measured, not asse
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import (
     STUDY_PPO_PINS,
     block_markers,
@@ -334,17 +334,26 @@ def add_runs(saved: dict[str, Any], task: Task, variant: str, seeds: int, first_
     print(f"{task.env} {variant}, seeds {first_seed}..{first_seed + seeds - 1}: {seconds:.0f} s", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--seeds", type=int, default=16)
-    parser.add_argument(
-        "--first-seed", type=int, default=0, help="append seeds from this one to the recorded runs (default: replace)"
-    )
-    parser.add_argument("--report", action="store_true", help="recompute the table from the committed runs")
-    parser.add_argument("--out", type=Path, default=RESULTS / "parity.json")
-    parser.add_argument("--update-readme", type=Path, help="rewrite the ppo parity block of this README and its docs")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class ParityArgs:
+    """The flags of ``python -m benchmarks.studies.ppo_parity``."""
+
+    envs: tuple[Literal[tuple(TASKS)], ...] = tuple(TASKS)  # type: ignore[valid-type]
+    """Which tasks to run."""
+    seeds: int = 16
+    """Seeds per task and variant."""
+    first_seed: int = 0
+    """Append seeds from this one to the recorded runs (0: replace them)."""
+    report: bool = False
+    """Recompute the table from the committed runs."""
+    out: Path = RESULTS / "parity.json"
+    """The result file."""
+    update_readme: Path | None = None
+    """Rewrite the ppo parity block of this README and its docs."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(ParityArgs, argv, __doc__)
     runs_file = args.out.with_name("vaco_jax_runs.json")
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
     if not args.report:

@@ -19,13 +19,15 @@ Writes ``benchmarks/results/sample_reuse/sample_reuse.json`` and prints a markdo
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import STUDY_PPO_PINS, write_result
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, run_sweep
 from vaco_jax.core.config import EvalConfig, ReuseConfig
@@ -77,12 +79,20 @@ def measure(algorithm: str, num_batches: int, seeds: int, iterations: int) -> di
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--iterations", type=int, default=150)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/sample_reuse/sample_reuse.json")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class SampleReuseArgs:
+    """The flags of ``python -m benchmarks.studies.sample_reuse``."""
+
+    seeds: int = 8
+    """Seeds per algorithm and reuse setting."""
+    iterations: int = 150
+    """Learner updates per run."""
+    out: Path = ROOT / "benchmarks/results/sample_reuse/sample_reuse.json"
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(SampleReuseArgs, argv, __doc__)
     rows = []
     for algorithm in METHODS:
         for num_batches in NUM_BATCHES:

@@ -18,11 +18,13 @@ Writes ``benchmarks/results/tv_estimator/tv_estimator_lag.json`` and prints a ma
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import STUDY_PPO_PINS, write_result
 from vaco_jax import Config, EnvConfig, LagConfig, PPOConfig, run_sweep
 from vaco_jax.core.config import EvalConfig
@@ -63,12 +65,20 @@ def summarize(metrics: dict[str, np.ndarray], delta: float) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=4)
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/tv_estimator/tv_estimator_lag.json")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class TVEstimatorLagArgs:
+    """The flags of ``python -m benchmarks.studies.tv_estimator_lag``."""
+
+    seeds: int = 4
+    """Seeds per estimator and lag."""
+    iterations: int = 60
+    """Learner updates per run."""
+    out: Path = ROOT / "benchmarks/results/tv_estimator/tv_estimator_lag.json"
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(TVEstimatorLagArgs, argv, __doc__)
     rows = []
     for estimator in ESTIMATORS:
         config = study_config(estimator, args.iterations)

@@ -38,10 +38,12 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
+from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import fingerprints_memoized, refuse_dirty_results, same_experiment  # noqa: F401
 from benchmarks.studies.lag.cells import (  # noqa: F401  (re-exported: the tests and the tuned study use them)
     REDUCTIONS,
@@ -79,33 +81,40 @@ from benchmarks.studies.lag.specs import (  # noqa: F401
 )
 
 
+@dataclasses.dataclass
+class LagStudyArgs:
+    """The flags of ``python -m benchmarks.studies.lag.study``."""
+
+    preset: Literal[tuple(sorted(PRESETS))] = "smoke"  # type: ignore[valid-type]
+    """Which study."""
+    out_dir: Path | None = None
+    """Default: benchmarks/results/lag_robustness/<preset>."""
+    report: bool = False
+    """Only compute statistics and figures from cells on disk."""
+    list: bool = False
+    """List the cells in run order and which are done."""
+    max_cells: int | None = None
+    """Run at most this many missing cells, then report."""
+    update_readme: Path | None = None
+    """Rewrite the verdict block of this README from the report."""
+    check: bool = False
+    """Rerun one random committed cell and compare its numbers."""
+    check_seed: int | None = None
+    """Which cell --check picks (default: random)."""
+    rerun_stale: bool = False
+    """Also rerun cells made by other programs (default: keep, marked)."""
+    allow_dirty: bool = False
+    """Write cells into benchmarks/results from a tree with changes."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
-    parser.add_argument(
-        "--out-dir", type=Path, default=None, help="default: benchmarks/results/lag_robustness/<preset>"
-    )
-    parser.add_argument("--report", action="store_true", help="only compute statistics and figures from cells on disk")
-    parser.add_argument("--list", action="store_true", help="list the cells in run order and which are done")
-    parser.add_argument("--max-cells", type=int, default=None, help="run at most this many missing cells, then report")
-    parser.add_argument(
-        "--update-readme", type=Path, default=None, help="rewrite the verdict block of this README from the report"
-    )
-    parser.add_argument("--check", action="store_true", help="rerun one random committed cell and compare its numbers")
-    parser.add_argument("--check-seed", type=int, default=None, help="which cell --check picks (default: random)")
-    parser.add_argument(
-        "--rerun-stale", action="store_true", help="also rerun cells made by other programs (default: keep, marked)"
-    )
-    parser.add_argument(
-        "--allow-dirty", action="store_true", help="write cells into benchmarks/results from a tree with changes"
-    )
-    args = parser.parse_args(argv)
+    args = parse(LagStudyArgs, argv, __doc__)
     preset = PRESETS[args.preset]
     out_dir = args.out_dir or Path("benchmarks/results/lag_robustness") / args.preset
     if not (args.report or args.check or args.list):
         refuse_dirty_results(out_dir, Path(__file__).resolve().parents[3], args.allow_dirty)
     if out_dir.exists() and not out_dir.is_dir():
-        parser.error(f"--out-dir {out_dir} is a file: give a directory")
+        refuse(f"--out-dir {out_dir} is a file: give a directory")
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     cells = cells_of(preset)
     if args.check:
