@@ -194,3 +194,18 @@ def test_no_module_is_longer_than_one_idea():
     lengths = {_module_name(path): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
     assert {name: n for name, n in lengths.items() if n > MODULE_LINES} == {}
     assert max(lengths.values()) > MODULE_LINES // 2  # the count sees the modules' lines
+
+
+def test_the_shape_tool_counts_long_functions_and_long_parameter_lists():
+    """benchmarks/code/shape.py (the before-and-after figures of a refactor): a function of 51 lines is long, one of
+    50 is not; 9 parameters are too many, 8 and a method's self are not."""
+    from benchmarks.code.shape import long_and_wide
+
+    body = "\n".join(["    x = 1"] * 49)
+    source = (
+        f"def long(a):\n{body}\n    return x\n\n"  # 51 lines
+        f"def fits(a):\n{body}\n\n"  # 50 lines
+        "def wide(a, b, c, d, /, e, f, *, g, h, i):\n    pass\n\n"
+        "class C:\n    def method(self, a, b, c, d, e, f, g, h):\n        pass\n"
+    )
+    assert long_and_wide(source) == ([("long", 51)], [("wide", 9)])

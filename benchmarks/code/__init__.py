@@ -1,0 +1,1 @@
+"""Measurements of the code itself rather than of training: the package's shape at a commit."""
