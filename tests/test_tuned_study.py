@@ -535,8 +535,10 @@ def test_shard_flags_are_checked_and_device_workers_see_one_device_each(study):
 
 def test_the_study_scripts_read_their_flags_as_the_package_does(study, capsys):
     """The study, the lag probe and the ablation read their flags with tyro (benchmarks/common/cli.py): a shard, a
-    repeated block, a worker's command read back; flags that do not go together end with one line and exit 2."""
+    repeated block, a worker's command read back; flags that do not go together, and a list flag given empty (which
+    argparse's nargs="+" refused), end with one line and exit 2."""
     from benchmarks.common.cli import parse
+    from benchmarks.studies import normalizer_order
     from benchmarks.studies.tuned import ablation, lag_probe
 
     argv = ["--preset", "tuned", "--shard", "1/4", "--block", "CartPole-v1/aggressive", "--block", "brax/hopper/brax"]
@@ -552,7 +554,8 @@ def test_the_study_scripts_read_their_flags_as_the_package_does(study, capsys):
         (study.main, ["--devices", "0"], "--devices 0 must be >= 1"),
         (lag_probe.main, ["--env", "CartPole-v1", "--lag", "16"], "--env, --method and --lag name"),
         (lag_probe.main, ["--env", "CartPole-v1", "--method", "ppo", "--lag", "-1"], "a lag of 0 or more"),
-        (ablation.main, ["--env", "Pendulum-v1", "--method", "vaco", "--lag", "4", "--algorithms", "vaco"], "two"),
+        (ablation.main, ["--env", "Pendulum-v1", "--method", "vaco", "--lag", "4"], "--algorithms A [B ...]"),
+        (normalizer_order.main, ["--tasks"], "--tasks needs at least one value (default: CartPole-v1 Pendulum-v1"),
     ]:
         with pytest.raises(SystemExit) as exit:
             main(argv)

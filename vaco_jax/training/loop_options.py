@@ -5,8 +5,9 @@
 
 A call takes the record (``options=``) or the record's fields as keywords (``chunk_size=5``), or both: keywords
 replace the record's fields, as :func:`dataclasses.replace` does. So a caller builds the options once and passes
-them on whole, and a one-off call still reads ``run_sweep(config, chunk_size=5)``. None of these options changes
-what is trained: they say how the host cuts, watches and stops the compiled program.
+them on whole, and a one-off call still reads ``run_sweep(config, chunk_size=5)``. These options say how the host
+cuts, watches and stops the compiled program: the updates are the same whatever they are, except that a stop request
+ends the runs early, and that programs of other chunk lengths may round differently in the last bit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from vaco_jax.core.types import TrainState
 from vaco_jax.training.chunks import DEFAULT_CHUNK_SIZE
 
 if TYPE_CHECKING:
+    from vaco_jax.training.asynchronous import AsyncDriver
     from vaco_jax.training.driver import Driver
 
 # (iterations done, that chunk's metrics {name: [S, n]}) after each chunk: progress, writers
@@ -96,8 +98,8 @@ class SweepOptions(LoopOptions):
     give the CLI's numbers: programs of other scan lengths may round differently in the last bit), and:
 
     Attributes:
-      driver: a :class:`~vaco_jax.training.driver.Driver` to reuse (shares compiled programs between calls); None
-        for a new one.
+      driver: a :class:`~vaco_jax.training.driver.Driver` to reuse (shares compiled programs between calls), or an
+        :class:`~vaco_jax.training.asynchronous.AsyncDriver` (real actor threads); None for a new Driver.
       resume: a :func:`vaco_jax.runs.checkpoint.restore` result of these very runs: training continues from its states
         (bit-identical to an uninterrupted run). Needs the ``metrics_dir`` the interrupted run wrote, whose metrics
         past the checkpoint are dropped and whose earlier ones come first in the result.
@@ -112,7 +114,7 @@ class SweepOptions(LoopOptions):
     """
 
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
-    driver: Driver | None = None
+    driver: Driver | AsyncDriver | None = None
     resume: Resumable | None = None
     metrics_dir: str | Path | None = None
     progress: bool = True

@@ -21,7 +21,14 @@ from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.numerics import stats
 from vaco_jax.training import distributed
 from vaco_jax.training.driver import Driver
-from vaco_jax.training.loop_options import LoopOptions, Resumable, SweepOptions  # noqa: F401  (Resumable re-exported)
+from vaco_jax.training.loop_options import (  # noqa: F401  (DEFAULT_CHUNK_SIZE, the callback types, Resumable re-exported)
+    DEFAULT_CHUNK_SIZE,
+    ChunkCallback,
+    LoopOptions,
+    Resumable,
+    StateCallback,
+    SweepOptions,
+)
 from vaco_jax.training.metrics_store import InMemoryMetrics, MetricsStore, StoredMetrics
 from vaco_jax.training.plan import RunPlan
 
@@ -238,9 +245,9 @@ def run_sweep(
       seed: first seed.
       options: how the host runs the program (:class:`~vaco_jax.training.loop_options.SweepOptions`: chunk size,
         callbacks, stop request, a driver to reuse, a resume, metrics streamed to a directory, progress bar, runs per
-        program); its fields may also be given as keywords (``chunk_size=5``, ``progress=False``), which replace the
-        record's. :func:`vaco_jax.training.memory.runs_per_program` chooses ``runs_per_program`` from the device's
-        memory.
+        program, double buffering); its fields may also be given as keywords (``chunk_size=5``,
+        ``progress=False``), which replace the record's. :func:`vaco_jax.training.memory.runs_per_program` chooses
+        ``runs_per_program`` from the device's memory.
 
     Returns:
       A :class:`SweepResult` with metrics ``[*grid, seed, iteration]``.

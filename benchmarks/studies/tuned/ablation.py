@@ -144,8 +144,8 @@ class AblationArgs(DiagnosisArgs):
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(AblationArgs, argv, __doc__)
-    if len(args.algorithms) < 2:
-        refuse("--algorithms A B ...: at least two, the first compared to the others")
+    if not args.algorithms:
+        refuse("--algorithms A [B ...]: the algorithms to train the winner under, the first compared to the others")
     seeds = fresh_seeds(args)
     record = ablation(args.preset, args.env, args.regime, args.method, args.algorithms, args.lag, seeds, args.results)
     write_diagnosis(args, record, table(record))

@@ -82,8 +82,8 @@ class Row:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Row:
-        """A row of ``tuned.json`` (or a dict with a row's fields), its comparisons as recorded (the inverse of
-        :meth:`to_record`)."""
+        """A row of ``tuned.json``, its comparisons read from its ``pi_vs_reference*`` keys as recorded (the inverse
+        of :meth:`to_record`; keys that are no field of a row are not read)."""
         names = {f.name for f in dataclasses.fields(cls)} - {"comparisons"}
         fields = {k: v for k, v in record.items() if k in names}
         fields.setdefault("rule", "mode")  # a record written before winner rules had the first rule's rows only
