@@ -339,3 +339,21 @@ def test_resetting_a_runs_own_folder_keeps_a_users_file(tmp_path):
     assert sorted(p.name for p in run.tensorboard.iterdir()) == ["README.md"]
     with pytest.raises(ValueError, match="not one of a run's own folders"):
         run.reset_folder("notes")
+
+
+def test_each_output_folder_is_one_entry_that_the_manifest_and_the_checks_read(tmp_path):
+    """An optional output's folder is declared once (run_contents.OUTPUT_FOLDERS): a run's manifest lists it exactly
+    when its Output option is on, and the directory's checks know its contents whether or not the run writes it."""
+    import dataclasses
+
+    from vaco_jax.runs.output_options import Output
+    from vaco_jax.runs.run_contents import OUTPUT_FOLDERS, OWNED_FOLDER_CONTENTS, train_entries
+
+    fields = {field.name: field for field in dataclasses.fields(Output)}
+    assert {folder.option for folder in OUTPUT_FOLDERS} == {"tensorboard", "wandb"}
+    for folder in OUTPUT_FOLDERS:
+        assert fields[folder.option].type in (bool, "bool") and OWNED_FOLDER_CONTENTS[folder.name] == folder.patterns
+        on = train_entries({"lag.k": [0, 4]}, Output(**{folder.option: True}))
+        off = train_entries({"lag.k": [0, 4]}, Output())
+        assert folder.name in on and folder.name not in off and "final_vs_lag.k.png" in on
+        assert set(on) - set(off) == {folder.name}

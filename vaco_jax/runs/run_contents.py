@@ -5,6 +5,7 @@ touches the disk but :func:`checkpoint_steps`, which lists a checkpoints folder.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import uuid
 from pathlib import Path
@@ -31,12 +32,30 @@ TENSORBOARD_SUBDIR = "tb"
 RUN_STATE = (METRICS_SUBDIR, CHECKPOINTS_SUBDIR)  # what a killed run leaves behind before any result file
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputFolder:
+    """A folder of its own that a live output writes in a run's directory: the output option (a field of
+    :class:`vaco_jax.runs.output_options.Output`) that turns it on, the folder's name, and the patterns of what the
+    output writes at the folder's top (checked entry by entry: a user's file placed there is theirs)."""
+
+    option: str
+    name: str
+    patterns: tuple[str, ...]
+
+
+OUTPUT_FOLDERS = (
+    OutputFolder("tensorboard", TENSORBOARD_SUBDIR, ("*_seed[0-9]*",)),  # a TensorBoard run per point and seed
+    OutputFolder("wandb", "wandb", ("run-*", "offline-run-*", "latest-run", "debug*.log")),  # wandb's own layout
+)
+"""Every optional output's folder, whether or not this run writes it: the directory's checks (what ``--overwrite``
+may remove, what a resume finds) must know them all. A new output with a folder of its own is one entry here."""
+
+
 # what a run writes at the top of its own folders (checked entry by entry: a user's file placed there is theirs)
 OWNED_FOLDER_CONTENTS = {
     CHECKPOINTS_SUBDIR: ("[0-9]*", "[0-9]*.orbax-checkpoint-tmp*"),  # orbax's step folders and their temporaries
     METRICS_SUBDIR: ("chunk_*.npz", ".chunk_*.tmp"),  # vaco_jax.training.metrics_store's files and their temporaries
-    TENSORBOARD_SUBDIR: ("*_seed[0-9]*",),  # one TensorBoard run per grid point and seed (runs.writers)
-    "wandb": ("run-*", "offline-run-*", "latest-run", "debug*.log"),  # wandb's own layout (runs.wandb_writer)
+    **{folder.name: folder.patterns for folder in OUTPUT_FOLDERS},
 }
 
 
@@ -58,16 +77,16 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def train_entries(grid: dict[str, list], tensorboard: bool, wandb: bool = False) -> list[str]:
+def train_entries(grid: dict[str, list], output: Any) -> list[str]:
     """The top-level names a train or sweep run writes in its --out-dir (its manifest: what --overwrite may
-    remove)."""
+    remove); ``output``: the run's :class:`~vaco_jax.runs.output_options.Output` (whose options say which of
+    :data:`OUTPUT_FOLDERS` it writes)."""
     return [
         "config.json",
         *RESULT_FILES,
         *RUN_STATE,
         *(f"final_vs_{axis}.png" for axis in grid),
-        *([TENSORBOARD_SUBDIR] if tensorboard else []),
-        *(["wandb"] if wandb else []),
+        *(folder.name for folder in OUTPUT_FOLDERS if getattr(output, folder.option)),
     ]
 
 

@@ -333,7 +333,7 @@ def _open_run_directory(output: Output, run_id: str, grid: dict[str, list]) -> R
     run_dir = RunDirectory(output.out_dir)
     if distributed.is_primary():
         try:
-            entries = train_entries(grid, output.tensorboard, output.wandb)
+            entries = train_entries(grid, output)
             run_dir.prepare(run_id, entries, overwrite=output.overwrite, resume=output.resume is not None)
         except ConfigError:
             distributed.agree(False)  # the other processes stop too, rather than wait for this one
