@@ -119,6 +119,12 @@ class SweepOptions(LoopOptions):
     metrics_dir: str | Path | None = None
     progress: bool = True
 
+    def loop(self, **replaced: Any) -> LoopOptions:
+        """The driver's :class:`LoopOptions`: this record's fields of that class, ``replaced`` where given (the
+        sweep's own callbacks, its metrics kept or streamed, its runs per program)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(LoopOptions)}
+        return LoopOptions(**(fields | replaced))
+
     def __post_init__(self) -> None:
         if not self.keep_metrics:
             raise TypeError(

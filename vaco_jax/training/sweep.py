@@ -24,7 +24,6 @@ from vaco_jax.training.driver import Driver
 from vaco_jax.training.loop_options import (  # noqa: F401  (DEFAULT_CHUNK_SIZE, the callback types, Resumable re-exported)
     DEFAULT_CHUNK_SIZE,
     ChunkCallback,
-    LoopOptions,
     Resumable,
     StateCallback,
     SweepOptions,
@@ -289,13 +288,9 @@ def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fie
             hparams,
             states=resume.states if resume else None,
             num_iterations=remaining,
-            options=LoopOptions(
-                chunk_size=chunk_size,
+            options=options.loop(
                 callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
-                state_callbacks=options.state_callbacks,
-                should_stop=options.should_stop,
                 keep_metrics=metrics_dir is None,
-                overlap=options.overlap,
                 runs_per_program=runs_per_program,
             ),
         )

@@ -42,7 +42,7 @@ def score_matrices(rows: list[Row]) -> tuple[list[str], dict[tuple[str, str], np
     """The blocks that enter, and per (method, lag) a [seeds, blocks] matrix of normalised scores; a (method, lag)
     missing from any block is left out (every matrix covers the same blocks)."""
     primary = [r for r in rows if r.rule == "mode" and r.primary]
-    blocks = list(dict.fromkeys((r.env, r.regime) for r in primary if len(r.per_seed[SCORE]) == SEEDS))
+    blocks = list(dict.fromkeys(r.block for r in primary if len(r.per_seed[SCORE]) == SEEDS))
     cells = {(r.env, r.regime, r.method, r.lag): r for r in primary}
     matrices = {}
     for method in dict.fromkeys(r.method for r in primary):

@@ -70,13 +70,13 @@ def _legend_above(fig, axes) -> None:
 def plot_all(rows: list[Row], preset, out_dir: Path) -> list[str]:
     plt = _pyplot()
     written = []
-    blocks = list(dict.fromkeys((r.env, r.regime) for r in rows))
+    blocks = list(dict.fromkeys(r.block for r in rows))
     tuned = [r for r in rows if r.primary]
     # 1. learner AUC against lag, 95% CI per method
     fig, axis = _block_grid(plt, len(blocks))
     for index, (env, regime) in enumerate(blocks):
         ax = axis(index)
-        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
+        group = [r for r in tuned if r.block == (env, regime)]
         if not group:  # a block with no tuned rows yet draws nothing
             continue
         lags = sorted({r.lag for r in group}, key=lag_order)
@@ -100,7 +100,7 @@ def plot_all(rows: list[Row], preset, out_dir: Path) -> list[str]:
     taus = np.linspace(-0.25, 1.5, 141)
     for index, (env, regime) in enumerate(blocks):
         ax = axis(index)
-        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
+        group = [r for r in tuned if r.block == (env, regime)]
         reference = next((r for r in group if r.method == "ppo" and r.lag == "0"), None)  # PPO at lag 0
         if reference is None:
             continue
@@ -120,7 +120,7 @@ def plot_all(rows: list[Row], preset, out_dir: Path) -> list[str]:
     # 3. entropy and forward TV against lag
     fig, axis = _block_grid(plt, len(blocks), panels_per_block=2)
     for col, (env, regime) in enumerate(blocks):
-        group = [r for r in tuned if (r.env, r.regime) == (env, regime)]
+        group = [r for r in tuned if r.block == (env, regime)]
         if not group:
             continue
         lags = sorted({r.lag for r in group}, key=lag_order)

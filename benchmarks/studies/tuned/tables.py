@@ -43,9 +43,9 @@ def verdict_table(
         + " |",
         "|---|---|---|" + "---|" * len(present),
     ]
-    blocks = dict.fromkeys((r.env, r.regime) for r in rows)
+    blocks = dict.fromkeys(r.block for r in rows)
     for env, regime in blocks:
-        tuned = [r for r in rows if (r.env, r.regime) == (env, regime)]
+        tuned = [r for r in rows if r.block == (env, regime)]
         for lag in sorted({r.lag for r in tuned}, key=lag_order):
             at = {r.method: r for r in tuned if r.lag == lag}
             best = max(at.values(), key=lambda r: r.summary[score]["iqm"])
