@@ -442,13 +442,17 @@ def test_status_counts_what_a_run_would_still_do_and_runs_nothing(study, smoke, 
     assert f"{tune.id} (stale)" in printed and f"{gone.id} (missing" in printed, printed
 
 
-def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, smoke, tmp_path, monkeypatch):
+def test_a_cell_made_by_other_host_code_is_stale_and_one_from_another_platform_is_not(
+    study, smoke, tmp_path, monkeypatch
+):
     """Beyond the programs, a cell records its host record (benchmarks/common/provenance.py): the seed-to-key and
-    winner-rule code, the platform and the XLA flags. Any of them changed makes the cell stale, naming what
-    changed; a cell written before host records existed is judged on its programs and reported as such."""
+    winner-rule code, the platform and the XLA flags. Other host code makes the cell stale, naming what changed;
+    another platform keeps it current (the same experiment: a rerun spanning machines must not start again) but
+    named as made elsewhere, and --check, which reproduces bit for bit, will not pick it; a cell written before host
+    records existed is judged on its programs and reported as such."""
     import shutil
 
-    from benchmarks.common.provenance import host_differences
+    from benchmarks.common.provenance import code_differences, host_differences, platform_differences
 
     out = tmp_path / "copy"
     shutil.copytree(smoke, out)
@@ -465,14 +469,33 @@ def test_a_cell_made_on_another_platform_or_by_other_host_code_is_stale(study, s
 
     host = recorded["host"]
     assert set(host) == {"code", "backend", "device", "processor", "xla_flags"}
-    assert current_with(host) and not tuned_cells.host_unrecorded(recorded)
-    for key, other in (("processor", "another CPU"), ("xla_flags", "--xla_cpu_enable_fast_math=true"), ("code", "0")):
-        assert not current_with({**host, key: other}), key
-        assert host_differences({**host, key: other}, host) == [f"{key} (cell {other!r}, now {host[key]!r})"]
+    assert current_with(host) and not tuned_cells.host_unrecorded(recorded) and not tuned_cells.made_elsewhere(recorded)
+    for key, other in (("processor", "another CPU"), ("xla_flags", "--xla_cpu_enable_fast_math=true")):
+        assert current_with({**host, key: other}), key
+        named = [f"{key} (cell {other!r}, now {host[key]!r})"]
+        assert tuned_cells.made_elsewhere({**recorded, "host": {**host, key: other}}) == named
+        assert platform_differences({**host, key: other}, host) == named == host_differences({**host, key: other}, host)
+        assert code_differences({**host, key: other}, host) == []
+    assert not current_with({**host, "code": "0"})
+    assert code_differences({**host, "code": "0"}, host) == [f"code (cell '0', now {host['code']!r})"]
     assert current_with(None) and tuned_cells.host_unrecorded(json.loads(path.read_text()))
+    assert platform_differences(None, host) == [] and code_differences(None, host) is None
     # the winner rule is part of the host code: another rule is another hash
     monkeypatch.setattr(tuned_cells, "HOST_CODE", (tuned_cells.train_points, tuned_cells.seed_keys))
     assert not current_with(host)
+
+
+def test_check_picks_only_a_cell_made_on_this_platform(study, smoke, tmp_path):
+    """--check compares a rerun bit for bit, which only the platform that made a cell can do: with every cell made
+    elsewhere it says so, naming the platforms, before training anything."""
+    out = tmp_path / "elsewhere"
+    (out / "cells").mkdir(parents=True)
+    for path in (smoke / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["host"] = {**record["host"], "processor": "another CPU"}
+        (out / "cells" / path.name).write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match=r"none of the \d+ cells of tuned-smoke .* made on this platform.*another CPU"):
+        study.check("tuned-smoke", out, seed=0)
 
 
 def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_module, smoke, tmp_path):
@@ -648,6 +671,28 @@ def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_on
         assert copied == original
     assert tuned_cells.cell_path(committed, kept).read_text() == before_kept
     assert json.loads(tuned_cells.cell_path(committed, dirty_source).read_text())["commit"] == "0123abc"  # kept
+
+
+def test_adopt_cells_only_copies_without_a_report(study, smoke, tmp_path, monkeypatch, capsys):
+    """--adopt FOLDER --cells-only: a rerun's finished cells are committed while its blocks are still open (no
+    report of half a study); without --adopt the flag is refused."""
+    import shutil
+
+    preset = study.PRESETS["tuned-smoke"]
+    cells = tuned_cells.cells_of(preset)
+    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    source, staging = tmp_path / "worktree", tmp_path / "staging"
+    shutil.copytree(smoke / "cells", source / "cells")
+    for path in (source / "cells").glob("*.json"):  # as if made from a clean tree
+        path.write_text(json.dumps({**json.loads(path.read_text()), "commit": "0123abc"}))
+    study.main(["--preset", "tuned-smoke", "--adopt", str(source), "--out-dir", str(staging), "--cells-only"])
+    assert sorted(p.name for p in (staging / "cells").iterdir()) == sorted(p.name for p in (source / "cells").iterdir())
+    assert sorted(p.name for p in staging.iterdir()) == ["cells"]  # no tuned.json, verdict or figures
+    assert f"{len(cells)} of {len(cells)} cells adopted" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        study.main(["--preset", "tuned-smoke", "--cells-only"])
+    assert refused.value.code == 2 and "give --adopt" in capsys.readouterr().err
 
 
 def test_the_probe_steps_each_knob_once_around_the_winner():

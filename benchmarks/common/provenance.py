@@ -17,9 +17,13 @@ by other code, kept and shown as such, never silently mixed with current ones.
 What the programs do not show is recorded beside the fingerprint as the cell's *host record*
 (:func:`host_record`): the source of the host code between the spec and the programs (how seeds become keys, how a
 search's winner is picked), the platform that ran them (backend, device kind, CPU model: XLA's code, and so the last
-bits of a number, depend on it) and the XLA flags. A cell whose host record differs from the checkout's is stale
-too (:func:`host_differences` names what differs); a cell written before host records existed has none, and is
-reported as such rather than guessed current or stale.
+bits of a number, depend on it) and the XLA flags. A cell whose host code differs from the checkout's is stale too
+(:func:`code_differences` names what differs). One made with the same programs and host code on another platform
+(:data:`PLATFORM_KEYS`) is the same experiment and stays current: only floating point's last bits can differ, which
+a training run amplifies into another sample of the same distribution, not another method. It is reported as made
+on another platform (:func:`platform_differences`), and ``--check`` reproduces bit for bit only cells made on its own
+platform. A long study therefore survives a change of machine between its sessions. A cell written before host
+records existed has none, and is reported as such rather than guessed current or stale.
 """
 
 from __future__ import annotations
@@ -186,14 +190,30 @@ def host_record(functions: Iterable[Callable]) -> dict[str, str]:
     }
 
 
-def host_differences(stored: dict[str, str] | None, current: dict[str, str]) -> list[str] | None:
-    """What differs between a cell's host record and the checkout's (empty: nothing), as ``"key (cell's, now ...)"``;
-    None when the cell has no host record (written before they existed)."""
+PLATFORM_KEYS = ("backend", "device", "processor", "xla_flags")
+"""The host record's platform: what a cell's last bits depend on, not its experiment (the module docstring)."""
+
+
+def host_differences(
+    stored: dict[str, str] | None, current: dict[str, str], keys: Iterable[str] | None = None
+) -> list[str] | None:
+    """What differs between a cell's host record and the checkout's (empty: nothing), as ``"key (cell's, now ...)"``,
+    among ``keys`` (default: all); None when the cell has no host record (written before they existed)."""
     if stored is None:
         return None
-    return [
-        f"{key} (cell {stored.get(key)!r}, now {value!r})" for key, value in current.items() if stored.get(key) != value
-    ]
+    differing = [key for key in (current if keys is None else keys) if stored.get(key) != current[key]]
+    return [f"{key} (cell {stored.get(key)!r}, now {current[key]!r})" for key in differing]
+
+
+def code_differences(stored: dict[str, str] | None, current: dict[str, str]) -> list[str] | None:
+    """:func:`host_differences` in the host code (what makes a cell stale), the platform left out."""
+    return host_differences(stored, current, [key for key in current if key not in PLATFORM_KEYS])
+
+
+def platform_differences(stored: dict[str, str] | None, current: dict[str, str]) -> list[str]:
+    """:func:`host_differences` in the platform (:data:`PLATFORM_KEYS`): a current cell made on another machine
+    (empty for a cell without a host record, whose platform is unknown)."""
+    return host_differences(stored, current, PLATFORM_KEYS) or []
 
 
 def write_result(out: Path, command: str, lines: list[str], **fields: Any) -> dict[str, Any]:
@@ -280,7 +300,10 @@ __all__ = [
     "chunk_lengths",
     "fingerprints_memoized",
     "git_commit",
+    "PLATFORM_KEYS",
+    "code_differences",
     "host_differences",
+    "platform_differences",
     "host_record",
     "program_fingerprint",
     "refuse_dirty_results",

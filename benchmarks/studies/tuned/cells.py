@@ -18,10 +18,11 @@ import numpy as np
 from benchmarks.common.provenance import (
     cell_file,
     chunk_lengths,
+    code_differences,
     config_record,
     git_commit,
-    host_differences,
     host_record,
+    platform_differences,
     program_fingerprint,
     same_cell_spec,
     spec_hash,
@@ -395,19 +396,26 @@ def load_cell(out_dir: Path, preset: TunedPreset, cell: Cell) -> dict[str, Any] 
 
 
 def is_current(preset: TunedPreset, cell: Cell, out_dir: Path, result: dict[str, Any]) -> bool:
-    """Whether the checkout would make this cell with the same programs, host code and platform (else the cell is
-    stale; a cell without a host record, written before they existed, is judged on its programs: see
-    :func:`host_unrecorded`). A test cell is current only if its tuning cell is too: a stale search may have picked
-    another winner than the checkout's."""
+    """Whether the checkout would make this cell with the same programs and host code (else the cell is stale; a
+    cell without a host record, written before they existed, is judged on its programs: see :func:`host_unrecorded`;
+    one made on another platform is current: see :func:`made_elsewhere`). A test cell is current only if its tuning
+    cell is too: a stale search may have picked another winner than the checkout's."""
     if result.get("fingerprint") != cell_fingerprint(preset, cell, out_dir):
         return False
-    if host_differences(result.get("host"), host_record(host_code(cell))):
+    if code_differences(result.get("host"), host_record(host_code(cell))):
         return False
     for source in source_cells(preset, cell):
         tuned = load_cell(out_dir, preset, source)
         if tuned is None or not is_current(preset, source, out_dir, tuned):
             return False
     return True
+
+
+def made_elsewhere(result: dict[str, Any]) -> list[str]:
+    """How the platform a cell was made on differs from this process's (empty: the same, or unrecorded): such a cell,
+    current, is the same experiment, but ``--check`` cannot reproduce it bit for bit here
+    (``benchmarks/common/provenance.py``)."""
+    return platform_differences(result.get("host"), host_record(HOST_CODE))
 
 
 def host_unrecorded(result: dict[str, Any]) -> bool:

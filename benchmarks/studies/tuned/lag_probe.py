@@ -33,9 +33,10 @@ from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import (
     block_markers,
     chunk_lengths,
+    code_differences,
     git_commit,
-    host_differences,
     host_record,
+    platform_differences,
     program_fingerprint,
     refuse_dirty_results,
     replace_readme_block,
@@ -259,9 +260,10 @@ def probe_state(record: dict[str, Any], results: Path) -> str:
         return "unrecorded"
     if record["fingerprint"] != probe_fingerprint(option["--preset"], config, len(points) * len(record["seeds"])):
         return "stale: made by other programs"
-    if host_differences(record.get("host"), host_record(HOST_CODE)):
-        return "stale: made by other host code or on another platform"
-    return "current"
+    if code_differences(record.get("host"), host_record(HOST_CODE)):
+        return "stale: made by other host code"
+    elsewhere = platform_differences(record.get("host"), host_record(HOST_CODE))
+    return f"current, made on another platform: {'; '.join(elsewhere)}" if elsewhere else "current"
 
 
 def lag_probe(

@@ -47,6 +47,7 @@ and the report lists whatever is still missing.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import random
@@ -80,6 +81,7 @@ from benchmarks.studies.tuned.cells import (
     host_code,
     is_current,
     load_cell,
+    made_elsewhere,
     run_cell,
     source_cells,
     tuning_cell,
@@ -326,27 +328,35 @@ def status(
 ) -> list[dict[str, Any]]:
     """What a run of these cells would still do, without running anything: per block and stage the number of
     current, stale and missing cells (and of current cells written from a tree with uncommitted changes, which
-    ``--adopt`` refuses and the docs count as provisional), then the next ``shown`` cells a run would make, in run
-    order, each marked where it would only copy its first rule's cell (the same trial won). Returns the rows."""
+    ``--adopt`` refuses and the docs count as provisional, and of those made on another platform, which ``--check``
+    cannot reproduce here), then the next ``shown`` cells a run would make, in run order, each marked where it would
+    only copy its first rule's cell (the same trial won). Returns the rows."""
     preset = PRESETS[preset_name]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     to_run: list[str] = []
+    platforms: collections.Counter = collections.Counter()
     for cell in shard_cells(preset, shards, blocks):
         done = load_cell(out_dir, preset, cell)
         state = cell_state(preset, cell, out_dir, done)
         block, stage = block_name(cell.block), stage_label(cell)
         row = rows.setdefault(
-            (block, stage), {"block": block, "stage": stage, **dict.fromkeys(CELL_STATES, 0), "dirty": 0}
+            (block, stage),
+            {"block": block, "stage": stage, **dict.fromkeys(CELL_STATES, 0), "dirty": 0, "elsewhere": 0},
         )
         row[state] += 1
         if state == "current":
             row["dirty"] += is_dirty(done.get("commit", ""))
+            elsewhere = made_elsewhere(done)
+            row["elsewhere"] += bool(elsewhere)
+            platforms.update(elsewhere)
         elif len(to_run) < shown:
             free = state == "missing" and cell.rule in WINNER_RULES and copy_of_twin(preset, cell, out_dir) is not None
             to_run.append(f"{cell.id} ({state}{', a copy of its first rule cell' if free else ''})")
-    header = ["block", "stage", *CELL_STATES, "current from a dirty tree"]
-    states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty")]  # noqa: E731
+    header = ["block", "stage", *CELL_STATES, "current from a dirty tree", "current from another platform"]
+    states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty", "elsewhere")]  # noqa: E731
     print(format_table(header, [[row["block"], row["stage"], *states(row)] for row in rows.values()]))
+    for difference, count in sorted(platforms.items()):
+        print(f"{count} current cells made on another platform: {difference}")
     probes = sorted((out_dir / "lag_probe").glob("*__lag*.json"))
     if probes:  # the lag probes beside the cells: a diagnosis each, rerun by its own command when stale
         print(f"\nlag probes in {out_dir / 'lag_probe'}:")
@@ -365,9 +375,17 @@ def status(
 def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     """Rerun one committed cell (random, or by ``seed``) and compare its per-seed scores with the stored ones."""
     preset = PRESETS[preset_name]
-    done = [c for c in cells_of(preset) if load_cell(out_dir, preset, c) is not None]
-    if not done:
+    on_disk = {c: cell for c in cells_of(preset) if (cell := load_cell(out_dir, preset, c)) is not None}
+    if not on_disk:
         raise SystemExit(f"no cells of {preset_name} in {out_dir} to check")
+    done = [c for c, cell in on_disk.items() if not made_elsewhere(cell)]  # bit for bit only on its own platform
+    if not done:
+        elsewhere = collections.Counter(d for cell in on_disk.values() for d in made_elsewhere(cell))
+        raise SystemExit(
+            f"none of the {len(on_disk)} cells of {preset_name} in {out_dir} was made on this platform, and --check "
+            "reproduces a cell bit for bit only where it was made: "
+            + "; ".join(f"{difference}: {count}" for difference, count in sorted(elsewhere.items()))
+        )
     cell = random.Random(seed).choice(done)
     stored = load_cell(out_dir, preset, cell)
     fresh = run_cell(preset, cell, out_dir)
@@ -435,12 +453,16 @@ class StudyArgs:
     """Run only this block's cells (ENV/REGIME; repeatable)."""
     adopt: Path | None = None
     """Copy the clean, current cells a worktree wrote into this folder (its --out-dir) into --out-dir, then report."""
+    cells_only: bool = False
+    """With --adopt: copy the cells and stop, without a report (a rerun's cells, committed while blocks are open)."""
     device_shard: ShardFlag | None = None
     """Internal: the part of the cells a --devices worker runs."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(StudyArgs, argv, __doc__)
+    if args.cells_only and args.adopt is None:
+        refuse("--cells-only copies the cells --adopt FOLDER names: give --adopt")
     if args.devices is not None and args.devices < 1:
         refuse(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
@@ -461,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             refuse(f"--adopt {args.adopt}: no cells/ folder there (give the --out-dir the other worktree used)")
         with fingerprints_memoized():
             adopt(args.preset, args.adopt, out_dir, args.block)
+        if args.cells_only:
+            return
         args.report = True
     if args.devices and not (args.report or args.check):
         run_on_devices(sys.argv[1:] if argv is None else list(argv), args.devices)
