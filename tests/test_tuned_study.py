@@ -119,6 +119,10 @@ def test_smoke_tunes_tests_on_fresh_seeds_and_reports(study, smoke):
     assert {c.rule for c in cells} == {"mode", "stochastic"} and copies
     payload = json.loads((smoke / "tuned.json").read_text())
     assert payload["cells_missing"] == [] and payload["cells_stale"] == [] and payload["cells_host_unrecorded"] == []
+    from vaco_jax.runs import machine
+
+    assert payload["cells_by_platform"] == {machine.cpu_model(): len(cells)}  # where each cell was made
+    assert f"cells made on {machine.cpu_model()} ({len(cells)}); reported on" in (smoke / "verdict.md").read_text()
     rows = payload["rows"]
     assert {r["lag"] for r in rows} == {"0", "4", "U{0..4}"}
     assert {r["setting"] for r in rows} == {"default", "tuned", "tuned (stochastic rule)"}
@@ -470,14 +474,17 @@ def test_a_cell_made_by_other_host_code_is_stale_and_one_from_another_platform_i
     host = recorded["host"]
     assert set(host) == {"code", "backend", "device", "processor", "xla_flags"}
     assert current_with(host) and not tuned_cells.host_unrecorded(recorded) and not tuned_cells.made_elsewhere(recorded)
-    for key, other in (("processor", "another CPU"), ("xla_flags", "--xla_cpu_enable_fast_math=true")):
+    for key, other in (("processor", "another CPU"), ("device", "NVIDIA H200")):  # the same experiment
         assert current_with({**host, key: other}), key
         named = [f"{key} (cell {other!r}, now {host[key]!r})"]
         assert tuned_cells.made_elsewhere({**recorded, "host": {**host, key: other}}) == named
         assert platform_differences({**host, key: other}, host) == named == host_differences({**host, key: other}, host)
         assert code_differences({**host, key: other}, host) == []
-    assert not current_with({**host, "code": "0"})
-    assert code_differences({**host, "code": "0"}, host) == [f"code (cell '0', now {host['code']!r})"]
+    # other code, or what can change more than the last bits (fast math's NaN, a GPU's TF32): another experiment
+    for key, other in (("code", "0"), ("xla_flags", "--xla_cpu_enable_fast_math=true"), ("backend", "gpu")):
+        assert not current_with({**host, key: other}), key
+        assert code_differences({**host, key: other}, host) == [f"{key} (cell {other!r}, now {host[key]!r})"]
+        assert platform_differences({**host, key: other}, host) == []
     assert current_with(None) and tuned_cells.host_unrecorded(json.loads(path.read_text()))
     assert platform_differences(None, host) == [] and code_differences(None, host) is None
     # the winner rule is part of the host code: another rule is another hash
@@ -485,17 +492,89 @@ def test_a_cell_made_by_other_host_code_is_stale_and_one_from_another_platform_i
     assert not current_with(host)
 
 
-def test_check_picks_only_a_cell_made_on_this_platform(study, smoke, tmp_path):
-    """--check compares a rerun bit for bit, which only the platform that made a cell can do: with every cell made
-    elsewhere it says so, naming the platforms, before training anything."""
-    out = tmp_path / "elsewhere"
+def test_check_picks_only_a_current_cell_made_on_this_platform(study, smoke, tmp_path, monkeypatch, capsys):
+    """--check compares a rerun bit for bit, which only the platform that made a cell can do, and only for a cell
+    the checkout makes: beside cells made elsewhere and a stale one it picks the one current cell made here, whatever
+    the seed; with none, it says so, naming the platforms, before training anything."""
+    preset = study.PRESETS["tuned-smoke"]
+    cells = tuned_cells.cells_of(preset)
+    recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    out = tmp_path / "mixed"
     (out / "cells").mkdir(parents=True)
-    for path in (smoke / "cells").glob("*.json"):
-        record = json.loads(path.read_text())
-        record["host"] = {**record["host"], "processor": "another CPU"}
-        (out / "cells" / path.name).write_text(json.dumps(record))
+    here, stale = [c for c in cells if c.stage != "tune"][:2]  # test cells: their currency is theirs alone
+    for cell in cells:
+        record = json.loads(tuned_cells.cell_path(smoke, cell).read_text())
+        if cell not in (here, stale):
+            record["host"] = {**record["host"], "processor": "another CPU"}
+        if cell == stale:
+            record["host"] = {**record["host"], "code": "0"}  # other host code, and made here
+        tuned_cells.cell_path(out, cell).write_text(json.dumps(record))
+    reran = []
+    monkeypatch.setattr(
+        study, "run_cell", lambda preset, cell, _: reran.append(cell) or study.load_cell(out, preset, cell)
+    )
+    for seed in range(8):  # the shuffle puts the stale cell first for some of these seeds
+        assert study.check("tuned-smoke", out, seed=seed)
+    assert reran == [here] * 8 and f"{here.id}: stored by commit" in capsys.readouterr().out
+    record = json.loads(tuned_cells.cell_path(out, here).read_text())
+    record["host"]["processor"] = "another CPU"  # now no current cell was made here
+    tuned_cells.cell_path(out, here).write_text(json.dumps(record))
     with pytest.raises(SystemExit, match=r"none of the \d+ cells of tuned-smoke .* made on this platform.*another CPU"):
         study.check("tuned-smoke", out, seed=0)
+    assert reran == [here] * 8  # refused before training anything
+
+
+def test_a_copied_cell_keeps_the_platform_that_made_its_numbers():
+    """A winner rule's cell copied from its twin (the same trial won) records the host code that would make it here
+    and the CPU model and device kind that made the numbers, so --check does not pick it on another machine."""
+    from benchmarks.studies.tuned.study import made_by
+
+    here = {"code": "new", "backend": "cpu", "device": "cpu", "processor": "AMD EPYC", "xla_flags": ""}
+    made = {
+        "code": "old",
+        "backend": "cpu",
+        "device": "cpu",
+        "processor": "Intel(R) Xeon(R) Processor",
+        "xla_flags": "",
+    }
+    assert made_by(here, made) == {**here, "processor": "Intel(R) Xeon(R) Processor"}
+    assert made_by(here, None) == here  # a twin written before host records: the platform is unknown
+
+
+def test_background_runners_are_checked_before_anything_starts(study, tmp_path):
+    """rerun_in_background.sh's runners run side by side: a held-out block must be in the list of the block whose
+    searches it tests, after it, and no block in two lists; the script refuses such lists, unknown blocks and a WORK
+    inside the repository with exit 2 before it makes a worktree or starts a process."""
+    import subprocess
+
+    aggressive = ["CartPole-v1/aggressive", "Acrobot-v1/aggressive", "Catch-bsuite/aggressive"]
+    assert study.runner_problems("tuned", [aggressive, ["Pendulum-v1/aggressive", "brax/reacher/aggressive"]]) == []
+    assert study.runner_problems("tuned", [aggressive[::-1]]) == [
+        f"{held_out} tests the searches of CartPole-v1/aggressive, which runner 1 runs after it: put "
+        "CartPole-v1/aggressive first"
+        for held_out in ("Catch-bsuite/aggressive", "Acrobot-v1/aggressive")
+    ]
+    assert study.runner_problems("tuned", [["Pendulum-v1/aggressive"], ["brax/reacher/aggressive"]]) == [
+        "brax/reacher/aggressive (runner 2) tests the searches of Pendulum-v1/aggressive, which runner 1 runs: put "
+        "both in one runner, Pendulum-v1/aggressive first"
+    ]
+    assert study.runner_problems("tuned", [["Acrobot-v1/aggressive"], ["Acrobot-v1/aggressive"]]) == [
+        "Acrobot-v1/aggressive is in runner 1 and runner 2"
+    ]
+    assert study.runner_problems("tuned", [["Acrobot-v1/aggressive"]]) == []  # its searches must be on disk already
+    root = _BENCHMARKS.parent
+    script = _BENCHMARKS / "studies" / "tuned" / "rerun_in_background.sh"
+    work = tmp_path / "work"
+    for arguments, said in (
+        ([], "A tuned-study rerun that outlives sessions and machines"),
+        ([str(root / "scratch"), "CartPole-v1/aggressive"], "must be outside the repository"),
+        ([str(work), "CartPole-v1/agressive"], "the preset's blocks are"),
+        ([str(work), "Pendulum-v1/aggressive", "brax/reacher/aggressive"], "put both in one runner"),
+    ):
+        done = subprocess.run(["bash", str(script), *arguments], cwd=root, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and said in done.stdout + done.stderr, (arguments, done.stdout, done.stderr)
+    assert not work.exists()  # nothing made
 
 
 def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_module, smoke, tmp_path):

@@ -18,7 +18,9 @@ What the programs do not show is recorded beside the fingerprint as the cell's *
 (:func:`host_record`): the source of the host code between the spec and the programs (how seeds become keys, how a
 search's winner is picked), the platform that ran them (backend, device kind, CPU model: XLA's code, and so the last
 bits of a number, depend on it) and the XLA flags. A cell whose host code differs from the checkout's is stale too
-(:func:`code_differences` names what differs). One made with the same programs and host code on another platform
+(:func:`code_differences` names what differs), and so is one made on another backend or with other XLA flags
+(both can change more than rounding: a GPU's TF32 matrix products, fast math's handling of NaN, which a diverged run
+is scored by). One made with the same programs, host code, backend and flags on another CPU model or device kind
 (:data:`PLATFORM_KEYS`) is the same experiment and stays current: only floating point's last bits can differ, which
 a training run amplifies into another sample of the same distribution, not another method. It is reported as made
 on another platform (:func:`platform_differences`), and ``--check`` reproduces bit for bit only cells made on its own
@@ -190,8 +192,9 @@ def host_record(functions: Iterable[Callable]) -> dict[str, str]:
     }
 
 
-PLATFORM_KEYS = ("backend", "device", "processor", "xla_flags")
-"""The host record's platform: what a cell's last bits depend on, not its experiment (the module docstring)."""
+PLATFORM_KEYS = ("device", "processor")
+"""The host record's platform: what a cell's last bits depend on, not its experiment (the module docstring); the
+backend and the XLA flags are not among them (they can change more than the last bits)."""
 
 
 def host_differences(
@@ -201,8 +204,8 @@ def host_differences(
     among ``keys`` (default: all); None when the cell has no host record (written before they existed)."""
     if stored is None:
         return None
-    differing = [key for key in (current if keys is None else keys) if stored.get(key) != current[key]]
-    return [f"{key} (cell {stored.get(key)!r}, now {current[key]!r})" for key in differing]
+    differing = [key for key in (current if keys is None else keys) if stored.get(key) != current.get(key)]
+    return [f"{key} (cell {stored.get(key)!r}, now {current.get(key)!r})" for key in differing]
 
 
 def code_differences(stored: dict[str, str] | None, current: dict[str, str]) -> list[str] | None:

@@ -1,8 +1,8 @@
 """The tuned lag benchmark's cells: what a cell is (a block, a stage, a method), its plan (base config, points,
 seeds), how it is computed (one compiled program: :func:`run_cell`), how a search picks its winner, and whether a
 cell on disk is the checkout's experiment (:func:`load_cell`: same spec) made by the checkout's code
-(:func:`is_current`: same programs, host code and platform). The runner (:mod:`.study`) and the report
-(:mod:`.report`) both read cells through this module.
+(:func:`is_current`: same programs and host code, on any CPU model or device kind: :func:`made_elsewhere`). The
+runner (:mod:`.study`) and the report (:mod:`.report`) both read cells through this module.
 """
 
 from __future__ import annotations

@@ -244,9 +244,10 @@ def probe_fingerprint(preset_name: str, config: Config, runs: int) -> str:
 
 
 def probe_state(record: dict[str, Any], results: Path) -> str:
-    """``current`` (this checkout would train the same points with the same programs and host code), ``stale``
-    (with a reason: other programs, host code or search winner) or ``unrecorded`` (written before probe records
-    carried their programs' fingerprint: only its search winner can be checked)."""
+    """``current`` (this checkout would train the same points with the same programs and host code; ``current,
+    made on another platform: ...`` where another CPU model or device kind ran it), ``stale`` (with a reason: other
+    programs, host code or search winner) or ``unrecorded`` (written before probe records carried their programs'
+    fingerprint: only its search winner can be checked)."""
     option = command_options(record)
     try:
         config, points, _, _ = probe_plan(

@@ -84,6 +84,8 @@ def collect(preset, out_dir: Path) -> Collected:
             collected.missing.append(cell.id)
             continue
         collected.seconds += result["seconds"]
+        made = platform_name(result.get("host"))
+        collected.platforms[made] = collected.platforms.get(made, 0) + 1
         if not is_current(preset, cell, out_dir, result):
             collected.stale.append(
                 {"cell": cell.id, "commit": result.get("commit"), "fingerprint": result.get("fingerprint")}
@@ -143,6 +145,15 @@ def collect(preset, out_dir: Path) -> Collected:
     return collected
 
 
+def platform_name(host: dict[str, str] | None) -> str:
+    """Where a cell was made, as the report counts it: its CPU model, with its device kind where that is not the
+    CPU (``unrecorded`` for a cell written before host records)."""
+    if not host:
+        return "unrecorded"
+    device = host.get("device", "cpu")
+    return host.get("processor", "?") + ("" if device == "cpu" else f", {device}")
+
+
 def _block_of(cell) -> tuple[str, str]:
     return cell.block.env, cell.block.regime
 
@@ -160,6 +171,7 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         "cells_host_unrecorded": collected.host_unrecorded,
         "blocks_incomplete": collected.incomplete,
         "study_seconds": collected.seconds,
+        "cells_by_platform": collected.platforms,
         "comparisons_per_table": mode_comparisons,
         "comparisons_by_rule": collected.comparisons_by_rule,  # each winner rule's table: its Holm family
         "tuning": [{"env": e, "regime": g, "method": m, **t} for (e, g, m), t in collected.tuning.items()],
@@ -184,8 +196,10 @@ def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) 
         f"{len(collected.missing)} cells missing, {len(collected.stale)} made by other code than this "
         f"checkout's, {len(collected.host_unrecorded)} current by their programs but written before cells "
         "recorded their host code and platform (benchmarks/common/provenance.py: not checkable beyond the programs); "
-        f"{collected.seconds / 60:.0f} minutes of training on {payload['environment']['processor']} "
-        f"({payload['environment']['cpu_count']} cores, jax {payload['environment']['jax']}).",
+        f"{collected.seconds / 60:.0f} minutes of training; cells made on "
+        + ", ".join(f"{name} ({count})" for name, count in sorted(collected.platforms.items()))
+        + f"; reported on {payload['environment']['processor']} ({payload['environment']['cpu_count']} cores, jax "
+        f"{payload['environment']['jax']}).",
         "",
         *(
             [f"Not in the tables until all their cells are in: {'; '.join(collected.incomplete)}.", ""]

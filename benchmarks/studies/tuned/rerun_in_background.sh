@@ -4,23 +4,87 @@
 #   benchmarks/studies/tuned/rerun_in_background.sh WORK "BLOCK BLOCK ..." ["BLOCK ..." ...]
 #
 # WORK is a folder outside the repository (e.g. /tmp/tuned-rerun). Each quoted list of blocks (ENV/REGIME, in the order
-# to run them; a held-out block after the block whose searches it tests) is one runner: runners run side by side, each
-# cell by cell, from a clean worktree of HEAD (WORK/worktree, made once; .venv linked from this checkout), writing
-# into WORK. The cells already committed in the staging folder (benchmarks/results/lag_robustness/PRESET-rerun) are
-# copied into WORK first, so nothing finished is run again. Every 20 minutes, while this checkout has no uncommitted
-# changes, the cells that finished are adopted into the staging folder (--adopt WORK --cells-only: clean and current
-# cells only) and committed, that folder alone. Runners and the committer run at the lowest priority, in sessions of
-# their own (setsid); their logs are WORK/runner-N.log and WORK/commit.log.
+# to run them; a held-out block in the list of the block whose searches it tests, after it: checked) is one runner:
+# runners run side by side, cell by cell, from a clean worktree of HEAD (WORK/worktree, made once and moved to HEAD
+# on a later start; .venv linked from this checkout), writing into WORK. The cells already committed in the staging
+# folder (benchmarks/results/lag_robustness/PRESET-rerun) are copied into WORK first, so nothing finished runs again.
+# Every 20 minutes, while this checkout is on the branch it started on with no uncommitted changes, a committer adopts
+# the cells that finished into the staging folder (--adopt WORK --cells-only: clean, current cells only) and commits
+# that folder's cells alone; it ends after the runners, with a last commit. All run at the lowest priority, in
+# sessions of their own (setsid); logs: WORK/runner-N.log, WORK/commit.log.
 #
-# Pause every process (e.g. for the test suite): kill -STOP -- -PGID for each PGID in WORK/pgids; resume with -CONT;
-# stop with kill -- -PGID. PRESET (default tuned) and INTERVAL_S (default 1200) can be set in the environment.
+# WORK/pgids names each process group: pause the runners (e.g. for the test suite) with kill -STOP -- -PGID, resume
+# with -CONT, stop with kill -- -PGID (pause the committer too and a git command of yours may wait on its lock).
+# PRESET (default tuned) and INTERVAL_S (default 1200) can be set in the environment.
 set -euo pipefail
+
+lowest_priority() {  # nice alone does not reach across setsid's scheduler groups (autogroups): lower the group's too
+  renice -n 19 -p $$ >/dev/null 2>&1 || true
+  echo 19 >/proc/$$/autogroup 2>/dev/null || true
+}
+
+run_blocks() {  # --runner WORK PRESET BLOCK...: the blocks one after the other, in the worktree
+  local work=$1 preset=$2 block
+  shift 2
+  lowest_priority
+  cd "$work/worktree"
+  for block in "$@"; do
+    .venv/bin/python -m benchmarks.studies.tuned --preset "$preset" --out-dir "$work" --block "$block" \
+      || echo "[$(date +%H:%M)] block $block ended with an error; going on with the next"
+  done
+  echo "[$(date +%H:%M)] runner done"
+}
+
+adopt_and_commit() {  # WORK PRESET STAGING BRANCH: one round of the committer
+  local work=$1 preset=$2 staging=$3 branch=$4 added
+  if [ "$(git symbolic-ref -q --short HEAD || echo '(detached)')" != "$branch" ]; then
+    echo "[$(date +%H:%M)] the checkout is not on $branch: not committing cells now"
+    return
+  fi
+  if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+    echo "[$(date +%H:%M)] the checkout has uncommitted changes: not committing cells now"
+    return
+  fi
+  .venv/bin/python -m benchmarks.studies.tuned --preset "$preset" --adopt "$work" --out-dir "$staging" --cells-only \
+    | grep -v "^[^ ]*: refused: stale" || true  # the stale cells a WORK may hold from older code are not news
+  added=$(git status --porcelain --untracked-files=all -- "$staging/cells" | grep '\.json$' | sed 's|.*/||; s|\.json$||' \
+    | tr '\n' ' ' || true)
+  [ -n "$added" ] || return 0
+  if git add -- "$staging"/cells/*.json && git commit -q -m "Tuned study rerun ($preset): cells finished (clean \
+worktree of $(git -C "$work/worktree" rev-parse --short HEAD), $(.venv/bin/python -c \
+'from vaco_jax.runs import machine; print(machine.cpu_model())')): $added" -- "$staging/cells"; then
+    echo "[$(date +%H:%M)] committed: $added"
+  else
+    git reset -q -- "$staging/cells"  # leave nothing staged behind a failed commit
+    echo "[$(date +%H:%M)] the commit failed (above); the cells stay in $staging, uncommitted"
+  fi
+}
+
+commit_loop() {  # --committer WORK PRESET STAGING BRANCH INTERVAL_S RUNNER_PID...: until the runners end
+  local work=$1 preset=$2 staging=$3 branch=$4 interval=$5 pid alive
+  shift 5
+  lowest_priority
+  while true; do
+    sleep "$interval" &
+    wait $! || true
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    adopt_and_commit "$work" "$preset" "$staging" "$branch"
+    [ "$alive" = 1 ] || { echo "[$(date +%H:%M)] the runners have ended: committer done"; return; }
+  done
+}
+
+case "${1:-}" in
+  --runner) shift; run_blocks "$@"; exit ;;
+  --committer) shift; commit_loop "$@"; exit ;;
+esac
 if [ $# -lt 2 ]; then
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(git rev-parse --show-toplevel)
 cd "$ROOT"
+SCRIPT=$ROOT/benchmarks/studies/tuned/rerun_in_background.sh
 WORK=$(realpath -m "$1")
 shift
 PRESET=${PRESET:-tuned}
@@ -31,45 +95,53 @@ case "$WORK/" in "$ROOT"/*)
   exit 2
 esac
 [ -x .venv/bin/python ] || { echo "no .venv here: python3 -m venv .venv && .venv/bin/pip install -e '.[dev,brax]'" >&2; exit 2; }
-# a misspelt block is refused before anything starts
-.venv/bin/python -c 'import sys; from benchmarks.studies.tuned.study import PRESETS, shard_cells
-shard_cells(PRESETS[sys.argv[1]], (), sys.argv[2:])' "$PRESET" $* || exit 2
+if [ -f "$WORK/pgids" ]; then
+  while read -r name pgid; do
+    if kill -0 -- "-$pgid" 2>/dev/null; then
+      echo "$name (process group $pgid, $WORK/pgids) still runs: stop it first (kill -- -$pgid)" >&2
+      exit 2
+    fi
+  done <"$WORK/pgids"
+fi
+# unknown blocks, a block in two lists, a held-out block away from (or before) the block it takes its searches from
+.venv/bin/python - "$PRESET" "$@" <<'EOF' || exit 2
+import sys
+from benchmarks.studies.tuned.study import runner_problems
+problems = runner_problems(sys.argv[1], [blocks.split() for blocks in sys.argv[2:]])
+for problem in problems:
+    print(problem, file=sys.stderr)
+sys.exit(2 if problems else 0)
+EOF
+BRANCH=$(git symbolic-ref -q --short HEAD) || { echo "the checkout is on no branch: the committer would not know where to commit" >&2; exit 2; }
 
 mkdir -p "$WORK/cells"
 if [ ! -d "$WORK/worktree" ]; then
   git worktree add --detach "$WORK/worktree" HEAD >/dev/null
   ln -s "$ROOT/.venv" "$WORK/worktree/.venv"
+elif [ "$(git -C "$WORK/worktree" rev-parse HEAD)" != "$(git rev-parse HEAD)" ]; then
+  echo "the worktree was at $(git -C "$WORK/worktree" rev-parse --short HEAD): moving it to HEAD"
+  git -C "$WORK/worktree" checkout -q --detach "$(git rev-parse HEAD)"
 fi
 echo "runners: clean worktree of $(git -C "$WORK/worktree" rev-parse --short HEAD) in $WORK/worktree"
-if compgen -G "$STAGING/cells/*.json" >/dev/null; then
-  cp -n "$STAGING"/cells/*.json "$WORK/cells/"
-  echo "copied $(ls "$STAGING"/cells/*.json | wc -l) committed cells of $STAGING into $WORK/cells"
-fi
-
-# nice alone does not reach across setsid's scheduler groups (autogroups): each new session lowers its group's too
-LOWEST='renice -n 19 -p $$ >/dev/null 2>&1; echo 19 >/proc/$$/autogroup 2>/dev/null;'
-: >"$WORK/pgids"
-runner=0
-for blocks in "$@"; do
-  runner=$((runner + 1))
-  loop="$LOWEST cd '$WORK/worktree'; for block in $blocks; do
-    .venv/bin/python -m benchmarks.studies.tuned --preset '$PRESET' --out-dir '$WORK' --block \"\$block\" \\
-      || echo \"[\$(date +%H:%M)] block \$block ended with an error; going on with the next\"; done"
-  setsid nohup bash -c "$loop" >>"$WORK/runner-$runner.log" 2>&1 </dev/null &
-  echo $! >>"$WORK/pgids"
-  echo "runner $runner: $blocks (log $WORK/runner-$runner.log)"
+copied=0
+for cell in "$STAGING"/cells/*.json; do
+  [ -e "$cell" ] || continue
+  [ -e "$WORK/cells/$(basename "$cell")" ] || { cp "$cell" "$WORK/cells/"; copied=$((copied + 1)); }
 done
+echo "copied $copied committed cells of $STAGING into $WORK/cells"
 
-commit="$LOWEST cd '$ROOT'; while true; do sleep $INTERVAL_S
-  if [ -n \"\$(git status --porcelain --untracked-files=no)\" ]; then
-    echo \"[\$(date +%H:%M)] the checkout has uncommitted changes: not committing cells now\"; continue; fi
-  .venv/bin/python -m benchmarks.studies.tuned --preset '$PRESET' --adopt '$WORK' --out-dir '$STAGING' --cells-only \\
-    | grep -v 'refused: stale' | tail -n 3
-  added=\$(git status --porcelain -- '$STAGING' | sed 's|.*/||; s|\\.json\$||' | tr '\\n' ' ')
-  [ -z \"\$added\" ] && continue
-  git add -- '$STAGING' && git commit -q -m \"Tuned study rerun ($PRESET): cells finished (clean worktree of \$(git -C '$WORK/worktree' rev-parse --short HEAD), \$(.venv/bin/python -c 'from vaco_jax.runs import machine; print(machine.cpu_model())')): \$added\" -- '$STAGING' \\
-    && echo \"[\$(date +%H:%M)] committed: \$added\"
-done"
-setsid nohup bash -c "$commit" >>"$WORK/commit.log" 2>&1 </dev/null &
-echo $! >>"$WORK/pgids"
-echo "committer: every ${INTERVAL_S}s into $STAGING (log $WORK/commit.log); process groups in $WORK/pgids"
+: >"$WORK/pgids"
+runners=()
+n=0
+for blocks in "$@"; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086  # a list of blocks, split on purpose
+  setsid nohup "$SCRIPT" --runner "$WORK" "$PRESET" $blocks >>"$WORK/runner-$n.log" 2>&1 </dev/null &
+  runners+=($!)
+  echo "runner-$n $!" >>"$WORK/pgids"
+  echo "runner $n: $blocks (log $WORK/runner-$n.log)"
+done
+setsid nohup "$SCRIPT" --committer "$WORK" "$PRESET" "$STAGING" "$BRANCH" "$INTERVAL_S" "${runners[@]}" \
+  >>"$WORK/commit.log" 2>&1 </dev/null &
+echo "committer $!" >>"$WORK/pgids"
+echo "committer: every ${INTERVAL_S}s into $STAGING on $BRANCH (log $WORK/commit.log); process groups in $WORK/pgids"

@@ -103,6 +103,7 @@ class Collected:
       incomplete: the blocks (and winner rules) not in the tables until all their cells are in.
       missing, stale, host_unrecorded: cell ids absent, made by other code, or current by their programs only.
       seconds: the training time of the cells read.
+      platforms: how many of the cells read each CPU model and device kind made ("unrecorded" before host records).
       comparisons_by_rule, families_by_rule: per winner rule, its tables' Holm families (set by
         :func:`benchmarks.studies.tuned.comparisons.statistics`).
     """
@@ -116,5 +117,6 @@ class Collected:
     stale: list[dict[str, Any]] = field(default_factory=list)
     host_unrecorded: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    platforms: dict[str, int] = field(default_factory=dict)
     comparisons_by_rule: dict[str, int] = field(default_factory=dict)
     families_by_rule: dict[str, dict[str, Any]] = field(default_factory=dict)

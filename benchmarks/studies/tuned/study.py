@@ -62,10 +62,12 @@ import tyro
 
 from benchmarks.common.cli import parse, refuse
 from benchmarks.common.provenance import (
+    PLATFORM_KEYS,
     fingerprints_memoized,
     git_commit,
     host_record,
     is_dirty,
+    platform_differences,
     refuse_dirty_results,
     spec_hash,
 )
@@ -79,6 +81,7 @@ from benchmarks.studies.tuned.cells import (
     cell_spec,
     cells_of,
     host_code,
+    host_unrecorded,
     is_current,
     load_cell,
     made_elsewhere,
@@ -152,6 +155,38 @@ def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = (), blocks: Seque
     return cells
 
 
+def runner_problems(preset_name: str, runners: Sequence[Sequence[str]]) -> list[str]:
+    """Why these lists of blocks cannot run side by side, one runner each, every list in its order
+    (``rerun_in_background.sh``): a block in two lists, or a block that tests the searches of a block another list
+    runs (it would find them missing and fail) or that its own list runs after it. Empty: they can. An unknown block
+    is refused (SystemExit) as ``--block`` refuses it."""
+    preset = PRESETS[preset_name]
+    runs = {}  # block -> (runner, position)
+    problems = []
+    for i, blocks in enumerate(runners, start=1):
+        for j, block in enumerate(blocks):
+            shard_cells(preset, (), [block])  # refuses an unknown block
+            if block in runs:
+                problems.append(f"{block} is in runner {runs[block][0]} and runner {i}")
+            runs.setdefault(block, (i, j))
+    for block, (i, j) in runs.items():
+        searched = {block_name(s.block) for c in shard_cells(preset, (), [block]) for s in source_cells(preset, c)}
+        for source in sorted(searched - {block}):
+            if source not in runs:
+                continue  # its searches must be on disk already (the study says so if not)
+            k, position = runs[source]
+            if k != i:
+                problems.append(
+                    f"{block} (runner {i}) tests the searches of {source}, which runner {k} runs: "
+                    f"put both in one runner, {source} first"
+                )
+            elif position > j:
+                problems.append(
+                    f"{block} tests the searches of {source}, which runner {i} runs after it: put {source} first"
+                )
+    return problems
+
+
 def device_workers(argv: Sequence[str], devices: int, environ: dict[str, str]) -> list[tuple[list[str], dict]]:
     """``--devices K``: the K worker commands (this command with ``--device-shard j/K`` instead of ``--devices``,
     and no report) and their environments, worker j seeing only the j-th local device (of ``CUDA_VISIBLE_DEVICES``
@@ -220,6 +255,11 @@ def run(
         ran += 1
 
 
+def made_by(host: dict[str, str], made: dict[str, str] | None) -> dict[str, str]:
+    """A copied cell's host record: the host code that would make it here, the platform that made its numbers."""
+    return {**host, **{key: made[key] for key in PLATFORM_KEYS if made and key in made}}
+
+
 def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any] | None:
     """Another winner rule's cell whose rule picked the same trial as the first rule's: the same programs, points
     and seeds as that rule's cell, so the same numbers, bit for bit. Where that cell is on disk and current, its
@@ -241,7 +281,7 @@ def copy_of_twin(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, An
         "commit": git_commit(ROOT),
         "seconds": 0.0,
         "compile_seconds": 0.0,
-        "host": host_record(host_code(cell)),
+        "host": made_by(host_record(host_code(cell)), source.get("host")),
         "copied_from": twin.id,
     }
 
@@ -258,7 +298,8 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
     worktree's folder; this brings them back without losing anything: a source cell is taken only if its commit is
     clean and it is current at this checkout (its programs, host code and search); a committed cell is replaced
     only if the copy has the same numbers (a clean rerun of a '+dirty' cell), or the committed one is stale or
-    '+dirty'. A current, clean committed cell whose numbers differ is kept and reported: two clean runs of one
+    '+dirty'. A current, clean committed cell whose numbers differ is kept and reported: made on another platform
+    (CPU model, device kind) it is the same experiment's other sample; made on the same one, two clean runs of one
     program disagreeing is a determinism defect to look at, not a file to overwrite."""
     preset = PRESETS[preset_name]
     outcome: dict[str, str] = {}
@@ -286,6 +327,9 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
             or (not is_current(preset, cell, out_dir, committed))
         ):
             outcome[cell.id] = ADOPTED[2]
+        elif elsewhere := platform_differences(committed.get("host"), source.get("host") or {}):
+            outcome[cell.id] = "kept: the committed cell, current, made on another platform: " + "; ".join(elsewhere)
+            continue
         else:
             outcome[cell.id] = "refused: a current, clean committed cell has other numbers (a determinism defect?)"
             continue
@@ -378,16 +422,17 @@ def check(preset_name: str, out_dir: Path, seed: int | None = None) -> bool:
     on_disk = {c: cell for c in cells_of(preset) if (cell := load_cell(out_dir, preset, c)) is not None}
     if not on_disk:
         raise SystemExit(f"no cells of {preset_name} in {out_dir} to check")
-    done = [c for c, cell in on_disk.items() if not made_elsewhere(cell)]  # bit for bit only on its own platform
-    if not done:
+    here = [c for c, cell in on_disk.items() if not (made_elsewhere(cell) or host_unrecorded(cell))]
+    random.Random(seed).shuffle(here)  # bit for bit only on its own platform, and only what this checkout makes
+    cell = next((c for c in here if is_current(preset, c, out_dir, on_disk[c])), None)
+    if cell is None:
         elsewhere = collections.Counter(d for cell in on_disk.values() for d in made_elsewhere(cell))
         raise SystemExit(
-            f"none of the {len(on_disk)} cells of {preset_name} in {out_dir} was made on this platform, and --check "
-            "reproduces a cell bit for bit only where it was made: "
-            + "; ".join(f"{difference}: {count}" for difference, count in sorted(elsewhere.items()))
+            f"none of the {len(on_disk)} cells of {preset_name} in {out_dir} is current and was made on this "
+            "platform, and --check reproduces a cell bit for bit only where it was made, by the code that made it"
+            + "".join(f"; {count} made with {difference}" for difference, count in sorted(elsewhere.items()))
         )
-    cell = random.Random(seed).choice(done)
-    stored = load_cell(out_dir, preset, cell)
+    stored = on_disk[cell]
     fresh = run_cell(preset, cell, out_dir)
     same = all(
         np.allclose(a[name], b[name], rtol=1e-5, atol=1e-5, equal_nan=True)
