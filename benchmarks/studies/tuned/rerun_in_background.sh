@@ -50,9 +50,9 @@ adopt_and_commit() {  # WORK PRESET STAGING BRANCH: one round of the committer
   added=$(git status --porcelain --untracked-files=all -- "$staging/cells" | grep '\.json$' | sed 's|.*/||; s|\.json$||' \
     | tr '\n' ' ' || true)
   [ -n "$added" ] || return 0
-  if git add -- "$staging"/cells/*.json && git commit -q -m "Tuned study rerun ($preset): cells finished (clean \
-worktree of $(git -C "$work/worktree" rev-parse --short HEAD), $(.venv/bin/python -c \
-'from vaco_jax.runs import machine; print(machine.cpu_model())')): $added" -- "$staging/cells"; then
+  # each cell records the clean commit and the machine that made it
+  if git add -- "$staging"/cells/*.json && git commit -q -m "Tuned study rerun ($preset): $(echo "$added" | wc -w) \
+cells finished: $added" -- "$staging/cells"; then
     echo "[$(date +%H:%M)] committed: $added"
   else
     git reset -q -- "$staging/cells"  # leave nothing staged behind a failed commit
