@@ -261,9 +261,10 @@ def probe_state(record: dict[str, Any], results: Path) -> str:
         return "unrecorded"
     if record["fingerprint"] != probe_fingerprint(option["--preset"], config, len(points) * len(record["seeds"])):
         return "stale: made by other programs"
-    if code_differences(record.get("host"), host_record(HOST_CODE)):
+    now = host_record(HOST_CODE)
+    if code_differences(record.get("host"), now):
         return "stale: made by other host code"
-    elsewhere = platform_differences(record.get("host"), host_record(HOST_CODE))
+    elsewhere = platform_differences(record.get("host"), now)
     return f"current, made on another platform: {'; '.join(elsewhere)}" if elsewhere else "current"
 
 
