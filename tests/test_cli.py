@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -84,6 +86,37 @@ def test_render_animates_one_episode_of_a_chosen_runs_saved_policy(sweep_dir, ca
     ]:
         assert main(["render", str(sweep_dir), *argv]) == 2
         assert fragment in capsys.readouterr().err
+
+
+def test_load_run_restores_a_chosen_runs_learner_whose_actions_replay_the_rendered_episode(sweep_dir):
+    """Python's way to a saved policy: load_run picks the run of grid point lag.k=4, seed 1 (as render --point and
+    --seed do), and an episode stepped in Python with its act() is the episode render plays with that learner."""
+    from vaco_jax.runs.render import play_episode
+    from vaco_jax.runs.saved import load_run
+
+    loaded = load_run(sweep_dir, point={"lag.k": 4}, seed=1)
+    assert (loaded.point, loaded.seed, loaded.iterations_done) == ({"lag.k": 4}, 1, 6)
+    first = load_run(sweep_dir)  # the first point and seed: another run, other parameters
+    assert (first.point, first.seed) == ({"lag.k": 0}, 0)
+    assert not np.array_equal(*(jax.tree.leaves(run.state.params.actor)[0] for run in (first, loaded)))
+    key = jax.random.key(3)
+    episode = play_episode(loaded.program, loaded.state, key, deterministic=True, max_steps=40)
+    env = loaded.program.env
+    reset_key, run_key = jax.random.split(key)
+    env_state, observation = env.reset(reset_key[None])
+    rewards = []
+    for t in range(40):
+        env_key = jax.random.split(jax.random.fold_in(run_key, t))[1]
+        env_state, step = env.step(env_state, loaded.act(observation), env_key)
+        observation = step.observation
+        rewards.append(float(step.reward[0]))
+        if bool((step.terminated | step.truncated)[0]):
+            break
+    np.testing.assert_array_equal(rewards, episode.rewards)
+    sampled = [loaded.act(observation, jax.random.key(k)) for k in range(20)]
+    assert all(a.shape == (1,) and 0 <= int(a[0]) < 2 for a in sampled)  # CartPole: two actions, a batch of one
+    with pytest.raises(ConfigError, match="is not a seed of the run"):
+        load_run(sweep_dir, seed=7)
 
 
 def test_a_sweep_validates_its_config_once_and_each_grid_point_once(sweep_dir):
@@ -559,6 +592,11 @@ def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
         assert set(scalars[name]) == set(want), name  # NaN iterations (no episode, no evaluation) are left out
         for step, value in want.items():
             assert scalars[name][step] == pytest.approx(value, rel=1e-6), (name, step)
+    # each chunk after the first (whose time is compilation's too) logs its speed, CleanRL's charts/SPS; timing is
+    # TensorBoard's alone, never in the metric files (a rerun's files stay bit for bit)
+    speed = scalars["time/env_steps_per_second"]
+    assert sorted(speed) == [steps[5]] and speed[steps[5]] > 0  # 6 iterations in chunks of 3: the second's end
+    assert "time/env_steps_per_second" not in payload["metrics"]
 
 
 def test_the_readme_driver_overlap_table_is_the_committed_measurement():
@@ -681,3 +719,81 @@ def test_a_python_sweep_shows_a_progress_bar_by_default_and_the_bar_changes_no_n
     silent = run_sweep(config, num_seeds=1, progress=False)
     assert capsys.readouterr().err == ""
     np.testing.assert_array_equal(shown.metrics["loss/total"], silent.metrics["loss/total"])
+
+
+def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys):
+    """A reference script's name as a flag names this package's flag (tyro's closest spelling sent --clip-coef to
+    --ppo.kl-coef, which PPO never reads); a misspelling of a flag of ours still gets the closest spelling."""
+    cases = {
+        "--clip-coef": "PureJaxRL's CLIP_EPS, CleanRL's clip_coef: --ppo.clip-eps here",
+        "--ppo.lr": "PureJaxRL's LR, CleanRL's learning_rate: --ppo.learning-rate here",
+        "--total-timesteps": "CleanRL's total_timesteps: --total-env-steps here",
+        "--UPDATE_EPOCHS": "PureJaxRL's UPDATE_EPOCHS, CleanRL's update_epochs: --ppo.num-epochs here",
+        "--target-kl": "CleanRL's target_kl: no flag here (no early stop on KL",
+        "--ppo.num-epoch": "did you mean --ppo.num-epochs?",
+    }
+    for flag, hint in cases.items():
+        assert main(["train", flag, "3", "--out-dir", "runs/never"]) == 2, flag
+        said = capsys.readouterr().err
+        assert hint in said and said.count("\n") == 1 and "kl-coef" not in said, said
+
+
+def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_flags(capsys):
+    """The page's table is reference_name_table() as the code has it, and every flag it names (the notes' too) is
+    one that train --help lists."""
+    import re
+
+    from vaco_jax.core.reference_names import REFERENCE_NAMES, reference_name_table
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text()
+    start, end = text.index("<!-- reference names: start -->\n"), text.index("\n<!-- reference names: end -->")
+    assert text[start:end].splitlines()[1:] == reference_name_table()
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    listed = set(re.findall(r"--[a-z][a-z0-9.-]*", capsys.readouterr().out))
+    named = {flag for row in REFERENCE_NAMES for flag in re.findall(r"--[a-z][a-z0-9.-]*", f"{row.flag} {row.note}")}
+    assert len(named) >= 25 and named <= listed, sorted(named - listed)
+
+
+def test_total_env_steps_trains_whole_iterations_as_purejaxrl_and_cleanrl_count_them(capsys, tmp_path):
+    from vaco_jax import Config, EnvConfig
+    from vaco_jax.cli.checks import with_total_env_steps
+
+    config = Config(env=EnvConfig(num_envs=4, num_steps=128))
+    assert with_total_env_steps(config, 5e5, []).num_iterations == 976  # PureJaxRL's NUM_UPDATES, CleanRL's
+    assert "976 whole iterations of 512 env steps: 499,712 env steps per run" in capsys.readouterr().err
+    assert with_total_env_steps(config, 5120.0, []).num_iterations == 10 and capsys.readouterr().err == ""
+    assert with_total_env_steps(config, None, ["--num-iterations", "3"]) is config
+    for total, argv, message in (
+        (5e5, ["--num_iterations=3"], "both set how long a run trains"),
+        (511.0, [], "at least one iteration (4 envs x 128 steps = 512)"),
+        (1000.5, [], "not a whole number of env steps"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            with_total_env_steps(config, total, argv)
+    out = tmp_path / "run"  # through the command line (the program of the NaN-guard test above: 3 iterations)
+    argv = ["train", "--out-dir", str(out), *TINY[2:], "--ppo.learning-rate", "1e30", "--total-env-steps", "500"]
+    assert main(argv) == 0
+    assert json.loads((out / "config.json").read_text())["num_iterations"] == 3
+    assert "--total-env-steps 500 is 3 whole iterations of 128 env steps" in capsys.readouterr().err
+
+
+def test_the_progress_line_shows_each_chunks_speed_and_marks_the_first_as_including_compilation(capsys, monkeypatch):
+    """It showed the mean since the start, compilation included (1,293 env-steps/s at iteration 10 of a run whose
+    training ran at about 34,000): each line now shows its own chunk's speed over all runs."""
+    from vaco_jax import Config, EnvConfig
+    from vaco_jax.runs import progress
+
+    # the start (the line's and its timer's), then the end of chunks 1, 2 and 3 (elapsed time, the timer's lap)
+    clock = iter([0.0, 0.0, 10.0, 10.0, 10.5, 10.5, 11.0, 11.0])
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    line = progress.ProgressLine(Config(num_iterations=30, env=EnvConfig(num_envs=4, num_steps=128)), 2, False)
+    chunk = {"episode/return": np.full((2, 10), 20.0)}
+    for done in (10, 20, 30):
+        line.on_chunk(done, chunk)
+    speeds = [row.split(" | ")[1] for row in capsys.readouterr().out.splitlines()]
+    assert speeds == [  # 10 iterations x 512 env steps x 2 runs in 10 s, then in 0.5 s each
+        "     1,024 env-steps/s incl. compile",
+        "    20,480 env-steps/s",
+        "    20,480 env-steps/s",
+    ]

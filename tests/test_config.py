@@ -21,7 +21,7 @@ from vaco_jax.core.config import get_field, set_field, traced_fields
         ("env.num_envs", 9, "not divisible by lag.num_actors=2"),
         ("ppo.num_minibatches", 3, "8 x 16 samples does not split into ppo.num_minibatches=3 equal minibatches"),
         ("ppo.minibatch", "rows", "ppo.minibatch='rows' is unknown; choose one of auto, samples, segments"),
-        ("lag.k", 5, "lag.k=5 exceeds lag.max_lag=4: raise lag.max_lag or lower lag.k"),
+        ("lag.k", 5, "lag.k=5 exceeds lag.max_lag=4: raise lag.max_lag (--lag.max-lag 5) or lower lag.k"),
         ("lag.k", -1, "lag.k=-1 must be >= 0"),
         ("lag.kind", "poisson", "lag.kind='poisson' is unknown; choose one of"),  # nothing close: no guess
         ("lag.kind", "fixd", "lag.kind='fixd' is unknown; did you mean 'fixed'?"),

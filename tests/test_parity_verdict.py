@@ -73,3 +73,16 @@ def test_the_docs_quote_the_committed_parity_table():
     for row in payload["rows"]:
         assert row["seeds"] >= 8
         assert row["solved"] is None if TASKS[row["env"]].solved_at is None else 0 <= row["solved"] <= row["seeds"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "env"),
+    [("purejaxrl", "CartPole-v1"), ("cleanrl", "Acrobot-v1"), ("purejaxrl-minatar", "Breakout-MinAtar")],
+)
+def test_the_reference_presets_are_the_configurations_the_parity_benchmark_trains(preset, env):
+    """--preset purejaxrl (or cleanrl, or purejaxrl-minatar) with the task's env is the very config whose parity
+    with the reference script the benchmark measured: a user typing it gets the configuration of the table."""
+    from vaco_jax.core.config import with_overrides
+    from vaco_jax.core.presets import apply_presets
+
+    assert with_overrides(apply_presets([preset]), {"env.name": env}) == task_config(TASKS[env], "default")

@@ -29,6 +29,7 @@ from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
     refuse_empty_paths,
     refuse_flags_that_are_grid_axes,
     warn_of_flags_the_algorithm_never_reads,
+    with_total_env_steps,
 )
 from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scripts and tests read)
     CalibrateArgs,
@@ -47,6 +48,7 @@ from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_gr
 from vaco_jax.cli.saved_runs import run_eval, run_render
 from vaco_jax.core import plugins
 from vaco_jax.core.config import ConfigError, config_class
+from vaco_jax.core.reference_names import reference_hint
 from vaco_jax.runs import supervisor
 from vaco_jax.runs.calibration import run_and_write
 from vaco_jax.runs.comparison import compare
@@ -197,8 +199,12 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
             hint = f"; {section[0][0].lower()}{section[0][1:]}"
     sections = [section for section in sections if not section[0].startswith("For full helptext")]
     message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
-    if message.startswith("Unrecognized options") and not hint and _names_an_unknown_group(message):
-        hint = f"; {plugins.PLUGIN_HINT}"
+    if message.startswith("Unrecognized options"):
+        # a PureJaxRL or CleanRL name: say its flag here (the closest spelling may be another option altogether)
+        named = [reference_hint(token.rstrip(",")) for token in message.split() if token.startswith("--")]
+        hint = next((f"; {said}" for said in named if said), hint)
+        if not hint and _names_an_unknown_group(message):
+            hint = f"; {plugins.PLUGIN_HINT}"
     return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
 
 
@@ -272,6 +278,7 @@ def _run_command(args, argv: list[str]) -> int:
         )
         return 0
     refuse_contradictions(args.output, argv)
+    args = dataclasses.replace(args, config=with_total_env_steps(args.config, args.total_env_steps, argv))
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, SweepArgs):

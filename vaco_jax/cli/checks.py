@@ -95,6 +95,29 @@ def refuse_contradictions(output: Output, argv: list[str]) -> None:
         )
 
 
+def with_total_env_steps(config: Config, total: float | None, argv: list[str]) -> Config:
+    """``config`` trained for ``--total-env-steps TOTAL`` per run: TOTAL // (num_envs x num_steps) iterations, whole
+    iterations as PureJaxRL and CleanRL count them (the remainder said, never run). ``config`` itself without it."""
+    if total is None:
+        return config
+    if any(arg.split("=", 1)[0].replace("_", "-") == "--num-iterations" for arg in argv):
+        raise ConfigError("--total-env-steps and --num-iterations both set how long a run trains: give one of them")
+    batch = config.steps_per_iteration
+    if not float(total).is_integer() or total < batch:
+        raise ConfigError(
+            f"--total-env-steps {total:g} is not a whole number of env steps of at least one iteration "
+            f"({config.env.num_envs} envs x {config.env.num_steps} steps = {batch}): give a whole number >= {batch}"
+        )
+    iterations = int(total) // batch
+    if iterations * batch != total:
+        print(
+            f"vaco-jax: --total-env-steps {int(total):,} is {iterations} whole iterations of {batch:,} env steps: "
+            f"{iterations * batch:,} env steps per run",
+            file=sys.stderr,
+        )
+    return config.replace(num_iterations=iterations)
+
+
 def refuse_empty_paths(argv: list[str]) -> None:
     """An empty path flag (``--out-dir ''``) would mean the current directory, and an empty list of hidden layers a
     linear network: refuse them instead."""

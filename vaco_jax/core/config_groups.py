@@ -208,11 +208,12 @@ class LagConfig:
         )
         check_choice("lag.kind", self.kind, LAG_KINDS)
         check_number("lag.k", self.k, low=0, integer=True)
-        for k in values(self.k):
-            check(
-                int(k) <= self.max_lag,
-                f"lag.k={int(k)} exceeds lag.max_lag={self.max_lag}: raise lag.max_lag or lower lag.k",
-            )
+        largest = max(int(k) for k in values(self.k))
+        check(
+            largest <= self.max_lag,
+            f"lag.k={largest} exceeds lag.max_lag={self.max_lag}: raise lag.max_lag (--lag.max-lag {largest}) or "
+            "lower lag.k",
+        )
         check_number("lag.p", self.p, low=0, high=1, low_open=True, hint=" (geometric success probability)")
         self._check_weights()
 

@@ -61,6 +61,61 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+# PureJaxRL's ppo.py (whose values CleanRL's ppo.py shares) on classic control, and PureJaxRL's MinAtar notebook:
+# every value the script sets, so that a change of the package's defaults leaves the presets theirs. The PPO parity
+# benchmark trains these configurations beside the scripts' own runs (tests/test_ppo_parity.py checks they match).
+_REFERENCE_PPO = {
+    "ppo.num_epochs": 4,
+    "ppo.learning_rate": 2.5e-4,
+    "ppo.anneal_lr": True,
+    "ppo.max_grad_norm": 0.5,
+    "ppo.gamma": 0.99,
+    "ppo.gae_lambda": 0.95,
+    "ppo.clip_eps": 0.2,
+    "ppo.ent_coef": 0.01,
+    "ppo.vf_coef": 0.5,
+    "ppo.clip_value_loss": True,
+    "ppo.normalize_advantages": True,
+    "network.actor_hidden": (64, 64),
+    "network.critic_hidden": (64, 64),
+}
+_CLASSIC_CONTROL = {
+    **_REFERENCE_PPO,
+    "num_iterations": 976,  # 5e5 env steps in whole iterations of 512
+    "env.num_envs": 4,
+    "env.num_steps": 128,
+    "ppo.num_minibatches": 4,
+    "network.activation": "tanh",
+}
+_CLASSIC_CONTROL_SHAPE = (
+    "4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed, 976 iterations (5e5 env steps)"
+)
+PRESETS |= {
+    "purejaxrl": Preset(
+        f"PureJaxRL's ppo.py on classic control (e.g. CartPole-v1, its default env): {_CLASSIC_CONTROL_SHAPE}, "
+        "clipped value loss, tanh 64-64 networks",
+        _CLASSIC_CONTROL,
+    ),
+    "cleanrl": Preset(
+        "CleanRL's ppo.py: the values of `purejaxrl` (which it shares; its learning rate anneals once per update, "
+        "here at every gradient step)",
+        _CLASSIC_CONTROL,
+    ),
+    "purejaxrl-minatar": Preset(
+        "PureJaxRL's MinAtar notebook (give the game: --env.name Breakout-MinAtar): 64 envs x 128 steps, 4 epochs "
+        "x 8 minibatches, lr 5e-3 annealed, 1220 iterations (1e7 env steps), relu 64-64 networks",
+        {
+            **_REFERENCE_PPO,
+            "num_iterations": 1220,  # 1e7 env steps in whole iterations of 8192
+            "env.num_envs": 64,
+            "env.num_steps": 128,
+            "ppo.num_minibatches": 8,
+            "ppo.learning_rate": 5e-3,
+            "network.activation": "relu",
+        },
+    ),
+}
+
 
 # brax's training-notebook PPO settings per env: (num_envs, unroll_length, batch_size, num_minibatches, epochs,
 # discount, learning rate, entropy cost, reward scaling, env steps). Samples per update are

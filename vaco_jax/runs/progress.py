@@ -1,8 +1,8 @@
 """The progress line: one line per chunk of a run, the live writer every run has.
 
-Iterations done, throughput, the latest training return (and the learner's evaluation), the TVs the run logs, and
-warnings that cannot wait for the end (most gradient steps skipped as non-finite; the asynchronous mode's measured
-lags and queue).
+Iterations done, throughput (of the latest chunk: the first one's includes compilation), the latest training return
+(and the learner's evaluation), the TVs the run logs, and warnings that cannot wait for the end (most gradient steps
+skipped as non-finite; the asynchronous mode's measured lags and queue).
 """
 
 from __future__ import annotations
@@ -26,19 +26,39 @@ def latest(values: np.ndarray) -> str:
     return f"{column[np.isfinite(column)].mean():.1f}"
 
 
+class ChunkTimer:
+    """Wall seconds per chunk, measured between a live writer's chunk callbacks: the first chunk's from the timer's
+    creation (before the programs compile, so compilation included), each later one's from the chunk before."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.chunks = 0
+
+    def lap(self) -> tuple[float, bool]:
+        """Seconds since the previous chunk (or the start), and whether this is the first chunk."""
+        now = time.perf_counter()
+        seconds, self.last = max(now - self.last, 1e-9), now
+        self.chunks += 1
+        return seconds, self.chunks == 1
+
+
 class ProgressLine:
     """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``)."""
 
     def __init__(self, config: Config, num_runs: int, quiet: bool, offset: int = 0):
         self.config, self.num_runs, self.quiet, self.offset = config, num_runs, quiet, offset
         self.start = time.perf_counter()
+        self.timer = ChunkTimer()
+        self.done = 0
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         if self.quiet:
             return
         config = self.config
         elapsed = time.perf_counter() - self.start
-        steps = done * config.steps_per_iteration
+        seconds, first = self.timer.lap()
+        rate = (done - self.done) * config.steps_per_iteration * self.num_runs / seconds  # all runs, this chunk
+        self.done = done
         evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
         # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
         exact = "_exact" if "tv/forward_exact" in metrics else ""
@@ -62,7 +82,7 @@ class ProgressLine:
         )
         print(
             f"[{self.offset + done:>5}/{config.num_iterations} it | "
-            f"{steps * self.num_runs / max(elapsed, 1e-9):>10,.0f} env-steps/s (all runs, incl. compile) | "
+            f"{rate:>10,.0f} env-steps/s{' incl. compile' if first else ''} | "
             f"{elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}{tvs}{trust}",
             flush=True,
         )
@@ -71,4 +91,4 @@ class ProgressLine:
         """Nothing to close: the results are printed by the session."""
 
 
-__all__ = ["ProgressLine", "latest"]
+__all__ = ["ChunkTimer", "ProgressLine", "latest"]

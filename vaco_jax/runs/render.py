@@ -19,12 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, parse_value
-from vaco_jax.core.grid import grid_points
 from vaco_jax.core.types import ActorSnapshot, TrainState
-from vaco_jax.runs import checkpoint
 from vaco_jax.runs.run_directory import RunDirectory
-from vaco_jax.runs.saved import recorded_run
-from vaco_jax.training import memory
+from vaco_jax.runs.saved import load_run, recorded_run
 from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.trainer import TrainProgram
 
@@ -126,20 +123,6 @@ def render_policy(
     return episode
 
 
-def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any], seed: int | None) -> int:
-    """The position on the run axis (grid points outer, seeds inner) of ``point`` (every grid axis: a value of it;
-    empty: the first point) and ``seed`` (None: the first)."""
-    points = grid_points(grid)
-    if point and set(point) != set(grid):
-        raise ConfigError(f"--point needs a value for each grid axis ({', '.join(grid) or 'none'}); got {list(point)}")
-    if point and point not in points:
-        raise ConfigError(f"--point {point} is not a grid point of the run; its points: {points}")
-    chosen = points.index(point) if point else 0
-    if seed is not None and seed not in seeds:
-        raise ConfigError(f"--seed {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
-    return chosen * len(seeds) + (seeds.index(seed) if seed is not None else 0)
-
-
 def render_saved_run(
     run_dir: str | Path,
     out: str | Path | None = None,
@@ -158,7 +141,6 @@ def render_saved_run(
     run_dir = Path(run_dir)
     record = recorded_run(run_dir, step)
     config = record.config
-    program = TrainProgram(config)
     out = output_file(config.env.name, out, run_dir)
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
@@ -170,16 +152,13 @@ def render_saved_run(
         if not sep:
             raise ConfigError(f"--point {spec!r} must look like FIELD=VALUE, e.g. lag.k=4")
         chosen[path] = parse_value(config, path, text)
-    seeds = list(range(record.seed, record.seed + record.num_seeds))
-    index = run_index(record.grid, seeds, chosen, seed)
-    template = memory.abstract_batch(program, record.num_runs)[0]
-    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
-    state = jax.tree.map(lambda x: x[index], restored.states)
+    loaded = load_run(run_dir, step=step, point=chosen, seed=seed)
     directory = RunDirectory(run_dir)
     if out.parent.absolute() == directory.path.absolute() and directory.is_marked():
         directory.record([out.name])  # before it is written: a later --overwrite of the run may remove it
+    key = jax.random.key(episode_seed)
     episode = render_policy(
-        program, state, out, deterministic=deterministic, max_steps=max_steps, key=jax.random.key(episode_seed)
+        loaded.program, loaded.state, out, deterministic=deterministic, max_steps=max_steps, key=key
     )
     return out, episode
 

@@ -6,6 +6,7 @@ plays :func:`vaco_jax.training.evaluation.run_episodes` with each. By default ev
 evaluation would use at that iteration, so with the same number of episodes it reproduces the logged
 ``eval/*`` values exactly; ``seed`` draws fresh episodes instead. :func:`recorded_run` is that record (with the
 command's presets and output options), which ``train``/``sweep --resume DIR`` alone takes as its flags.
+:func:`load_run` restores one run's learner for Python (its state, and :meth:`LoadedRun.act` for actions).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, config_from_dict
 from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.runs import checkpoint
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
+from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.trainer import TrainProgram
 
@@ -159,4 +163,71 @@ def evaluate_saved_run(
     )
 
 
-__all__ = ["RecordedRun", "SavedRunEvaluation", "evaluate_saved_run", "recorded_run"]
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run of a saved batch, restored: its program (config, env, networks) and its training state at a
+    checkpoint, the learner's parameters and observation normaliser among them."""
+
+    program: TrainProgram
+    state: TrainState
+    iterations_done: int
+    point: dict[str, Any]  # its grid point ({} for a train run)
+    seed: int
+
+    def act(self, observations: Any, key: jax.Array | None = None) -> jax.Array:
+        """The learner's actions on raw observations ``[..., D]`` as the env gives them (normalised as in training),
+        ready for the env's step: the policy's mode (how the learner is evaluated), or a sample drawn with ``key``."""
+        snapshot = ActorSnapshot(self.state.params.actor, self.state.obs_norm)
+        params = self.program.networks.policy(snapshot, jnp.asarray(observations))
+        dist = self.program.dist
+        actions = dist.mode(params) if key is None else dist.sample(key, params)
+        return to_env_actions(self.program.env.action_spec, actions)
+
+
+def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any], seed: int | None) -> int:
+    """The position on the run axis (grid points outer, seeds inner) of ``point`` (every grid axis: a value of it;
+    empty: the first point) and ``seed`` (None: the first)."""
+    points = grid_points(grid)
+    if point and set(point) != set(grid):
+        raise ConfigError(f"--point needs a value for each grid axis ({', '.join(grid) or 'none'}); got {list(point)}")
+    if point and point not in points:
+        raise ConfigError(f"--point {point} is not a grid point of the run; its points: {points}")
+    chosen = points.index(point) if point else 0
+    if seed is not None and seed not in seeds:
+        raise ConfigError(f"--seed {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
+    return chosen * len(seeds) + (seeds.index(seed) if seed is not None else 0)
+
+
+def load_run(
+    run_dir: str | Path, *, step: int | None = None, point: dict[str, Any] | None = None, seed: int | None = None
+) -> LoadedRun:
+    """One run of the batch saved in ``run_dir`` (a ``train`` or ``sweep`` ``--out-dir``, or a demo variant's
+    folder), restored from its newest checkpoint (or the one after ``step`` iterations).
+
+    Args:
+      run_dir: the run's directory.
+      step: the checkpoint to restore; None: the newest.
+      point: a sweep's grid point, a value for every axis (``{"lag.k": 4}``); None: the first point.
+      seed: one of the run's seeds; None: the first.
+    """
+    record = recorded_run(run_dir, step)
+    program = TrainProgram(record.config)
+    seeds = list(range(record.seed, record.seed + record.num_seeds))
+    point = dict(point or {})
+    index = run_index(record.grid, seeds, point, seed)
+    template = memory.abstract_batch(program, record.num_runs)[0]
+    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
+    state = jax.tree.map(lambda x: x[index], restored.states)
+    chosen = grid_points(record.grid)[index // len(seeds)]
+    return LoadedRun(program, state, restored.iterations_done, chosen, seeds[index % len(seeds)])
+
+
+__all__ = [
+    "LoadedRun",
+    "RecordedRun",
+    "SavedRunEvaluation",
+    "evaluate_saved_run",
+    "load_run",
+    "recorded_run",
+    "run_index",
+]

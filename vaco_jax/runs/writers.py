@@ -12,6 +12,7 @@ import numpy as np
 from vaco_jax.core.config import config_dict, json_default, strict_json
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.runs.progress import ChunkTimer
 from vaco_jax.training.sweep import SweepResult, metrics_length
 
 
@@ -113,7 +114,8 @@ class RunWriter(Protocol):
 
 class TensorBoardWriter:
     """TensorBoard event files written as the run goes: one TensorBoard run per (grid point, seed) under
-    ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations.
+    ``directory``, scalars indexed by env steps (tensorboardX), appended block by block of iterations. Live, it also
+    logs :data:`SPEED_TAG` at each chunk after the first (whose time includes compilation).
 
     Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
     or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes.
@@ -130,10 +132,19 @@ class TensorBoardWriter:
         self.done = 0  # iterations written so far: where the next chunk starts
         self.labels = run_labels(grid, seeds)
         self._writers: list[Any] | None = None
+        self._timer: ChunkTimer | None = None
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
-        """A chunk's metrics ``{name: [S, n]}`` (S = points x seeds, in that order)."""
+        """A chunk's metrics ``{name: [S, n]}`` (S = points x seeds, in that order), and the chunk's speed."""
+        if self._timer is None:  # timed from the first chunk's end: that chunk, compilation included, is no speed
+            self._timer = ChunkTimer()
+        seconds, first = self._timer.lap()
         self.write(self.done, metrics)
+        if not first:
+            speed = metrics_length(metrics) * self.steps_per_iteration / seconds
+            for writer in self._writers or []:
+                writer.add_scalar(SPEED_TAG, speed, self.done * self.steps_per_iteration)
+                writer.flush()
 
     def write(self, first: int, metrics: dict[str, np.ndarray]) -> None:
         if self._writers is None:
@@ -157,6 +168,11 @@ class TensorBoardWriter:
     def finish(self, rows: list[dict[str, Any]] | None, failed: bool = False) -> None:
         """The run ended (:class:`RunWriter`): the event files are closed, whatever the outcome."""
         self.close()
+
+
+SPEED_TAG = "time/env_steps_per_second"
+"""One run's env steps per second over a chunk (every run of the program trains at once: the program's throughput
+is this times its runs), CleanRL's ``charts/SPS``; timing, so TensorBoard's alone, never in the metric files."""
 
 
 def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:

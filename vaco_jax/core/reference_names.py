@@ -1,0 +1,121 @@
+"""PureJaxRL's and CleanRL's PPO hyperparameter names, mapped onto this package's flags.
+
+What a user of either reference script types first (``--total-timesteps``, ``--clip-coef``, ``--update-epochs``) is
+not a flag here. This table is the one place that says what is: the command line's hint for an unknown flag reads it
+(:func:`reference_hint`; closeness of spelling alone sends ``--clip-coef`` to ``--ppo.kl-coef``), and the getting
+started page's table is :func:`reference_name_table` (a test keeps the two equal and parses every flag named).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ReferenceName(NamedTuple):
+    """One hyperparameter: its name in PureJaxRL's ``ppo.py`` config and CleanRL's ``ppo.py`` ``Args`` ("" where the
+    script has none), the flag that sets it here ("" where nothing does), and what differs."""
+
+    purejaxrl: str
+    cleanrl: str
+    flag: str
+    note: str = ""
+
+
+REFERENCE_NAMES: tuple[ReferenceName, ...] = (
+    ReferenceName("ENV_NAME", "env_id", "--env.name"),
+    ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs"),
+    ReferenceName("NUM_STEPS", "num_steps", "--env.num-steps"),
+    ReferenceName(
+        "TOTAL_TIMESTEPS",
+        "total_timesteps",
+        "--total-env-steps",
+        "per run; sets --num-iterations to TOTAL // (num_envs x num_steps), whole iterations as both scripts do",
+    ),
+    ReferenceName("UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs"),
+    ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches"),
+    ReferenceName("LR", "learning_rate", "--ppo.learning-rate"),
+    ReferenceName(
+        "ANNEAL_LR",
+        "anneal_lr",
+        "--ppo.anneal-lr",
+        "off: --ppo.no-anneal-lr; annealed at every gradient step, as PureJaxRL does (CleanRL: once per update)",
+    ),
+    ReferenceName("GAMMA", "gamma", "--ppo.gamma"),
+    ReferenceName("GAE_LAMBDA", "gae_lambda", "--ppo.gae-lambda"),
+    ReferenceName(
+        "CLIP_EPS",
+        "clip_coef",
+        "--ppo.clip-eps",
+        "the value loss's clip has its own range, --ppo.vf-clip-eps, 0.2 by default; theirs follows the policy's",
+    ),
+    ReferenceName("", "clip_vloss", "--ppo.clip-value-loss", "off: --ppo.no-clip-value-loss"),
+    ReferenceName("", "norm_adv", "--ppo.normalize-advantages", "off: --ppo.no-normalize-advantages"),
+    ReferenceName("ENT_COEF", "ent_coef", "--ppo.ent-coef"),
+    ReferenceName("VF_COEF", "vf_coef", "--ppo.vf-coef"),
+    ReferenceName("MAX_GRAD_NORM", "max_grad_norm", "--ppo.max-grad-norm", "none: --ppo.max-grad-norm inf"),
+    ReferenceName("", "target_kl", "", "no early stop on KL; a KL-penalised PPO is --algorithm ppo_kl"),
+    ReferenceName("ACTIVATION", "", "--network.activation", "widths: --network.actor-hidden, --network.critic-hidden"),
+    ReferenceName(
+        "NORMALIZE_ENV",
+        "",
+        "--env.normalize-observations",
+        "observations only; rewards are scaled by --env.reward-scale, not normalised",
+    ),
+    ReferenceName(
+        "SEED",
+        "seed",
+        "--seed",
+        "the first seed: --num-seeds N trains seeds SEED..SEED+N-1 in one compiled program, as PureJaxRL's vmap",
+    ),
+    ReferenceName("DEBUG", "", "--quiet", "progress is printed by default, once per chunk; --quiet silences it"),
+    ReferenceName("", "exp_name", "--out-dir", "config, metrics, summary, plots and checkpoints go there"),
+    ReferenceName("", "track", "--wandb", "project and entity: --wandb-project, --wandb-entity; --tensorboard too"),
+    ReferenceName("", "wandb_project_name", "--wandb-project"),
+    ReferenceName("", "wandb_entity", "--wandb-entity"),
+    ReferenceName("", "capture_video", "", "a saved run's episode as a GIF: vaco-jax render RUN_DIR"),
+)
+"""The rows of the getting-started page's table, in its order."""
+
+ALIASES = {"lr": "learning_rate", "clip_eps": "clip_coef", "env_name": "env_id", "epochs": "update_epochs"}
+"""Other spellings users reach for, as the reference name they mean (lowercase)."""
+
+
+def _key(name: str) -> str:
+    """A flag or a reference name, compared: no dashes before it, no ``GROUP.`` prefix, lowercase, ``_`` for ``-``."""
+    name = name.split("=", 1)[0].lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+    return ALIASES.get(name, name)
+
+
+_BY_KEY = {_key(name): row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl) if name}
+
+
+def reference_name(flag: str) -> ReferenceName | None:
+    """The row of the reference name ``flag`` spells (``--clip-coef``, ``--ppo.clip_coef``, ``--TOTAL_TIMESTEPS=5e5``,
+    ``--lr``), or None where it spells none. A flag that is this package's own (``--ppo.gamma``) is never asked."""
+    return _BY_KEY.get(_key(flag))
+
+
+def reference_hint(flag: str) -> str | None:
+    """What to type instead of ``flag``, a reference script's name, in words; None where it is no reference's name."""
+    row = reference_name(flag)
+    if row is None:
+        return None
+    named = ", ".join(
+        f"{script}'s {name}" for script, name in (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl)) if name
+    )
+    note = f" ({row.note})" if row.note else ""
+    return f"{named}: {row.flag or 'no flag'} here{note}"
+
+
+def reference_name_table() -> list[str]:
+    """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
+    dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
+    rows = ["| PureJaxRL `ppo.py` | CleanRL `ppo.py` | vaco-jax flag | note |", "|---|---|---|---|"]
+    rows += [
+        f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.flag)} | {dash(r.note, code=False)} |"
+        for r in REFERENCE_NAMES
+    ]
+    return rows
+
+
+__all__ = ["ALIASES", "REFERENCE_NAMES", "ReferenceName", "reference_hint", "reference_name", "reference_name_table"]
