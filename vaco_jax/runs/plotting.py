@@ -120,8 +120,8 @@ def plot_final_vs_axis(
             lines.append((label, group))
     seeds = f"(IQM, 95% CI over {len(first.seeds)} seeds)"
     for ax, score, ylabel in (
-        (axes[0], "final", f"final {metric}, last 10% of iterations\n{seeds}"),
-        (axes[1], "auc", f"AUC of {metric}, mean over all iterations\n{seeds}"),
+        (axes[0], "final", f"final {metric}\nlast 10% of iterations\n{seeds}"),
+        (axes[1], "auc", f"AUC of {metric}\nmean over all iterations\n{seeds}"),
     ):
         for i, (label, group) in enumerate(lines):  # side by side around each x, never hidden under one another
             shift = 0.06 * spacing * (i - (len(lines) - 1) / 2)
