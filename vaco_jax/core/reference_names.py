@@ -12,8 +12,9 @@ from typing import NamedTuple
 
 
 class ReferenceName(NamedTuple):
-    """One hyperparameter: its name in PureJaxRL's ``ppo.py`` config and CleanRL's ``ppo.py`` ``Args`` ("" where the
-    script has none), the flag that sets it here ("" where nothing does), and what differs."""
+    """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's)
+    and its field in CleanRL's ``ppo.py`` ``Args`` ("" where none has it), the flag that sets it here ("" where nothing
+    does), and what differs."""
 
     purejaxrl: str
     cleanrl: str
@@ -59,13 +60,17 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "NORMALIZE_ENV",
         "",
         "--env.normalize-observations",
-        "observations only; rewards are scaled by --env.reward-scale, not normalised",
+        "PureJaxRL's ppo_continuous_action.py; observations only: rewards are scaled by --env.reward-scale, not "
+        "normalised",
     ),
     ReferenceName(
         "SEED",
         "seed",
         "--seed",
-        "the first seed: --num-seeds N trains seeds SEED..SEED+N-1 in one compiled program, as PureJaxRL's vmap",
+        "the first seed (PureJaxRL's dqn.py; its ppo.py fixes PRNGKey(30)): --num-seeds N trains SEED..SEED+N-1",
+    ),
+    ReferenceName(
+        "NUM_SEEDS", "", "--num-seeds", "PureJaxRL's dqn.py; every seed in one compiled program, as PureJaxRL's vmap"
     ),
     ReferenceName("DEBUG", "", "--quiet", "progress is printed by default, once per chunk; --quiet silences it"),
     ReferenceName("", "exp_name", "--out-dir", "config, metrics, summary, plots and checkpoints go there"),
@@ -110,7 +115,7 @@ def reference_hint(flag: str) -> str | None:
 def reference_name_table() -> list[str]:
     """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
     dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
-    rows = ["| PureJaxRL `ppo.py` | CleanRL `ppo.py` | vaco-jax flag | note |", "|---|---|---|---|"]
+    rows = ["| PureJaxRL config key | CleanRL `ppo.py` | vaco-jax flag | note |", "|---|---|---|---|"]
     rows += [
         f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.flag)} | {dash(r.note, code=False)} |"
         for r in REFERENCE_NAMES
