@@ -81,17 +81,23 @@ def correct_family(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def marks(pi: dict[str, float]) -> str:
+    """A comparison's marks: ``+`` / ``-`` where the Holm-adjusted signed-rank test rejects equality (the direction
+    from the signed-rank statistic, not from P), then ``=`` where the Holm-adjusted two one-sided tests show the two
+    equivalent within the margin; "" (undecided) where neither."""
+    said = ""
+    if pi.get("holm_p", 1.0) < SIGNIFICANCE:
+        said += "+" if pi.get("direction", 1 if pi["p"] > 0.5 else -1) > 0 else "-"
+    if pi.get("equivalence_holm_p", 1.0) < SIGNIFICANCE:
+        said += "="
+    return said
+
+
 def format_pi(pi: dict[str, float] | None) -> str:
-    """P(X > reference) with its exact interval, marked **+** / **-** where the Holm-adjusted signed-rank test
-    rejects equality (the direction from the signed-rank statistic, not from P) and **=** where the Holm-adjusted
-    two one-sided tests show the two equivalent within the margin; unmarked: undecided."""
+    """P(X > reference) with its exact interval and its :func:`marks` in bold; unmarked: undecided."""
     if pi is None:
         return "-"
-    mark = ""
-    if pi.get("holm_p", 1.0) < SIGNIFICANCE:
-        mark += " **+**" if pi.get("direction", 1 if pi["p"] > 0.5 else -1) > 0 else " **-**"
-    if pi.get("equivalence_holm_p", 1.0) < SIGNIFICANCE:
-        mark += " **=**"
+    mark = "".join(f" **{m}**" for m in marks(pi))
     return f"{pi['p']:.2f} [{pi['ci_low']:.2f}, {pi['ci_high']:.2f}]{mark}"
 
 
