@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -117,6 +118,21 @@ def test_load_run_restores_a_chosen_runs_learner_whose_actions_replay_the_render
     assert all(a.shape == (1,) and 0 <= int(a[0]) < 2 for a in sampled)  # CartPole: two actions, a batch of one
     with pytest.raises(ConfigError, match="is not a seed of the run"):
         load_run(sweep_dir, seed=7)
+
+
+def test_a_loaded_continuous_policy_acts_in_the_shape_of_its_observations_inside_the_bounds():
+    """One Pendulum-v1 observation [3] gets one action [1], a batch [4, 3] four [4, 1], clipped to [-2, 2] (the
+    bounds broadcast a single observation's action to [1, 1])."""
+    from vaco_jax import Config, EnvConfig, TrainProgram
+    from vaco_jax.runs.saved import LoadedRun
+
+    program = TrainProgram(Config(env=EnvConfig(name="Pendulum-v1", num_envs=2, num_steps=4)))
+    loaded = LoadedRun(program, program.init(jax.random.key(0)), 0, {}, 0)
+    single, batch = np.array([1.0, 0.0, 0.5]), np.tile([1.0, 0.0, 0.5], (4, 1))
+    assert loaded.act(single).shape == (1,) and loaded.act(batch).shape == (4, 1)
+    np.testing.assert_allclose(loaded.act(batch), np.tile(loaded.act(single), (4, 1)), rtol=1e-5)
+    sampled = loaded.act(np.full((64, 3), 0.5), jax.random.key(1))
+    assert sampled.shape == (64, 1) and float(jnp.abs(sampled).max()) <= 2.0
 
 
 def test_a_sweep_validates_its_config_once_and_each_grid_point_once(sweep_dir):
@@ -736,6 +752,14 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
         assert main(["train", flag, "3", "--out-dir", "runs/never"]) == 2, flag
         said = capsys.readouterr().err
         assert hint in said and said.count("\n") == 1 and "kl-coef" not in said, said
+    for argv, hints in [
+        (["train", "--clip-coef", "2", "--update-epochs", "3"], ["--ppo.clip-eps here", "--ppo.num-epochs here"]),
+        (["tune", "--track"], ["CleanRL's track: --wandb, which vaco-jax tune does not take (vaco-jax train, sweep"]),
+        (["train", "--eval.num-steps", "5"], ["did you mean --env.num-steps?"]),  # tyro's: no reference's num_steps
+    ]:
+        assert main(argv) == 2, argv
+        said = capsys.readouterr().err
+        assert all(hint in said for hint in hints) and "NUM_STEPS" not in said, said
 
 
 def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_flags(capsys):
@@ -748,11 +772,15 @@ def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_
     text = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text()
     start, end = text.index("<!-- reference names: start -->\n"), text.index("\n<!-- reference names: end -->")
     assert text[start:end].splitlines()[1:] == reference_name_table()
-    with pytest.raises(SystemExit):
-        main(["train", "--help"])
-    listed = set(re.findall(r"--[a-z][a-z0-9.-]*", capsys.readouterr().out))
+    listed = {}
+    for command in ("train", "sweep", "demo", "calibrate", "tune"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        listed[command] = set(re.findall(r"--[a-z][a-z0-9.-]*", capsys.readouterr().out))
     named = {flag for row in REFERENCE_NAMES for flag in re.findall(r"--[a-z][a-z0-9.-]*", f"{row.flag} {row.note}")}
-    assert len(named) >= 25 and named <= listed, sorted(named - listed)
+    assert len(named) >= 25 and named <= listed["train"], sorted(named - listed["train"])
+    for row in REFERENCE_NAMES:  # each command a row names has its flag (a hint elsewhere says which commands do)
+        assert not row.flag or all(row.flag in listed[command] for command in row.commands), row
 
 
 def test_total_env_steps_trains_whole_iterations_as_purejaxrl_and_cleanrl_count_them(capsys, tmp_path):
@@ -766,11 +794,13 @@ def test_total_env_steps_trains_whole_iterations_as_purejaxrl_and_cleanrl_count_
     assert with_total_env_steps(config, None, ["--num-iterations", "3"]) is config
     for total, argv, message in (
         (5e5, ["--num_iterations=3"], "both set how long a run trains"),
-        (511.0, [], "at least one iteration (4 envs x 128 steps = 512)"),
+        (511.0, [], "less than one iteration (4 envs x 128 steps = 512 env steps): give at least 512"),
         (1000.5, [], "not a whole number of env steps"),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             with_total_env_steps(config, total, argv)
+    with pytest.raises(ConfigError, match=re.escape("give --num-iterations 976 instead (499,712 env steps per run")):
+        with_total_env_steps(config, 5e5, [], resuming=True)  # a resume's errors and extension speak in iterations
     out = tmp_path / "run"  # through the command line (the program of the NaN-guard test above: 3 iterations)
     argv = ["train", "--out-dir", str(out), *TINY[2:], "--ppo.learning-rate", "1e30", "--total-env-steps", "500"]
     assert main(argv) == 0
@@ -785,9 +815,9 @@ def test_the_progress_line_shows_each_chunks_speed_and_marks_the_first_as_includ
     from vaco_jax.runs import progress
 
     # the start (the line's and its timer's), then the end of chunks 1, 2 and 3 (elapsed time, the timer's lap)
-    clock = iter([0.0, 0.0, 10.0, 10.0, 10.5, 10.5, 11.0, 11.0])
-    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
-    line = progress.ProgressLine(Config(num_iterations=30, env=EnvConfig(num_envs=4, num_steps=128)), 2, False)
+    times = iter([0.0, 0.0, 10.0, 10.0, 10.5, 10.5, 11.0, 11.0])
+    config = Config(num_iterations=30, env=EnvConfig(num_envs=4, num_steps=128))
+    line = progress.ProgressLine(config, 2, False, clock=lambda: next(times))
     chunk = {"episode/return": np.full((2, 10), 20.0)}
     for done in (10, 20, 30):
         line.on_chunk(done, chunk)

@@ -75,14 +75,42 @@ def test_the_docs_quote_the_committed_parity_table():
         assert row["solved"] is None if TASKS[row["env"]].solved_at is None else 0 <= row["solved"] <= row["seeds"]
 
 
+# a base config unlike the references' in everything they set (what a config file under the preset could hold)
+UNLIKE_THE_REFERENCES = {
+    "num_iterations": 3,
+    "env.num_envs": 6,
+    "env.num_steps": 10,
+    "env.normalize_observations": True,
+    "env.reward_scale": 7.0,
+    "ppo.num_epochs": 9,
+    "ppo.num_minibatches": 2,
+    "ppo.learning_rate": 0.1,
+    "ppo.anneal_lr": False,
+    "ppo.max_grad_norm": 9.0,
+    "ppo.gamma": 0.5,
+    "ppo.gae_lambda": 0.5,
+    "ppo.clip_eps": 0.7,
+    "ppo.ent_coef": 0.7,
+    "ppo.vf_coef": 0.7,
+    "ppo.clip_value_loss": False,
+    "ppo.vf_clip_eps": 0.7,
+    "ppo.normalize_advantages": False,
+    "network.actor_hidden": (5,),
+    "network.critic_hidden": (5,),
+    "network.activation": "silu",
+}
+
+
 @pytest.mark.parametrize(
     ("preset", "env"),
     [("purejaxrl", "CartPole-v1"), ("cleanrl", "Acrobot-v1"), ("purejaxrl-minatar", "Breakout-MinAtar")],
 )
 def test_the_reference_presets_are_the_configurations_the_parity_benchmark_trains(preset, env):
     """--preset purejaxrl (or cleanrl, or purejaxrl-minatar) with the task's env is the very config whose parity
-    with the reference script the benchmark measured: a user typing it gets the configuration of the table."""
-    from vaco_jax.core.config import with_overrides
+    with the reference script the benchmark measured, whatever the config it is applied to holds."""
+    from vaco_jax.core.config import Config, with_overrides
     from vaco_jax.core.presets import apply_presets
 
-    assert with_overrides(apply_presets([preset]), {"env.name": env}) == task_config(TASKS[env], "default")
+    unlike = with_overrides(Config(), UNLIKE_THE_REFERENCES)
+    assert with_overrides(apply_presets([preset], unlike), {"env.name": env}) == task_config(TASKS[env], "default")
+    assert apply_presets(["purejaxrl-minatar"]).env.name == "Breakout-MinAtar"  # a MinAtar game, never CartPole

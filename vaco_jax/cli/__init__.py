@@ -150,7 +150,7 @@ DESCRIPTION = (
     "vaco_jax: policy lag in on-policy RL, in one compiled JAX program. --plugin MODULE_OR_FILE (anywhere, "
     "repeatable) first imports a module that registers algorithms or environments."
 )
-_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "eval")
+_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "tune", "eval", "render")
 
 
 def _parse(commands, argv: list[str]):
@@ -194,15 +194,18 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
     hint = ""
     for section in sections[1:]:
         if section[0].startswith("Perhaps you meant") and len(section) > 1 and not hint:
-            hint = f"; did you mean {section[1].split()[0]}?"
+            hint = f"; did you mean {section[1].split()[0].rstrip(',')}?"  # a boolean's row: "--quiet, --no-quiet"
         elif section[0].startswith("Available subcommands") and not hint:
             hint = f"; {section[0][0].lower()}{section[0][1:]}"
     sections = [section for section in sections if not section[0].startswith("For full helptext")]
     message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
     if message.startswith("Unrecognized options"):
-        # a PureJaxRL or CleanRL name: say its flag here (the closest spelling may be another option altogether)
-        named = [reference_hint(token.rstrip(",")) for token in message.split() if token.startswith("--")]
-        hint = next((f"; {said}" for said in named if said), hint)
+        # PureJaxRL's or CleanRL's names: say each one's flag here (the closest spelling may be another option
+        # altogether), and tyro's suggestion too where a flag is no reference's name
+        named = [reference_hint(token.rstrip(","), command) for token in message.split() if token.startswith("--")]
+        said = [hint for hint in named if hint]
+        if said:
+            hint = "".join(f"; {line}" for line in said) + (hint if None in named else "")
         if not hint and _names_an_unknown_group(message):
             hint = f"; {plugins.PLUGIN_HINT}"
     return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
@@ -278,7 +281,10 @@ def _run_command(args, argv: list[str]) -> int:
         )
         return 0
     refuse_contradictions(args.output, argv)
-    args = dataclasses.replace(args, config=with_total_env_steps(args.config, args.total_env_steps, argv))
+    if isinstance(args, TrainArgs | SweepArgs):
+        total = args.total_env_steps
+        config = with_total_env_steps(args.config, total, argv, resuming=args.output.resume is not None)
+        args = dataclasses.replace(args, config=config)
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, SweepArgs):

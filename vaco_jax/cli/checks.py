@@ -9,6 +9,7 @@ from pathlib import Path
 from vaco_jax.algorithms import registry
 from vaco_jax.core.config import Config, ConfigError, parse_value
 from vaco_jax.runs.output_options import Output
+from vaco_jax.training import distributed
 
 
 def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
@@ -95,21 +96,30 @@ def refuse_contradictions(output: Output, argv: list[str]) -> None:
         )
 
 
-def with_total_env_steps(config: Config, total: float | None, argv: list[str]) -> Config:
+def with_total_env_steps(config: Config, total: float | None, argv: list[str], resuming: bool = False) -> Config:
     """``config`` trained for ``--total-env-steps TOTAL`` per run: TOTAL // (num_envs x num_steps) iterations, whole
-    iterations as PureJaxRL and CleanRL count them (the remainder said, never run). ``config`` itself without it."""
+    iterations as PureJaxRL and CleanRL count them (the remainder said, never run). ``config`` itself without it. A
+    resumed run's length is its iteration count (its record, and any extension, say it in iterations): refused
+    there, with the ``--num-iterations`` that would give those env steps."""
     if total is None:
         return config
     if any(arg.split("=", 1)[0].replace("_", "-") == "--num-iterations" for arg in argv):
         raise ConfigError("--total-env-steps and --num-iterations both set how long a run trains: give one of them")
     batch = config.steps_per_iteration
-    if not float(total).is_integer() or total < batch:
+    shape = f"{config.env.num_envs} envs x {config.env.num_steps} steps = {batch:,}"
+    if not float(total).is_integer():
+        raise ConfigError(f"--total-env-steps {total:g} is not a whole number of env steps: give one, e.g. 5e5")
+    if total < batch:
         raise ConfigError(
-            f"--total-env-steps {total:g} is not a whole number of env steps of at least one iteration "
-            f"({config.env.num_envs} envs x {config.env.num_steps} steps = {batch}): give a whole number >= {batch}"
+            f"--total-env-steps {total:g} is less than one iteration ({shape} env steps): give at least {batch}"
         )
     iterations = int(total) // batch
-    if iterations * batch != total:
+    if resuming:
+        raise ConfigError(
+            f"--total-env-steps with --resume: a resumed run counts its length in iterations; give --num-iterations "
+            f"{iterations} instead ({iterations * batch:,} env steps per run, {shape} per iteration)"
+        )
+    if iterations * batch != total and distributed.is_primary():
         print(
             f"vaco-jax: --total-env-steps {int(total):,} is {iterations} whole iterations of {batch:,} env steps: "
             f"{iterations * batch:,} env steps per run",

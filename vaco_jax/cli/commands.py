@@ -114,9 +114,6 @@ class DemoArgs:
     """Grid axes as FIELD=V1,V2,... (traced fields only), run for every algorithm."""
     num_seeds: int = 4
     """Seeds per grid point, all in the same compiled program."""
-    total_env_steps: float | None = None
-    """Env steps per run instead of --num-iterations (PureJaxRL's TOTAL_TIMESTEPS, CleanRL's total_timesteps), e.g.
-    5e5: --num-iterations becomes TOTAL // (env.num_envs x env.num_steps), in whole iterations as both scripts do."""
     seed: int = 0
     """First seed: the runs use seeds seed, seed + 1, ... (a seed gets the same key in every command)."""
     output: Annotated[Output, tyro.conf.arg(name="")] = dataclasses.field(

@@ -62,7 +62,8 @@ PRESETS: dict[str, Preset] = {
 }
 
 # PureJaxRL's ppo.py (whose values CleanRL's ppo.py shares) on classic control, and PureJaxRL's MinAtar notebook:
-# every value the script sets, so that a change of the package's defaults leaves the presets theirs. The PPO parity
+# every value the scripts set (and the observation and reward handling they leave raw), so that a change of the
+# package's defaults, or a config file under the preset, leaves the presets theirs. The PPO parity
 # benchmark trains these configurations beside the scripts' own runs (tests/test_ppo_parity.py checks they match).
 _REFERENCE_PPO = {
     "ppo.num_epochs": 4,
@@ -75,9 +76,12 @@ _REFERENCE_PPO = {
     "ppo.ent_coef": 0.01,
     "ppo.vf_coef": 0.5,
     "ppo.clip_value_loss": True,
+    "ppo.vf_clip_eps": 0.2,  # theirs is the policy's clip eps
     "ppo.normalize_advantages": True,
     "network.actor_hidden": (64, 64),
     "network.critic_hidden": (64, 64),
+    "env.normalize_observations": None,  # the env's own default: raw observations on gymnax, as theirs
+    "env.reward_scale": 1.0,
 }
 _CLASSIC_CONTROL = {
     **_REFERENCE_PPO,
@@ -97,15 +101,16 @@ PRESETS |= {
         _CLASSIC_CONTROL,
     ),
     "cleanrl": Preset(
-        "CleanRL's ppo.py: the values of `purejaxrl` (which it shares; its learning rate anneals once per update, "
-        "here at every gradient step)",
+        "CleanRL's ppo.py: the values of `purejaxrl`, which it shares",
         _CLASSIC_CONTROL,
     ),
     "purejaxrl-minatar": Preset(
-        "PureJaxRL's MinAtar notebook (give the game: --env.name Breakout-MinAtar): 64 envs x 128 steps, 4 epochs "
-        "x 8 minibatches, lr 5e-3 annealed, 1220 iterations (1e7 env steps), relu 64-64 networks",
+        "PureJaxRL's MinAtar notebook on Breakout-MinAtar (the game of its README's plots; another: --env.name): "
+        "64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, 1220 iterations (1e7 env steps), relu "
+        "64-64 networks",
         {
             **_REFERENCE_PPO,
+            "env.name": "Breakout-MinAtar",
             "num_iterations": 1220,  # 1e7 env steps in whole iterations of 8192
             "env.num_envs": 64,
             "env.num_steps": 128,

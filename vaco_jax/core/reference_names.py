@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+CONFIG_COMMANDS = ("train", "sweep", "demo", "calibrate", "tune")
+"""The commands that take a config (every ``--env.*``, ``--ppo.*``, ``--network.*`` flag, ``--seed``, ...)."""
+RUN_COMMANDS = ("train", "sweep", "demo")
+"""The commands with the run's output options (``--quiet``, ``--tensorboard``, ``--wandb``)."""
+
 
 class ReferenceName(NamedTuple):
     """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's)
     and its field in CleanRL's ``ppo.py`` ``Args`` ("" where none has it), the flag that sets it here ("" where nothing
-    does), and what differs."""
+    does) and the commands that have it, and what differs."""
 
     purejaxrl: str
     cleanrl: str
     flag: str
     note: str = ""
+    commands: tuple[str, ...] = CONFIG_COMMANDS
 
 
 REFERENCE_NAMES: tuple[ReferenceName, ...] = (
@@ -31,6 +37,7 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "total_timesteps",
         "--total-env-steps",
         "per run; sets --num-iterations to TOTAL // (num_envs x num_steps), whole iterations as both scripts do",
+        ("train", "sweep"),
     ),
     ReferenceName("UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs"),
     ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches"),
@@ -39,7 +46,7 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "ANNEAL_LR",
         "anneal_lr",
         "--ppo.anneal-lr",
-        "off: --ppo.no-anneal-lr; annealed at every gradient step, as PureJaxRL does (CleanRL: once per update)",
+        "off: --ppo.no-anneal-lr; annealed here at every gradient step, by both scripts once per update",
     ),
     ReferenceName("GAMMA", "gamma", "--ppo.gamma"),
     ReferenceName("GAE_LAMBDA", "gae_lambda", "--ppo.gae-lambda"),
@@ -72,12 +79,20 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName(
         "NUM_SEEDS", "", "--num-seeds", "PureJaxRL's dqn.py; every seed in one compiled program, as PureJaxRL's vmap"
     ),
-    ReferenceName("DEBUG", "", "--quiet", "progress is printed by default, once per chunk; --quiet silences it"),
+    ReferenceName(
+        "DEBUG",
+        "",
+        "--quiet",
+        "progress is printed by default, once per chunk; --quiet silences it",
+        ("train", "sweep", "demo", "tune"),
+    ),
     ReferenceName("", "exp_name", "--out-dir", "config, metrics, summary, plots and checkpoints go there"),
-    ReferenceName("", "track", "--wandb", "project and entity: --wandb-project, --wandb-entity; --tensorboard too"),
-    ReferenceName("", "wandb_project_name", "--wandb-project"),
-    ReferenceName("", "wandb_entity", "--wandb-entity"),
-    ReferenceName("", "capture_video", "", "a saved run's episode as a GIF: vaco-jax render RUN_DIR"),
+    ReferenceName(
+        "", "track", "--wandb", "project and entity: --wandb-project, --wandb-entity; --tensorboard too", RUN_COMMANDS
+    ),
+    ReferenceName("", "wandb_project_name", "--wandb-project", "", RUN_COMMANDS),
+    ReferenceName("", "wandb_entity", "--wandb-entity", "", RUN_COMMANDS),
+    ReferenceName("", "capture_video", "", "a saved run's episode as a GIF: vaco-jax render RUN_DIR", ()),
 )
 """The rows of the getting-started page's table, in its order."""
 
@@ -85,23 +100,31 @@ ALIASES = {"lr": "learning_rate", "clip_eps": "clip_coef", "env_name": "env_id",
 """Other spellings users reach for, as the reference name they mean (lowercase)."""
 
 
-def _key(name: str) -> str:
-    """A flag or a reference name, compared: no dashes before it, no ``GROUP.`` prefix, lowercase, ``_`` for ``-``."""
-    name = name.split("=", 1)[0].lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
-    return ALIASES.get(name, name)
+def _split(name: str) -> tuple[str, str]:
+    """A flag or a reference name as (its group, its name), compared: no dashes before it, lowercase, ``_`` for
+    ``-``, an alias as the name it means (``--ppo.lr`` -> ``("ppo", "learning_rate")``, ``--lr`` -> ``("", ...)``)."""
+    group, _, name = name.split("=", 1)[0].lstrip("-").lower().replace("-", "_").rpartition(".")
+    return group, ALIASES.get(name, name)
 
 
-_BY_KEY = {_key(name): row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl) if name}
+_BY_NAME = {_split(name)[1]: row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl) if name}
 
 
 def reference_name(flag: str) -> ReferenceName | None:
     """The row of the reference name ``flag`` spells (``--clip-coef``, ``--ppo.clip_coef``, ``--TOTAL_TIMESTEPS=5e5``,
-    ``--lr``), or None where it spells none. A flag that is this package's own (``--ppo.gamma``) is never asked."""
-    return _BY_KEY.get(_key(flag))
+    ``--lr``), or None where it spells none. A group in ``flag`` must be the group of the row's flag:
+    ``--eval.num-steps`` is not the references' ``num_steps``, which is ``--env.num-steps``. A flag of this package's
+    own is never asked."""
+    group, name = _split(flag)
+    row = _BY_NAME.get(name)
+    if row is None or (group and group != _split(row.flag)[0]):
+        return None
+    return row
 
 
-def reference_hint(flag: str) -> str | None:
-    """What to type instead of ``flag``, a reference script's name, in words; None where it is no reference's name."""
+def reference_hint(flag: str, command: str | None = None) -> str | None:
+    """What to type instead of ``flag``, a reference script's name, in words (in ``vaco-jax command``: a row whose
+    flag that command lacks says so); None where it is no reference's name."""
     row = reference_name(flag)
     if row is None:
         return None
@@ -109,6 +132,10 @@ def reference_hint(flag: str) -> str | None:
         f"{script}'s {name}" for script, name in (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl)) if name
     )
     note = f" ({row.note})" if row.note else ""
+    if row.flag and command is not None and command not in row.commands:
+        listed = " and ".join([", ".join(row.commands[:-1]), row.commands[-1]] if row.commands[:-1] else row.commands)
+        where = f"vaco-jax {listed} ha{'ve' if len(row.commands) > 1 else 's'} it"
+        return f"{named}: {row.flag}, which vaco-jax {command} does not take ({where})"
     return f"{named}: {row.flag or 'no flag'} here{note}"
 
 
@@ -123,4 +150,13 @@ def reference_name_table() -> list[str]:
     return rows
 
 
-__all__ = ["ALIASES", "REFERENCE_NAMES", "ReferenceName", "reference_hint", "reference_name", "reference_name_table"]
+__all__ = [
+    "ALIASES",
+    "CONFIG_COMMANDS",
+    "RUN_COMMANDS",
+    "REFERENCE_NAMES",
+    "ReferenceName",
+    "reference_hint",
+    "reference_name",
+    "reference_name_table",
+]

@@ -8,6 +8,7 @@ skipped as non-finite; the asynchronous mode's measured lags and queue).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,13 +31,14 @@ class ChunkTimer:
     """Wall seconds per chunk, measured between a live writer's chunk callbacks: the first chunk's from the timer's
     creation (before the programs compile, so compilation included), each later one's from the chunk before."""
 
-    def __init__(self) -> None:
-        self.last = time.perf_counter()
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.last = clock()
         self.chunks = 0
 
     def lap(self) -> tuple[float, bool]:
         """Seconds since the previous chunk (or the start), and whether this is the first chunk."""
-        now = time.perf_counter()
+        now = self.clock()
         seconds, self.last = max(now - self.last, 1e-9), now
         self.chunks += 1
         return seconds, self.chunks == 1
@@ -45,17 +47,25 @@ class ChunkTimer:
 class ProgressLine:
     """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``)."""
 
-    def __init__(self, config: Config, num_runs: int, quiet: bool, offset: int = 0):
+    def __init__(
+        self,
+        config: Config,
+        num_runs: int,
+        quiet: bool,
+        offset: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.config, self.num_runs, self.quiet, self.offset = config, num_runs, quiet, offset
-        self.start = time.perf_counter()
-        self.timer = ChunkTimer()
+        self.clock = clock
+        self.start = clock()
+        self.timer = ChunkTimer(clock)
         self.done = 0
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         if self.quiet:
             return
         config = self.config
-        elapsed = time.perf_counter() - self.start
+        elapsed = self.clock() - self.start
         seconds, first = self.timer.lap()
         rate = (done - self.done) * config.steps_per_iteration * self.num_runs / seconds  # all runs, this chunk
         self.done = done

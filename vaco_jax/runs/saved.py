@@ -178,10 +178,14 @@ class LoadedRun:
         """The learner's actions on raw observations ``[..., D]`` as the env gives them (normalised as in training),
         ready for the env's step: the policy's mode (how the learner is evaluated), or a sample drawn with ``key``."""
         snapshot = ActorSnapshot(self.state.params.actor, self.state.obs_norm)
-        params = self.program.networks.policy(snapshot, jnp.asarray(observations))
+        observations = jnp.asarray(observations)
+        batch = observations.reshape(-1, observations.shape[-1])  # the env's action bounds broadcast over a batch
+        params = self.program.networks.policy(snapshot, batch)
         dist = self.program.dist
-        actions = dist.mode(params) if key is None else dist.sample(key, params)
-        return to_env_actions(self.program.env.action_spec, actions)
+        actions = to_env_actions(
+            self.program.env.action_spec, dist.mode(params) if key is None else dist.sample(key, params)
+        )
+        return actions.reshape(*observations.shape[:-1], *actions.shape[1:])
 
 
 def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any], seed: int | None) -> int:
