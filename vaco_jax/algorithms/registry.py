@@ -1,4 +1,4 @@
-"""Algorithms as data: the registry of :class:`AlgorithmSpec` records, one per algorithm (spec section 4).
+"""Algorithms as data: the registry of :class:`AlgorithmSpec` records, one per algorithm (docs/algorithms.md section 4).
 
 The training loop is shared; an algorithm only says how advantages are estimated (and whether at every gradient
 step), which policy the loss's ratios are taken against, and which policy loss to use

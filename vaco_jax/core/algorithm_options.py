@@ -37,7 +37,7 @@ M2PO_FORMS = ("published", "decoupled_mask")
 
 @struct.dataclass
 class VACOConfig:
-    """VACO's align and filter (spec section 4)."""
+    """VACO's align and filter (docs/algorithms.md section 4)."""
 
     tv_threshold: float = 0.2
     """delta: the filter's trust-region radius in total variation (inf disables the filter)."""

@@ -176,7 +176,7 @@ class PPOConfig:
 
 @struct.dataclass
 class LagConfig:
-    """Backward lag: the simulated fleet of stale actors (spec section 2)."""
+    """Backward lag: the simulated fleet of stale actors (docs/algorithms.md section 2)."""
 
     kind: LagKind = static("fixed")
     """How each actor group's lag is drawn per iteration: fixed (k), uniform (0..k), geometric (p, capped at

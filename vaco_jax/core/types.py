@@ -45,7 +45,7 @@ class ActorSnapshot:
 
 @struct.dataclass
 class LagBuffer:
-    """Ring buffer of the last ``max_lag + 1`` actor snapshots (spec section 2).
+    """Ring buffer of the last ``max_lag + 1`` actor snapshots (docs/algorithms.md section 2).
 
     The snapshot of iteration T lives in slot ``T % K``.
     """

@@ -98,7 +98,7 @@ def update_episode_stats(
 def random_policy_return(env: Env, *, num_envs: int = 64, num_steps: int = 1000, seed: int = 0) -> float:
     """Mean return of the episodes completed under uniformly random actions: the chance level of ``env``.
 
-    Used as R_random of the normalised score (spec section 6). Discrete actions are drawn uniformly
+    Used as R_random of the normalised score (docs/algorithms.md section 6). Discrete actions are drawn uniformly
     from the categories, continuous ones uniformly within the action bounds.
     """
     spec = env.action_spec

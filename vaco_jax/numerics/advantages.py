@@ -1,4 +1,4 @@
-"""Advantage estimators (spec section 3): pure functions on time-major arrays.
+"""Advantage estimators (docs/algorithms.md section 3): pure functions on time-major arrays.
 
 Every estimator scans over axis 0 (time, T) and broadcasts over any trailing
 batch axes, so ``[T]``, ``[T, E]`` and ``vmap`` all work. Row t of every input is

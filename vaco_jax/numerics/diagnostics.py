@@ -1,4 +1,5 @@
-"""Per-iteration diagnostics of spec section 5 (every value is a scalar per run), and which of them a run keeps.
+"""Per-iteration diagnostics of docs/algorithms.md section 5 (every value is a scalar per run), and which of them
+a run keeps.
 
 ``config.diagnostics`` chooses (:func:`kept`): ``full`` keeps everything; ``lean`` and ``off`` keep fewer, and
 what a run does not keep is not computed at all (XLA removes the computations whose results nothing reads), which
@@ -19,7 +20,7 @@ from vaco_jax.numerics.distributions import DistParams
 def lag_and_tv(
     lags: jax.Array, rollout: Transitions, next_log_probs: jax.Array, next_dist_params: DistParams
 ) -> dict[str, jax.Array]:
-    """``lag/mean`` and the backward, forward and total TV estimates on the batch (spec section 5).
+    """``lag/mean`` and the backward, forward and total TV estimates on the batch (docs/algorithms.md section 5).
 
     Every sample estimate is unbiased although the actions came from beta (see :mod:`vaco_jax.numerics.tv`):
 

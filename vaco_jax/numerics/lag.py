@@ -1,4 +1,4 @@
-"""The lag buffer and lag samplers (spec section 2): pure functions over pytrees.
+"""The lag buffer and lag samplers (docs/algorithms.md section 2): pure functions over pytrees.
 
 The buffer is one stacked :class:`~vaco_jax.core.types.ActorSnapshot` with a leading
 axis of K = ``max_lag + 1`` slots; the snapshot of iteration T lives in slot

@@ -1,4 +1,4 @@
-"""Policy and value losses (spec section 4): small pure functions returning ``(loss, metrics)``.
+"""Policy and value losses (docs/algorithms.md section 4): small pure functions returning ``(loss, metrics)``.
 
 Every loss averages over all elements of its inputs (typically a minibatch
 ``[T, B]``). Ratios are ``r = exp(log pi_theta - log ref)``: callers pass log-probs.
@@ -316,7 +316,7 @@ def vaco_filter_loss(
     state_tv: jax.Array | None = None,
     weights: jax.Array | None = None,
 ) -> tuple[jax.Array, Metrics]:
-    """VACO's total-variation filter ("filter"), spec section 4.
+    """VACO's total-variation filter ("filter"), docs/algorithms.md section 4.
 
         r_i = exp(log pi_theta(a_i|s_i) - log ref(a_i|s_i))
         u_i = ref(a_i|s_i) / beta(a_i|s_i)                         (1 when ref = beta)

@@ -1,5 +1,5 @@
-"""Statistics across seeds (spec section 6): IQM, bootstrap intervals, final return, AUC, and the paired tests of
-runs that share seeds (signed-rank, equivalence, Holm, the paired P(X > Y) with an exact interval).
+"""Statistics across seeds (docs/algorithms.md section 6): IQM, bootstrap intervals, final return, AUC, and the
+paired tests of runs that share seeds (signed-rank, equivalence, Holm, the paired P(X > Y) with an exact interval).
 
 One rule for runs without a finite score (a run that diverged: NaN or infinite return): it is never dropped, it
 counts as the worst score. :func:`summarize` fills it with ``floor`` (default: the worst finite score among the
@@ -187,7 +187,8 @@ def probability_of_improvement_ci(
 
 
 def normalized_score(returns: np.ndarray, random_return: float, reference_return: float) -> np.ndarray:
-    """(R - R_random) / (R_ref - R_random): 0 at a uniform-random policy, 1 at the reference (spec section 6).
+    """(R - R_random) / (R_ref - R_random): 0 at a uniform-random policy, 1 at the reference (docs/algorithms.md
+    section 6).
 
     Unlike a plain ratio R / R_ref, this stays meaningful when returns are negative (Pendulum, Acrobot).
     """

@@ -211,7 +211,7 @@ class TrainProgram:
     # ------------------------------------------------------------------ one iteration
 
     def update_step(self, state: TrainState, hparams: Config) -> tuple[TrainState, Metrics]:
-        """One learner update T -> T + 1 (spec sections 2 to 5)."""
+        """One learner update T -> T + 1 (docs/algorithms.md sections 2 to 5)."""
         config, iteration = self.config, state.iteration
         key, lag_key, rollout_key, epoch_key = jax.random.split(state.key, 4)
 
@@ -278,7 +278,7 @@ class TrainProgram:
             num_envs = rollout.rewards.shape[1]  # this batch's columns come first in the joined one
             values, batch = values[:, :num_envs], batch.replace(value_targets=batch.value_targets[:, :num_envs])
 
-        # 6. Diagnostics (spec section 5).
+        # 6. Diagnostics (docs/algorithms.md section 5).
         next_dist_params = self.networks.policy(snapshot, rollout.observations)
         next_log_probs = self.dist.log_prob(next_dist_params, rollout.actions)
         update_kl = losses.approx_kl(next_log_probs, rollout.behaviour_log_probs)  # KL(beta || pi_{T+1}), k3
