@@ -287,7 +287,14 @@ def test_under_lag_each_baseline_differs_from_ppo(name):
     assert max(differences) > 1e-6
 
 
-def test_every_baseline_trains_under_a_lagged_fleet_with_finite_metrics():
+def test_every_baseline_trains_under_a_lagged_fleet_with_finite_metrics_each_documented():
+    """...and every metric they log is in docs/algorithms.md's diagnostics table (m2po/kept, is/truncated_frac and
+    kl/target were logged without a word there)."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "algorithms.md").read_text()
+    documented = set(re.findall(r"`([a-z0-9_]+/[a-z0-9_]+)`", page.split("## 5. Diagnostics")[1].split("## 6.")[0]))
     for name in ("impact", "m2po", "geppo", "cispo"):
         config = tiny_config(algorithm=name, num_iterations=4)
         config = config.replace(lag=config.lag.replace(kind="uniform", k=4))
@@ -295,6 +302,8 @@ def test_every_baseline_trains_under_a_lagged_fleet_with_finite_metrics():
         for metric in ("loss/total", "loss/policy", "grad_norm", "tv/forward", "is/weight_mean"):
             assert np.isfinite(result.metrics[metric]).all(), (name, metric)
         assert name != "m2po" or np.isfinite(result.metrics["m2po/kept"]).all()
+        logged = {metric for metric in result.metrics if "/" in metric and not metric.startswith("loss/")}
+        assert logged <= documented, (name, sorted(logged - documented))
 
 
 def test_geppo_adapts_its_step_size_to_the_updates_tv():

@@ -827,3 +827,25 @@ def test_the_progress_line_shows_each_chunks_speed_and_marks_the_first_as_includ
         "    20,480 env-steps/s",
         "    20,480 env-steps/s",
     ]
+
+
+def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_path, capsys):
+    """sweep --grid lag.k=0,6 failed on the sweep's default buffer (lag.max_lag 4) with an error naming the flag to
+    give; the command now sizes it and says so. A --lag.max-lag given is kept (its error stands), and kinds whose
+    largest lag is not lag.k are left alone."""
+    from vaco_jax import Config, LagConfig
+    from vaco_jax.cli.checks import with_lag_buffer_for
+
+    config = Config(lag=LagConfig(max_lag=4))
+    assert with_lag_buffer_for(config, {"lag.k": [0, 6]}, []).lag.max_lag == 6
+    assert "lag.max_lag 4 -> 6, the largest lag.k asked for" in capsys.readouterr().err
+    assert with_lag_buffer_for(config, {"lag.k": [0, 6]}, ["--lag.max_lag=4"]) is config
+    assert with_lag_buffer_for(config, {"lag.k": [0, 2]}, []) is config
+    geometric = Config(lag=LagConfig(kind="geometric", max_lag=4, k=9))
+    assert with_lag_buffer_for(geometric, {}, []) is geometric
+    assert with_lag_buffer_for(Config(lag=LagConfig(k=3)), {}, []).lag.max_lag == 3  # train --lag.k 3
+    shape = [arg for i, arg in enumerate(TINY) if "--lag.max-lag" not in TINY[max(i - 1, 0) : i + 1]]
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--grid", "lag.k=0,6", "--out-dir", str(out), *shape, "--num-iterations", "2", "--num-seeds", "1"]
+    assert main(argv) == 0
+    assert json.loads((out / "config.json").read_text())["lag"]["max_lag"] == 6

@@ -27,10 +27,14 @@ class RatioPenaltyOptions:
 def ratio_penalty_loss(power: int):
     def loss(log_probs, dist_params, batch, advantages, hparams, state):
         ratio = jnp.exp(log_probs - batch.ref_log_probs)
-        surrogate = losses.clipped_surrogate(ratio, advantages, hparams.ppo.clip_eps)
-        deviation = jnp.mean(jnp.abs(ratio - 1.0) ** power)
-        value = -jnp.mean(surrogate) + hparams.ratio_penalty.coef * deviation
-        return value, {"ratio_penalty/deviation": deviation, "ppo/clip_frac": losses.clip_fraction(ratio, 0.2)}
+        clip_eps = hparams.ppo.clip_eps  # traced: read from hparams, never a constant
+        surrogate = losses.clipped_surrogate(ratio, advantages, clip_eps)
+        # every mean over samples weighted by the reuse weights (None without --reuse.num-batches: a plain mean)
+        weights = batch.sample_weights
+        deviation = losses.sample_average(jnp.abs(ratio - 1.0) ** power, weights)
+        value = -losses.sample_average(surrogate, weights) + hparams.ratio_penalty.coef * deviation
+        clipped = losses.clip_fraction(ratio, clip_eps, weights)
+        return value, {"ratio_penalty/deviation": deviation, "ppo/clip_frac": clipped}
 
     return loss
 

@@ -29,6 +29,7 @@ from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
     refuse_empty_paths,
     refuse_flags_that_are_grid_axes,
     warn_of_flags_the_algorithm_never_reads,
+    with_lag_buffer_for,
     with_total_env_steps,
 )
 from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scripts and tests read)
@@ -286,6 +287,8 @@ def _run_command(args, argv: list[str]) -> int:
         config = with_total_env_steps(args.config, total, argv, resuming=args.output.resume is not None)
         args = dataclasses.replace(args, config=config)
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
+    if isinstance(args, TrainArgs | SweepArgs | DemoArgs):
+        args = dataclasses.replace(args, config=with_lag_buffer_for(args.config, grid, argv))
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, SweepArgs):
         refuse_axes_the_algorithm_never_reads(grid, args.config.algorithm)

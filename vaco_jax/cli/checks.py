@@ -128,6 +128,30 @@ def with_total_env_steps(config: Config, total: float | None, argv: list[str], r
     return config.replace(num_iterations=iterations)
 
 
+LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
+"""The lag kinds whose largest lag is lag.k (geometric's is max_lag itself; empirical and replay size by it)."""
+
+
+def with_lag_buffer_for(config: Config, grid: dict[str, list], argv: list[str]) -> Config:
+    """``config`` with a lag buffer for the largest ``lag.k`` it or its grid asks for, where ``--lag.max-lag`` was not
+    given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a line,
+    since it sets a static shape; a given ``--lag.max-lag`` is kept, and its error stands."""
+    if any(arg.split("=", 1)[0].replace("_", "-") == "--lag.max-lag" for arg in argv):
+        return config
+    if config.lag.kind not in LAG_KINDS_OF_K:
+        return config
+    largest = max(int(k) for k in [config.lag.k, *grid.get("lag.k", [])])
+    if largest <= config.lag.max_lag:
+        return config
+    if distributed.is_primary():
+        print(
+            f"vaco-jax: lag.max_lag {config.lag.max_lag} -> {largest}, the largest lag.k asked for (the buffer keeps "
+            "max_lag + 1 snapshots; --lag.max-lag sets it)",
+            file=sys.stderr,
+        )
+    return config.replace(lag=config.lag.replace(max_lag=largest))
+
+
 def refuse_empty_paths(argv: list[str]) -> None:
     """An empty path flag (``--out-dir ''``) would mean the current directory, and an empty list of hidden layers a
     linear network: refuse them instead."""
