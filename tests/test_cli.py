@@ -849,3 +849,21 @@ def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_
     argv = ["sweep", "--grid", "lag.k=0,6", "--out-dir", str(out), *shape, "--num-iterations", "2", "--num-seeds", "1"]
     assert main(argv) == 0
     assert json.loads((out / "config.json").read_text())["lag"]["max_lag"] == 6
+
+
+def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
+    """The summary scores one metric (the actors' training return by default); where the learner is evaluated too,
+    the AUC of each reading is set beside it: under lag they part (stale actors; a mode that flatters)."""
+    from vaco_jax import Config, SweepResult
+    from vaco_jax.training.sweep import readings_cells
+
+    nan = np.nan
+    train = np.array([[[1.0, 3.0], [5.0, 7.0]], [[2.0, 2.0], [4.0, 4.0]]])  # [lag.k, seed, iteration]
+    mode = np.array([[[nan, 10.0], [nan, 30.0]], [[nan, 50.0], [nan, 70.0]]])
+    sampled = np.full((2, 2, 2), nan)
+    sampled[..., 1] = [[1.0, 1.0], [2.0, 2.0]]
+    metrics = {"episode/return": train, "eval/return_deterministic": mode, "eval/return_stochastic": sampled}
+    header, lines = readings_cells(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], metrics))
+    assert header == ["lag.k", "AUC: actors' training return", "AUC: learner, mode", "AUC: learner, sampled"]
+    assert lines == [["0", "4.0", "20.0", "1.0"], ["4", "3.0", "60.0", "2.0"]]  # IQM of 2 seeds: their mean
+    assert readings_cells(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"episode/return": train})) is None

@@ -186,6 +186,36 @@ def summary_cells(result: SweepResult, rows: list[dict]) -> tuple[list[str], lis
     return header, lines
 
 
+READINGS = {
+    "episode/return": "actors' training return",
+    "eval/return_deterministic": "learner, mode",
+    "eval/return_stochastic": "learner, sampled",
+}
+"""The readings of a run's return: its (possibly stale) actors' training episodes, and where it evaluates
+(``eval.every``), the learner's own episodes by its mode and by sampling."""
+
+
+def readings_cells(result: SweepResult) -> tuple[list[str], list[list[str]]] | None:
+    """The AUC IQM over seeds per grid point of every reading the run has (:data:`READINGS`), side by side; None
+    where it has only one. Under lag they part: the actors are stale, and a learner's mode can score well while its
+    sampled policy, nearly uniform, does not."""
+    names = [name for name in READINGS if name in result.metrics]
+    aucs = {name: result.run_scores(name)[1] for name in names}
+    names = [name for name in names if np.isfinite(aucs[name]).any()]
+    if len(names) < 2:
+        return None
+    axes = list(result.grid)
+    header = [*axes, *(f"AUC: {READINGS[name]}" for name in names)]
+    lines = [
+        [
+            *(str(point[x]) for x in axes),
+            *(f"{float(stats.iqm(stats.worst_filled(aucs[n][index]))):.1f}" for n in names),
+        ]
+        for point, index in indexed_points(result.grid)
+    ]
+    return header, lines
+
+
 def format_table(header: list[str], lines: list[list[str]]) -> str:
     """Right-aligned plain-text columns under a header and a rule."""
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
