@@ -867,3 +867,14 @@ def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
     assert header == ["lag.k", "AUC: actors' training return", "AUC: learner, mode", "AUC: learner, sampled"]
     assert lines == [["0", "4.0", "20.0", "1.0"], ["4", "3.0", "60.0", "2.0"]]  # IQM of 2 seeds: their mean
     assert readings_cells(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"episode/return": train})) is None
+
+
+def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
+    """lag.k=4 over 6 iterations is lag min(4, T) at T = 0..5: a mean of 2.33, not 4 (the buffer's warm-up)."""
+    from vaco_jax import Config, SweepResult
+    from vaco_jax.training.sweep import realised_lag_note
+
+    lags = np.array([[[0.0] * 6] * 2, [[0, 1, 2, 3, 4, 4]] * 2])  # [lag.k, seed, iteration]
+    note = realised_lag_note(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"lag/mean": lags}))
+    assert note.startswith("realised mean lag over the run: lag.k=0: 0.0, lag.k=4: 2.3 (")
+    assert realised_lag_note(SweepResult(Config(), {"lag.k": [0]}, [0, 1], {"lag/mean": lags[:1]})) is None

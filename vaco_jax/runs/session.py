@@ -35,7 +35,7 @@ from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
 from vaco_jax.training.driver import Driver, sharding_note
 from vaco_jax.training.plan import RunPlan
-from vaco_jax.training.sweep import SweepResult, format_table, readings_cells, run_plan, summary_cells
+from vaco_jax.training.sweep import SweepResult, format_table, readings_report, run_plan, summary_cells
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
@@ -366,9 +366,8 @@ def _print_results(
         f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
     )
     print(format_summary(result, rows))
-    if (readings := readings_cells(result)) is not None:
-        print("\nIQM over seeds of each reading (the actors are stale under lag; read the learner's two together):")
-        print(format_table(*readings))
+    if said := readings_report(result):
+        print(f"\n{said}")
     published = f" (moved to {variant.published_as}/ when every variant is done)" if variant is not None else ""
     print(
         f"\nwrote {run_dir}/: config.json metrics.json metrics.csv summary.json learning_curves.png metrics/ "

@@ -216,6 +216,32 @@ def readings_cells(result: SweepResult) -> tuple[list[str], list[list[str]]] | N
     return header, lines
 
 
+def realised_lag_note(result: SweepResult) -> str | None:
+    """One line: the mean lag each grid point's actors really had over the run (``lag/mean``, averaged over
+    iterations and seeds), where any was above 0. The lag is min(k, T) at iteration T, so the first k iterations are a
+    warm-up: a short run at lag.k 16 has a mean lag well under 16."""
+    if "lag/mean" not in result.metrics:
+        return None
+    means = result.run_scores("lag/mean")[1]  # [*grid, seed]: the mean over each run's iterations
+    per_point = [(point, float(np.nanmean(means[index]))) for point, index in indexed_points(result.grid)]
+    if not any(value > 0 for _, value in per_point):
+        return None
+    said = ", ".join(
+        f"{' '.join(f'{k}={v}' for k, v in point.items()) or 'the run'}: {value:.1f}" for point, value in per_point
+    )
+    return f"realised mean lag over the run: {said} (the lag at iteration T is min(k, T): the first k are a warm-up)"
+
+
+def readings_report(result: SweepResult) -> str:
+    """What the command line prints after a run's summary: the realised lag (:func:`realised_lag_note`) and every
+    reading of its return side by side (:func:`readings_cells`), where the run has them; "" where it has neither."""
+    said = [note] if (note := realised_lag_note(result)) else []
+    if (readings := readings_cells(result)) is not None:
+        said += ["IQM over seeds of each reading (the actors are stale under lag; read the learner's two together):"]
+        said += [format_table(*readings)]
+    return "\n".join(said)
+
+
 def format_table(header: list[str], lines: list[list[str]]) -> str:
     """Right-aligned plain-text columns under a header and a rule."""
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
