@@ -128,3 +128,30 @@ def test_holm_adjustment_by_its_definition():
     p = [0.01, 0.04, 0.03, 0.005]  # sorted: 0.005 (x4), 0.01 (x3), 0.03 (x2), 0.04 (x1), each at least the last
     assert stats.holm_adjusted(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert stats.holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def _sweep(per_seed: list[float]):
+    from vaco_jax import Config, SweepResult
+
+    returns = np.asarray(per_seed, np.float64).reshape(1, -1, 1)  # [lag.k, seed, iteration]: the AUC is the value
+    return SweepResult(Config(), {"lag.k": [4]}, list(range(returns.shape[1])), {"episode/return": returns})
+
+
+def test_a_demos_variants_are_marked_against_the_first_only_where_the_holm_corrected_test_holds():
+    from vaco_jax.runs.paired import markable_note, paired_comparisons
+
+    reference = np.arange(1.0, 9.0) * 10
+    alternating = reference + np.where(np.arange(8) % 2 == 0, 1.0, -1.0) * np.arange(1, 9)
+    results = {"ppo": _sweep(list(reference)), "up": _sweep(list(reference + 5)), "mixed": _sweep(list(alternating))}
+    up, mixed = paired_comparisons(results, "ppo")
+    assert (up["variant"], up["lag.k"], up["p"], up["wilcoxon_p"]) == ("up", 4, 1.0, 2 / 2**8)
+    assert up["ci_low"] == pytest.approx(0.025 ** (1 / 8)) and up["ci_high"] == 1.0  # Clopper-Pearson at 8 of 8
+    assert up["holm_p"] == pytest.approx(2 * 2 / 2**8) and up["verdict"] == "ahead"
+    assert mixed["verdict"] == "undecided" and mixed["holm_p"] > 0.05
+    # 8 seeds, 2 comparisons (first threshold 0.025): 7 one way gives p = 4/256, 6 one way 10/256
+    assert markable_note([up, mixed]).startswith("a mark needs at least 7 of 8 seeds going one way")
+    four = paired_comparisons({name: _sweep(list(r.run_scores()[1].ravel()[:4])) for name, r in results.items()}, "ppo")
+    assert markable_note(four).startswith("4 seeds can mark nothing here: even all 4 one way gives p = 0.125")
+    assert markable_note(four).endswith("from --num-seeds 7, all seeds one way could be")  # 2/2^7 < 0.025
+    with pytest.raises(ValueError, match="do not pair by seed"):
+        paired_comparisons({"ppo": results["ppo"], "short": _sweep([1.0, 2.0])}, "ppo")

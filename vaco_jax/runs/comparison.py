@@ -16,11 +16,12 @@ from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import PRESETS, apply_preset
 from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
 from vaco_jax.runs.session import Output, Variant, check_output, execute, format_summary, recorded_output_options
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.seeds import check_seeds
-from vaco_jax.training.sweep import SweepResult
+from vaco_jax.training.sweep import SweepResult, format_table
 
 
 def variant_config(config: Config, name: str) -> Config:
@@ -139,6 +140,13 @@ def compare(
     )
     for name, result in results.items():
         print(f"\n{name}:\n{format_summary(result, result.summary(output.metric))}")
+    if len(results) > 1:  # the variants share their seeds: each against the first, paired by seed and tested
+        rows = paired_comparisons(results, variants[0], output.metric)
+        print(
+            f"\n== against {variants[0]}, paired by seed (AUC of {output.metric}; ahead or behind only where the "
+            f"signed-rank test holds after Holm's correction, else undecided: not level)\n"
+            f"{format_table(*comparison_cells(rows, list(grid)))}\n{markable_note(rows)}"
+        )
     staging.publish_as(target)
     for name, result in results.items():  # the stored metrics moved with their folder
         result.metrics.moved_to(RunDirectory(target / name).metrics)
