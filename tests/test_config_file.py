@@ -72,6 +72,22 @@ def test_a_list_field_takes_the_element_type_its_annotation_names(tmp_path):
             read_config_file(write(tmp_path, name, text))
 
 
+def test_an_optional_switch_takes_true_false_or_null(tmp_path):
+    """env.normalize_observations is bool | None (None: the backend's default): a hand-written file's true was
+    refused as "not an integer or null", the reading of an optional integer."""
+    for text, expected in (("true", True), ("false", False)):
+        path = write(tmp_path, f"{text}.toml", f"[env]\nnormalize_observations = {text}\n")
+        assert read_config_file(path).config.env.normalize_observations is expected
+    assert (
+        read_config_file(
+            write(tmp_path, "n.json", '{"env": {"normalize_observations": null}}')
+        ).config.env.normalize_observations
+        is None
+    )
+    with pytest.raises(ConfigError, match="env.normalize_observations = 'yes' is not true, false or null"):
+        read_config_file(write(tmp_path, "yes.toml", '[env]\nnormalize_observations = "yes"\n'))
+
+
 def test_a_hand_written_file_applies_on_top_of_the_commands_own_defaults(tmp_path):
     base = Config().replace(num_iterations=80)
     loaded = read_config_file(write(tmp_path, "b.yaml", YAML), base=base)

@@ -1161,3 +1161,32 @@ def test_a_lag_probe_record_carries_its_programs_fingerprint_and_status_reads_it
         assert "CartPole-v1__aggressive__m2po__lag2: current" in capsys.readouterr().out
     finally:  # the smoke folder is shared by the module's tests
         (smoke / "lag_probe" / "CartPole-v1__aggressive__m2po__lag2.json").unlink()
+
+
+def test_a_methods_benchmark_config_exports_as_a_file_the_command_line_trains(study, smoke, tmp_path, capsys):
+    """--export-config ENV/REGIME/METHOD: the block's config with the method's search winner (a held-out block's from
+    its source block's search), lag 0 with the block's buffer, read back by `vaco-jax train --config` as it is."""
+    from vaco_jax.core.config import config_from_dict
+    from vaco_jax.core.config_file import read_config_file
+
+    preset = study.PRESETS["tuned-smoke"]
+    search = json.loads((smoke / "cells" / "CartPole-v1__aggressive__tune__m2po.json").read_text())
+    exported = study.export_config(preset, smoke, "CartPole-v1/aggressive/m2po")
+    said = capsys.readouterr().err
+    config = config_from_dict(exported)
+    assert config.algorithm == "m2po" and (config.lag.kind, config.lag.k, config.lag.max_lag) == ("fixed", 0, 4)
+    for path, value in search["best"]["point"].items():
+        group, field = path.split(".")
+        assert getattr(getattr(config, group), field) == pytest.approx(value), path
+    assert "from CartPole-v1__aggressive__tune__m2po (current)" in said and "--seed 3000 --num-seeds 2" in said
+    path = tmp_path / "m2po.json"
+    path.write_text(json.dumps(exported))
+    assert read_config_file(path).config == config  # what the command line trains from it
+    held_out = config_from_dict(study.export_config(preset, smoke, "Acrobot-v1/aggressive/ppo_decoupled"))
+    tuned = json.loads((smoke / "cells" / "CartPole-v1__aggressive__tune__ppo_decoupled.json").read_text())
+    assert (
+        held_out.env.name == "Acrobot-v1" and held_out.ppo.learning_rate == tuned["best"]["point"]["ppo.learning_rate"]
+    )
+    with pytest.raises(SystemExit):
+        study.export_config(preset, smoke, "CartPole-v1/aggressive/nope")
+    assert "give ENV/REGIME/METHOD with a block of --preset tuned-smoke" in capsys.readouterr().err

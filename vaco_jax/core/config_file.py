@@ -179,8 +179,14 @@ def typed_value(field: str, value: Any, default: Any, path: Path | str, annotati
         if not isinstance(value, str):
             raise refuse("text")
         return value
-    if default is None:  # an optional number (e.g. env.start_pool): null or an integer
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+    if default is None:  # optional: null, or what the field's annotation names (bool | None, int | None)
+        if value is None:
+            return None
+        if annotation.startswith("bool"):  # env.normalize_observations: a run's config.json holds true or false
+            if not isinstance(value, bool):
+                raise refuse("true, false or null")
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
             raise refuse("an integer or null")
         return value
     return value

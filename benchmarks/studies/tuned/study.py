@@ -80,6 +80,7 @@ from benchmarks.studies.tuned.cells import (
     cell_plan,
     cell_spec,
     cells_of,
+    configuration_points,
     host_code,
     host_unrecorded,
     is_current,
@@ -92,6 +93,7 @@ from benchmarks.studies.tuned.cells import (
 from benchmarks.studies.tuned.lag_probe import probe_state
 from benchmarks.studies.tuned.report import report, restate
 from benchmarks.studies.tuned.specs import PRESETS, Block, PresetName, TunedPreset
+from vaco_jax.core.config import config_dict, with_overrides
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.session import format_table
 
@@ -502,6 +504,46 @@ class StudyArgs:
     """With --adopt: copy the cells and stop, without a report (a rerun's cells, committed while blocks are open)."""
     device_shard: ShardFlag | None = None
     """Internal: the part of the cells a --devices worker runs."""
+    export_config: str | None = None
+    """Print the config a method's tests in a block train (ENV/REGIME/METHOD, e.g. CartPole-v1/aggressive/ppo): JSON
+    for `vaco-jax train --config FILE`, its tuned configuration where the block has one on disk, at --lag.k 0."""
+
+
+def export_config(preset: TunedPreset, out_dir: Path, which: str) -> dict[str, Any]:
+    """The config one method's fixed-lag tests in a block train (``ENV/REGIME/METHOD``), as config.json's fields:
+    the block's base config with the method's tuned configuration (its search's winner by the first rule, read from
+    ``out_dir``'s cells; the defaults in an untuned block), lag fixed at 0 with a buffer for the block's largest test
+    lag. What it leaves to the command line (the lag, the seeds) and where the winner came from go to stderr."""
+    env_regime, _, method = which.rpartition("/")
+    blocks = {f"{b.env}/{b.regime}": b for b in preset.blocks}
+    if env_regime not in blocks or method not in (blocks[env_regime].methods or preset.methods):
+        refuse(
+            f"--export-config {which}: give ENV/REGIME/METHOD with a block of --preset {preset_name(preset)} "
+            f"({', '.join(blocks)}) and one of its methods ({', '.join(preset.methods)})"
+        )
+    cell = Cell(blocks[env_regime], "test-fixed", method)
+    source = tuning_cell(preset, cell)
+    if source is not None and not cell_path(out_dir, source).is_file():
+        refuse(f"--export-config {which}: its search's cell {source.id} is not in {out_dir / 'cells'} yet")
+    config, points, seeds = cell_plan(preset, cell, out_dir)
+    named = dict(configuration_points(preset, cell, out_dir))
+    chosen = "tuned" if "tuned" in named else "default"
+    state = (
+        ""
+        if source is None
+        else f", from {source.id} ({cell_state(preset, source, out_dir, load_cell(out_dir, preset, source))})"
+    )
+    print(
+        f"{which}: its {chosen} configuration {named[chosen]}{state}; the block tests it at lag.k "
+        f"{sorted({p['lag.k'] for p in points})} (fixed) on seeds {seeds[0]}..{seeds[-1]}: "
+        f"vaco-jax train --config FILE --lag.k K --seed {seeds[0]} --num-seeds {len(seeds)}",
+        file=sys.stderr,
+    )
+    return config_dict(with_overrides(config, {**named[chosen], "lag.k": 0}))
+
+
+def preset_name(preset: TunedPreset) -> str:
+    return next(name for name, known in PRESETS.items() if known is preset)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -514,6 +556,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if args.restate:
         restate(PRESETS[args.preset], out_dir, readme=args.update_readme)
+        return
+    if args.export_config is not None:
+        print(json.dumps(export_config(PRESETS[args.preset], out_dir, args.export_config), indent=2))
         return
     if args.status:
         with fingerprints_memoized():
