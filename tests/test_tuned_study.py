@@ -577,6 +577,24 @@ def test_background_runners_are_checked_before_anything_starts(study, tmp_path):
     assert not work.exists()  # nothing made
 
 
+def test_a_commit_round_run_by_hand_leaves_the_callers_priority_alone(tmp_path):
+    """The committer lowers its scheduler group (autogroup) to the lowest priority: right for the session setsid gave
+    it, wrong for a round run by hand from a shell, whose whole session (the test suite beside it, say) it slowed to
+    the runners' priority. Here a round in a folder that is no checkout: it commits nothing, and the caller's group
+    keeps its priority."""
+    import subprocess
+
+    group = Path("/proc/self/autogroup")
+    if not group.exists():
+        pytest.skip("no autogroups on this kernel")
+    before = group.read_text()
+    script = _BENCHMARKS / "studies" / "tuned" / "rerun_in_background.sh"
+    argv = ["bash", str(script), "--committer", str(tmp_path / "work"), "tuned", "staging", "main", "0", "999999"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "not committing cells now" in done.stdout, done.stdout + done.stderr
+    assert group.read_text() == before
+
+
 def test_a_block_enters_the_tables_only_when_all_its_cells_are_in(study, report_module, smoke, tmp_path):
     """A half-run block would change the comparisons, and so the corrected marks, of a whole table: until its last
     cell is in, it is listed as incomplete and its rows wait (per winner rule)."""

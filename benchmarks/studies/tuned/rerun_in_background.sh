@@ -15,12 +15,16 @@
 #
 # WORK/pgids names each process group: pause the runners (e.g. for the test suite) with kill -STOP -- -PGID, resume
 # with -CONT, stop with kill -- -PGID (pause the committer too and a git command of yours may wait on its lock).
+# `rerun_in_background.sh --commit-now WORK` runs one committer round at once (e.g. before a session ends).
 # PRESET (default tuned) and INTERVAL_S (default 1200) can be set in the environment.
 set -euo pipefail
 
 lowest_priority() {  # nice alone does not reach across setsid's scheduler groups (autogroups): lower the group's too
   renice -n 19 -p $$ >/dev/null 2>&1 || true
-  echo 19 >/proc/$$/autogroup 2>/dev/null || true
+  # only a session of its own (setsid): a round run by hand from a shell would lower that shell's whole session
+  if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; then
+    echo 19 >/proc/$$/autogroup 2>/dev/null || true
+  fi
 }
 
 run_blocks() {  # --runner WORK PRESET BLOCK...: the blocks one after the other, in the worktree
@@ -77,9 +81,15 @@ commit_loop() {  # --committer WORK PRESET STAGING BRANCH INTERVAL_S RUNNER_PID.
 case "${1:-}" in
   --runner) shift; run_blocks "$@"; exit ;;
   --committer) shift; commit_loop "$@"; exit ;;
+  --commit-now)  # one round, from the checkout's root, at the caller's priority
+    [ $# -eq 2 ] || { echo "usage: $0 --commit-now WORK" >&2; exit 2; }
+    cd "$(git rev-parse --show-toplevel)"
+    adopt_and_commit "$(realpath -m "$2")" "${PRESET:-tuned}" "benchmarks/results/lag_robustness/${PRESET:-tuned}-rerun" \
+      "$(git symbolic-ref -q --short HEAD || echo '(detached)')"
+    exit ;;
 esac
 if [ $# -lt 2 ]; then
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(git rev-parse --show-toplevel)
