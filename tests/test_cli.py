@@ -741,10 +741,10 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
     """A reference script's name as a flag names this package's flag (tyro's closest spelling sent --clip-coef to
     --ppo.kl-coef, which PPO never reads); a misspelling of a flag of ours still gets the closest spelling."""
     cases = {
-        "--clip-coef": "PureJaxRL's CLIP_EPS, CleanRL's clip_coef: --ppo.clip-eps here",
-        "--ppo.lr": "PureJaxRL's LR, CleanRL's learning_rate: --ppo.learning-rate here",
-        "--total-timesteps": "CleanRL's total_timesteps: --total-env-steps here",
-        "--UPDATE_EPOCHS": "PureJaxRL's UPDATE_EPOCHS, CleanRL's update_epochs: --ppo.num-epochs here",
+        "--clip-coef": "PureJaxRL's CLIP_EPS, CleanRL's clip_coef, brax's clipping_epsilon: --ppo.clip-eps here",
+        "--ppo.lr": "PureJaxRL's LR, CleanRL's learning_rate, brax's learning_rate: --ppo.learning-rate here",
+        "--total-timesteps": "CleanRL's total_timesteps, brax's num_timesteps: --total-env-steps here",
+        "--UPDATE_EPOCHS": "CleanRL's update_epochs, brax's num_updates_per_batch: --ppo.num-epochs here",
         "--target-kl": "CleanRL's target_kl: no flag here (no early stop on KL",
         "--ppo.num-epoch": "did you mean --ppo.num-epochs?",
     }
@@ -756,6 +756,8 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
         (["train", "--clip-coef", "2", "--update-epochs", "3"], ["--ppo.clip-eps here", "--ppo.num-epochs here"]),
         (["tune", "--track"], ["CleanRL's track: --wandb, which vaco-jax tune does not take (vaco-jax train, sweep"]),
         (["train", "--eval.num-steps", "5"], ["did you mean --env.num-steps?"]),  # tyro's: no reference's num_steps
+        (["train", "--num-updates-per-batch", "4"], ["brax's num_updates_per_batch: --ppo.num-epochs here"]),
+        (["train", "--discounting", "0.97"], ["brax's discounting: --ppo.gamma here"]),
     ]:
         assert main(argv) == 2, argv
         said = capsys.readouterr().err
@@ -765,6 +767,7 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
 def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_flags(capsys):
     """The page's table is reference_name_table() as the code has it, and every flag it names (the notes' too) is
     one that train --help lists."""
+    import inspect
     import re
 
     from vaco_jax.core.reference_names import REFERENCE_NAMES, reference_name_table
@@ -781,6 +784,9 @@ def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_
     assert len(named) >= 25 and named <= listed["train"], sorted(named - listed["train"])
     for row in REFERENCE_NAMES:  # each command a row names has its flag (a hint elsewhere says which commands do)
         assert not row.flag or all(row.flag in listed[command] for command in row.commands), row
+    brax_train = pytest.importorskip("brax.training.agents.ppo.train")  # brax's names are its train()'s arguments
+    arguments = set(inspect.signature(brax_train.train).parameters)
+    assert {row.brax for row in REFERENCE_NAMES if row.brax} <= arguments
 
 
 def test_total_env_steps_trains_whole_iterations_as_purejaxrl_and_cleanrl_count_them(capsys, tmp_path):

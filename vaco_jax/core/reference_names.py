@@ -1,4 +1,4 @@
-"""PureJaxRL's and CleanRL's PPO hyperparameter names, mapped onto this package's flags.
+"""PureJaxRL's, CleanRL's and brax's PPO hyperparameter names, mapped onto this package's flags.
 
 What a user of either reference script types first (``--total-timesteps``, ``--clip-coef``, ``--update-epochs``) is
 not a flag here. This table is the one place that says what is: the command line's hint for an unknown flag reads it
@@ -17,51 +17,81 @@ RUN_COMMANDS = ("train", "sweep", "demo")
 
 
 class ReferenceName(NamedTuple):
-    """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's)
-    and its field in CleanRL's ``ppo.py`` ``Args`` ("" where none has it), the flag that sets it here ("" where nothing
-    does) and the commands that have it, and what differs."""
+    """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's),
+    its field in CleanRL's ``ppo.py`` ``Args`` and its argument of brax's ``ppo.train`` ("" where one has none), the
+    flag that sets it here ("" where nothing does) and the commands that have it, and what differs."""
 
     purejaxrl: str
     cleanrl: str
     flag: str
     note: str = ""
     commands: tuple[str, ...] = CONFIG_COMMANDS
+    brax: str = ""
 
+
+_BRAX_BATCH = (
+    "brax's update takes num_minibatches x batch_size unrolls of unroll_length steps; here one rollout of num_envs x "
+    "num_steps feeds it: num_steps = batch_size x num_minibatches x unroll_length / num_envs (the brax-<env> presets)"
+)
 
 REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName("ENV_NAME", "env_id", "--env.name"),
-    ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs"),
+    ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs", brax="num_envs"),
     ReferenceName("NUM_STEPS", "num_steps", "--env.num-steps"),
+    ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="unroll_length"),
+    ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="batch_size"),
     ReferenceName(
         "TOTAL_TIMESTEPS",
         "total_timesteps",
         "--total-env-steps",
-        "per run; sets --num-iterations to TOTAL // (num_envs x num_steps), whole iterations as both scripts do",
+        "per run; sets --num-iterations to TOTAL // (num_envs x num_steps): whole iterations, rounded down as "
+        "PureJaxRL and CleanRL do",
         ("train", "sweep"),
+        brax="num_timesteps",
     ),
-    ReferenceName("UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs"),
-    ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches"),
-    ReferenceName("LR", "learning_rate", "--ppo.learning-rate"),
+    ReferenceName("UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs", brax="num_updates_per_batch"),
+    ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches", brax="num_minibatches"),
+    ReferenceName("LR", "learning_rate", "--ppo.learning-rate", brax="learning_rate"),
     ReferenceName(
         "ANNEAL_LR",
         "anneal_lr",
         "--ppo.anneal-lr",
         "off: --ppo.no-anneal-lr; annealed here at every gradient step, by both scripts once per update",
     ),
-    ReferenceName("GAMMA", "gamma", "--ppo.gamma"),
-    ReferenceName("GAE_LAMBDA", "gae_lambda", "--ppo.gae-lambda"),
+    ReferenceName("GAMMA", "gamma", "--ppo.gamma", brax="discounting"),
+    ReferenceName("GAE_LAMBDA", "gae_lambda", "--ppo.gae-lambda", brax="gae_lambda"),
     ReferenceName(
         "CLIP_EPS",
         "clip_coef",
         "--ppo.clip-eps",
-        "the value loss's clip has its own range, --ppo.vf-clip-eps, 0.2 by default; theirs follows the policy's",
+        "the value loss's clip has its own range, --ppo.vf-clip-eps, 0.2 by default; PureJaxRL's and CleanRL's "
+        "follows the policy's",
+        brax="clipping_epsilon",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--ppo.vf-clip-eps",
+        "brax clips its value loss only where this is set; here --ppo.clip-value-loss switches it",
+        brax="clipping_epsilon_value",
     ),
     ReferenceName("", "clip_vloss", "--ppo.clip-value-loss", "off: --ppo.no-clip-value-loss"),
-    ReferenceName("", "norm_adv", "--ppo.normalize-advantages", "off: --ppo.no-normalize-advantages"),
-    ReferenceName("ENT_COEF", "ent_coef", "--ppo.ent-coef"),
-    ReferenceName("VF_COEF", "vf_coef", "--ppo.vf-coef"),
-    ReferenceName("MAX_GRAD_NORM", "max_grad_norm", "--ppo.max-grad-norm", "none: --ppo.max-grad-norm inf"),
+    ReferenceName(
+        "", "norm_adv", "--ppo.normalize-advantages", "off: --ppo.no-normalize-advantages", brax="normalize_advantage"
+    ),
+    ReferenceName("ENT_COEF", "ent_coef", "--ppo.ent-coef", brax="entropy_cost"),
+    ReferenceName("VF_COEF", "vf_coef", "--ppo.vf-coef", brax="vf_loss_coefficient"),
+    ReferenceName(
+        "MAX_GRAD_NORM", "max_grad_norm", "--ppo.max-grad-norm", "none: --ppo.max-grad-norm inf", brax="max_grad_norm"
+    ),
     ReferenceName("", "target_kl", "", "no early stop on KL; a KL-penalised PPO is --algorithm ppo_kl"),
+    ReferenceName(
+        "",
+        "",
+        "",
+        "no KL-driven learning rate; a KL-penalised PPO: --algorithm ppo_kl --ppo.kl-adaptive",
+        brax="desired_kl",
+    ),
     ReferenceName("ACTIVATION", "", "--network.activation", "widths: --network.actor-hidden, --network.critic-hidden"),
     ReferenceName(
         "NORMALIZE_ENV",
@@ -69,12 +99,29 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "--env.normalize-observations",
         "PureJaxRL's ppo_continuous_action.py; observations only: rewards are scaled by --env.reward-scale, not "
         "normalised",
+        brax="normalize_observations",
     ),
+    ReferenceName("", "", "--env.reward-scale", brax="reward_scaling"),
+    ReferenceName("", "", "--env.episode-length", brax="episode_length"),
+    ReferenceName("", "", "--env.action-repeat", brax="action_repeat"),
+    ReferenceName(
+        "", "", "", "always here: a time limit's truncation is bootstrapped with V(s')", brax="bootstrap_on_timeout"
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--eval.every",
+        "iterations between evaluations of the learner (num_iterations / num_evals), on fresh environments",
+        brax="num_evals",
+    ),
+    ReferenceName("", "", "--eval.episodes", "episodes per evaluation", brax="num_eval_envs"),
+    ReferenceName("", "", "", "both: eval/return_deterministic and eval/return_stochastic", brax="deterministic_eval"),
     ReferenceName(
         "SEED",
         "seed",
         "--seed",
         "the first seed (PureJaxRL's dqn.py; its ppo.py fixes PRNGKey(30)): --num-seeds N trains SEED..SEED+N-1",
+        brax="seed",
     ),
     ReferenceName(
         "NUM_SEEDS", "", "--num-seeds", "PureJaxRL's dqn.py; every seed in one compiled program, as PureJaxRL's vmap"
@@ -86,7 +133,21 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "progress is printed by default, once per chunk; --quiet silences it",
         ("train", "sweep", "demo", "tune"),
     ),
-    ReferenceName("", "exp_name", "--out-dir", "config, metrics, summary, plots and checkpoints go there"),
+    ReferenceName(
+        "",
+        "exp_name",
+        "--out-dir",
+        "config, metrics, summary, plots and checkpoints go there",
+        brax="save_checkpoint_path",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--resume",
+        "continues an interrupted run from its newest checkpoint",
+        RUN_COMMANDS,
+        brax="restore_checkpoint_path",
+    ),
     ReferenceName(
         "", "track", "--wandb", "project and entity: --wandb-project, --wandb-entity; --tensorboard too", RUN_COMMANDS
     ),
@@ -107,7 +168,7 @@ def _split(name: str) -> tuple[str, str]:
     return group, ALIASES.get(name, name)
 
 
-_BY_NAME = {_split(name)[1]: row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl) if name}
+_BY_NAME = {_split(name)[1]: row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl, row.brax) if name}
 
 
 def reference_name(flag: str) -> ReferenceName | None:
@@ -128,9 +189,8 @@ def reference_hint(flag: str, command: str | None = None) -> str | None:
     row = reference_name(flag)
     if row is None:
         return None
-    named = ", ".join(
-        f"{script}'s {name}" for script, name in (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl)) if name
-    )
+    scripts = (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl), ("brax", row.brax))
+    named = ", ".join(f"{script}'s {name}" for script, name in scripts if name)
     note = f" ({row.note})" if row.note else ""
     if row.flag and command is not None and command not in row.commands:
         listed = " and ".join([", ".join(row.commands[:-1]), row.commands[-1]] if row.commands[:-1] else row.commands)
@@ -142,9 +202,12 @@ def reference_hint(flag: str, command: str | None = None) -> str | None:
 def reference_name_table() -> list[str]:
     """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
     dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
-    rows = ["| PureJaxRL config key | CleanRL `ppo.py` | vaco-jax flag | note |", "|---|---|---|---|"]
+    rows = [
+        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` | vaco-jax flag | note |",
+        "|---|---|---|---|---|",
+    ]
     rows += [
-        f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.flag)} | {dash(r.note, code=False)} |"
+        f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.brax)} | {dash(r.flag)} | {dash(r.note, code=False)} |"
         for r in REFERENCE_NAMES
     ]
     return rows
