@@ -882,5 +882,22 @@ def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
 
     lags = np.array([[[0.0] * 6] * 2, [[0, 1, 2, 3, 4, 4]] * 2])  # [lag.k, seed, iteration]
     note = realised_lag_note(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"lag/mean": lags}))
-    assert note.startswith("realised mean lag over the run: lag.k=0: 0.0, lag.k=4: 2.3 (")
+    assert note == (
+        "realised mean lag over the run: lag.k=0: 0.0, lag.k=4: 2.3 (the lag at iteration T is min(k, T): the first k "
+        "iterations are a warm-up)"
+    )
     assert realised_lag_note(SweepResult(Config(), {"lag.k": [0]}, [0, 1], {"lag/mean": lags[:1]})) is None
+    # a diverged run's lag still counts (the lag does not depend on the learning); each kind says why it is what it is
+    drawn = lags.copy()
+    drawn[1, 1] = 0.0  # lag.p=0.3's second seed drew lag 0 throughout
+    skipped = np.zeros_like(lags)
+    skipped[1, 0] = 10**6  # every gradient step of its first seed skipped: diverged, and its lags still count
+    geometric = Config().replace(lag=Config().lag.replace(kind="geometric", max_lag=4))
+    metrics = {"lag/mean": drawn, "nonfinite/skipped_steps": skipped}
+    note = realised_lag_note(SweepResult(geometric, {"lag.p": [1.0, 0.3]}, [0, 1], metrics))
+    assert note.endswith("lag.p=1.0: 0.0, lag.p=0.3: 1.2 (drawn geometrically, capped at max_lag and at T)"), note
+    measured = realised_lag_note(SweepResult(Config(), {}, [0, 1], {"lag/mean": lags[1], "async/queue_depth": lags[1]}))
+    assert (
+        measured
+        == "realised mean lag over the run: the run: 2.3 (measured from the actor threads: async/lag_* holds each one)"
+    )

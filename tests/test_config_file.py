@@ -86,6 +86,11 @@ def test_an_optional_switch_takes_true_false_or_null(tmp_path):
     )
     with pytest.raises(ConfigError, match="env.normalize_observations = 'yes' is not true, false or null"):
         read_config_file(write(tmp_path, "yes.toml", '[env]\nnormalize_observations = "yes"\n'))
+    # whatever the command's own config holds (the demo's normalises): null is the backend's default still
+    normalising = Config().replace(env=Config().env.replace(normalize_observations=True, start_pool=4))
+    text = '{"env": {"normalize_observations": null, "start_pool": null}}'
+    read = read_config_file(write(tmp_path, "null.json", text), base=normalising).config.env
+    assert (read.normalize_observations, read.start_pool) == (None, None)
 
 
 def test_a_hand_written_file_applies_on_top_of_the_commands_own_defaults(tmp_path):

@@ -29,12 +29,14 @@ def ratio_penalty_loss(power: int):
         ratio = jnp.exp(log_probs - batch.ref_log_probs)
         clip_eps = hparams.ppo.clip_eps  # traced: read from hparams, never a constant
         surrogate = losses.clipped_surrogate(ratio, advantages, clip_eps)
-        # every mean over samples weighted by the reuse weights (None without --reuse.num-batches: a plain mean)
+        # the reuse weights (None without --reuse.num-batches): a loss term's mean is sample_mean (mean(w x), as every
+        # built-in loss), a reported statistic's sample_average (sum(w x) / sum(w))
         weights = batch.sample_weights
-        deviation = losses.sample_average(jnp.abs(ratio - 1.0) ** power, weights)
-        value = -losses.sample_average(surrogate, weights) + hparams.ratio_penalty.coef * deviation
+        deviation = losses.sample_mean(jnp.abs(ratio - 1.0) ** power, weights)
+        value = -losses.sample_mean(surrogate, weights) + hparams.ratio_penalty.coef * deviation
+        reported = losses.sample_average(jnp.abs(ratio - 1.0) ** power, weights)
         clipped = losses.clip_fraction(ratio, clip_eps, weights)
-        return value, {"ratio_penalty/deviation": deviation, "ppo/clip_frac": clipped}
+        return value, {"ratio_penalty/deviation": reported, "ppo/clip_frac": clipped}
 
     return loss
 

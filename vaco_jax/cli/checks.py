@@ -133,9 +133,10 @@ LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
 
 
 def with_lag_buffer_for(config: Config, grid: dict[str, list], argv: list[str]) -> Config:
-    """``config`` with a lag buffer for the largest ``lag.k`` it or its grid asks for, where ``--lag.max-lag`` was not
-    given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a line,
-    since it sets a static shape; a given ``--lag.max-lag`` is kept, and its error stands."""
+    """``config`` with a lag buffer for the largest ``lag.k`` it or its grid asks for, where the ``--lag.max-lag`` flag
+    was not given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a
+    line, since it sets a static shape. Only the flag is kept as given, and its error stands: a config file's or a
+    preset's ``lag.max_lag`` below the largest lag is raised like the command's default."""
     if any(arg.split("=", 1)[0].replace("_", "-") == "--lag.max-lag" for arg in argv):
         return config
     if config.lag.kind not in LAG_KINDS_OF_K:

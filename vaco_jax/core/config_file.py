@@ -145,8 +145,22 @@ def typed_value(field: str, value: Any, default: Any, path: Path | str, annotati
 
     def refuse(expected: str) -> ConfigError:
         return ConfigError(
-            f"--config {path}: {field} = {value!r} is not {expected}; give e.g. {field} = {json.dumps(default)}"
+            f"--config {path}: {field} = {json.dumps(value) if value is None else repr(value)} is not {expected}; "
+            f"give e.g. {field} = {json.dumps(default)}"
         )
+
+    kinds = [kind.strip() for kind in annotation.split("|")]
+    if "None" in kinds and len(kinds) == 2:  # optional (bool | None, int | None), whatever the base config holds
+        if value is None:
+            return None
+        if "bool" in kinds:  # env.normalize_observations: a run's config.json holds true or false
+            if not isinstance(value, bool):
+                raise refuse("true, false or null")
+            return value
+        if "int" in kinds:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise refuse("an integer or null")
+            return value
 
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -179,14 +193,6 @@ def typed_value(field: str, value: Any, default: Any, path: Path | str, annotati
         if not isinstance(value, str):
             raise refuse("text")
         return value
-    if default is None:  # optional: null, or what the field's annotation names (bool | None, int | None)
-        if value is None:
-            return None
-        if annotation.startswith("bool"):  # env.normalize_observations: a run's config.json holds true or false
-            if not isinstance(value, bool):
-                raise refuse("true, false or null")
-            return value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise refuse("an integer or null")
+    if default is None:  # an optional field of another kind: as the file has it
         return value
     return value

@@ -216,20 +216,33 @@ def readings_cells(result: SweepResult) -> tuple[list[str], list[list[str]]] | N
     return header, lines
 
 
+LAG_EXPLAINED = {
+    "fixed": "the lag at iteration T is min(k, T): the first k iterations are a warm-up",
+    "uniform": "each group's lag is drawn from 0..min(k, T): about k/2 on average after a warm-up",
+    "spread": "the groups' lags are spread over 0..k, each at most T: about k/2 on average after a warm-up",
+    "geometric": "drawn geometrically, capped at max_lag and at T",
+    "empirical": "drawn from lag.weights, capped at T",
+    "replay": "lag.sequence's, capped at T",
+}
+"""Why a run's realised mean lag is what it is, per ``lag.kind`` (the buffer holds no snapshot older than T)."""
+
+
 def realised_lag_note(result: SweepResult) -> str | None:
     """One line: the mean lag each grid point's actors really had over the run (``lag/mean``, averaged over
-    iterations and seeds), where any was above 0. The lag is min(k, T) at iteration T, so the first k iterations are a
-    warm-up: a short run at lag.k 16 has a mean lag well under 16."""
+    iterations and seeds, diverged runs included: the lag does not depend on the learning), where any was above 0,
+    with why it differs from lag.k (:data:`LAG_EXPLAINED`; measured, in the asynchronous mode)."""
     if "lag/mean" not in result.metrics:
         return None
-    means = result.run_scores("lag/mean")[1]  # [*grid, seed]: the mean over each run's iterations
-    per_point = [(point, float(np.nanmean(means[index]))) for point, index in indexed_points(result.grid)]
+    means = result.metrics.run_scores("lag/mean", 1.0)[1]  # [*grid, seed]: the mean over each run's iterations
+    per_point = [(point, float(np.mean(means[index]))) for point, index in indexed_points(result.grid)]
     if not any(value > 0 for _, value in per_point):
         return None
     said = ", ".join(
         f"{' '.join(f'{k}={v}' for k, v in point.items()) or 'the run'}: {value:.1f}" for point, value in per_point
     )
-    return f"realised mean lag over the run: {said} (the lag at iteration T is min(k, T): the first k are a warm-up)"
+    measured = any(name.startswith("async/") for name in result.metrics)
+    why = "measured from the actor threads: async/lag_* holds each one" if measured else ""
+    return f"realised mean lag over the run: {said} ({why or LAG_EXPLAINED[result.config.lag.kind]})"
 
 
 def readings_report(result: SweepResult) -> str:

@@ -81,11 +81,12 @@ commit_loop() {  # --committer WORK PRESET STAGING BRANCH INTERVAL_S RUNNER_PID.
 case "${1:-}" in
   --runner) shift; run_blocks "$@"; exit ;;
   --committer) shift; commit_loop "$@"; exit ;;
-  --commit-now)  # one round, from the checkout's root, at the caller's priority
+  --commit-now)  # one round, from the checkout's root, at the caller's priority, onto the branch checked out
     [ $# -eq 2 ] || { echo "usage: $0 --commit-now WORK" >&2; exit 2; }
+    work=$(realpath -m "$2")
     cd "$(git rev-parse --show-toplevel)"
-    adopt_and_commit "$(realpath -m "$2")" "${PRESET:-tuned}" "benchmarks/results/lag_robustness/${PRESET:-tuned}-rerun" \
-      "$(git symbolic-ref -q --short HEAD || echo '(detached)')"
+    branch=$(git symbolic-ref -q --short HEAD) || { echo "the checkout is on no branch: not committing" >&2; exit 2; }
+    adopt_and_commit "$work" "${PRESET:-tuned}" "benchmarks/results/lag_robustness/${PRESET:-tuned}-rerun" "$branch"
     exit ;;
 esac
 if [ $# -lt 2 ]; then

@@ -516,27 +516,29 @@ def export_config(preset: TunedPreset, out_dir: Path, which: str) -> dict[str, A
     lag. What it leaves to the command line (the lag, the seeds) and where the winner came from go to stderr."""
     env_regime, _, method = which.rpartition("/")
     blocks = {f"{b.env}/{b.regime}": b for b in preset.blocks}
-    if env_regime not in blocks or method not in (blocks[env_regime].methods or preset.methods):
+    methods = (blocks[env_regime].methods or preset.methods) if env_regime in blocks else preset.methods
+    if env_regime not in blocks or method not in methods:
         refuse(
             f"--export-config {which}: give ENV/REGIME/METHOD with a block of --preset {preset_name(preset)} "
-            f"({', '.join(blocks)}) and one of its methods ({', '.join(preset.methods)})"
+            f"({', '.join(blocks)}) and one of its methods ({', '.join(methods)})"
         )
     cell = Cell(blocks[env_regime], "test-fixed", method)
-    source = tuning_cell(preset, cell)
-    if source is not None and not cell_path(out_dir, source).is_file():
-        refuse(f"--export-config {which}: its search's cell {source.id} is not in {out_dir / 'cells'} yet")
+    absent = [source.id for source in source_cells(preset, cell) if not cell_path(out_dir, source).is_file()]
+    if absent:
+        refuse(f"--export-config {which}: its searches' cells {', '.join(absent)} are not in {out_dir / 'cells'} yet")
     config, points, seeds = cell_plan(preset, cell, out_dir)
     named = dict(configuration_points(preset, cell, out_dir))
     chosen = "tuned" if "tuned" in named else "default"
-    state = (
-        ""
-        if source is None
-        else f", from {source.id} ({cell_state(preset, source, out_dir, load_cell(out_dir, preset, source))})"
-    )
+    source = tuning_cell(preset, cell)
+    state = "" if source is None else cell_state(preset, source, out_dir, load_cell(out_dir, preset, source))
+    others = [name for name in named if name not in (chosen, "default")]
     print(
-        f"{which}: its {chosen} configuration {named[chosen]}{state}; the block tests it at lag.k "
-        f"{sorted({p['lag.k'] for p in points})} (fixed) on seeds {seeds[0]}..{seeds[-1]}: "
-        f"vaco-jax train --config FILE --lag.k K --seed {seeds[0]} --num-seeds {len(seeds)}",
+        f"{which}: its {chosen} configuration {named[chosen]}"
+        + ("" if source is None else f", from {source.id} ({state})")
+        + (f" (the block also tests {', '.join(others)})" if others else "")
+        + f"; the block tests it at lag.k {sorted({p['lag.k'] for p in points})} (fixed) on seeds {seeds[0]}.."
+        f"{seeds[-1]}, scored on the learner's evaluation: vaco-jax train --config FILE --lag.k K --seed {seeds[0]} "
+        f"--num-seeds {len(seeds)} --metric eval/return_deterministic",
         file=sys.stderr,
     )
     return config_dict(with_overrides(config, {**named[chosen], "lag.k": 0}))
