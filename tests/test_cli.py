@@ -901,3 +901,33 @@ def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
         measured
         == "realised mean lag over the run: the run: 2.3 (measured from the actor threads: async/lag_* holds each one)"
     )
+
+
+def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir, tmp_path, capsys):
+    """vaco-jax compare: saved runs read back as their commands returned them, each against the first per grid
+    point, paired by seed; two seeds can mark nothing and it says so; runs that do not pair are refused."""
+    import shutil
+
+    from vaco_jax.runs.saved import saved_result
+
+    result = saved_result(sweep_dir)
+    logged = json.loads((sweep_dir / "metrics.json").read_text())
+    assert (result.grid, result.seeds) == ({"lag.k": [0, 4]}, [0, 1])
+    np.testing.assert_allclose(result.metrics["loss/total"], np.array(logged["metrics"]["loss/total"], float))
+    twin = tmp_path / "twin"
+    shutil.copytree(sweep_dir, twin)  # the same runs: every pair tied
+    out = tmp_path / "compare.json"
+    argv = ["compare", str(sweep_dir), str(twin), "--metric", "eval/return_deterministic", "--out", str(out)]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "AUC of eval/return_deterministic (mean over iterations) of each run against" in said
+    assert "2 seeds can mark nothing here: even all 2 one way gives p = 0.5" in said
+    rows = json.loads(out.read_text())
+    assert [(r["lag.k"], r["p"], r["verdict"]) for r in rows] == [(0, 0.5, "undecided"), (4, 0.5, "undecided")]
+    for refused, fragment in [
+        (argv, "compare.json exists: pass --overwrite"),
+        (["compare", str(sweep_dir)], "needs at least two run directories"),
+        (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
+    ]:
+        assert main(refused) == 2, refused
+        assert fragment in capsys.readouterr().err

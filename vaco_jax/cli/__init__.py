@@ -1,5 +1,5 @@
-"""Command line: ``vaco-jax train | sweep | demo | eval | render | calibrate | tune`` (built with tyro from the
-config dataclasses).
+"""Command line: ``vaco-jax train | sweep | demo | eval | render | compare | calibrate | tune`` (built with tyro
+from the config dataclasses).
 
 This package is the argument schema (:mod:`vaco_jax.cli.commands`), the defaults a command line sets before its
 flags are read (:mod:`vaco_jax.cli.defaults`), a command's own checks (:mod:`vaco_jax.cli.checks`), and here the
@@ -34,6 +34,7 @@ from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
 )
 from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scripts and tests read)
     CalibrateArgs,
+    CompareArgs,
     ConfigFileFlag,
     DemoArgs,
     EvalArgs,
@@ -46,7 +47,7 @@ from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scri
     demo_config,
 )
 from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_grid_flags: re-exported)
-from vaco_jax.cli.saved_runs import run_eval, run_render
+from vaco_jax.cli.saved_runs import run_compare, run_eval, run_render
 from vaco_jax.core import plugins
 from vaco_jax.core.config import ConfigError, config_class
 from vaco_jax.core.reference_names import reference_hint
@@ -106,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         if exit.code in (0, None):
             raise
         return 2
+    if isinstance(args, CompareArgs):  # reads runs, writes no run directory: no lock to take
+        try:
+            run_compare(args)
+        except ConfigError as error:
+            print(f"vaco-jax: error: {error}", file=sys.stderr)
+            return 2
+        return 0
     try:
         resuming = getattr(getattr(args, "output", None), "resume", None) is not None
         with _exclusive(_directory_written(args), "--resume" if resuming else "--out-dir"):
@@ -151,7 +159,7 @@ DESCRIPTION = (
     "vaco_jax: policy lag in on-policy RL, in one compiled JAX program. --plugin MODULE_OR_FILE (anywhere, "
     "repeatable) first imports a module that registers algorithms or environments."
 )
-_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "tune", "eval", "render")
+_SUBCOMMANDS = ("train", "sweep", "demo", "calibrate", "tune", "eval", "render", "compare")
 
 
 def _parse(commands, argv: list[str]):

@@ -16,7 +16,7 @@ import tyro
 from vaco_jax.core.config import Config, ConfigError, LagConfig, extended
 from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.lag_models import LagModel
-from vaco_jax.runs.output_options import Output
+from vaco_jax.runs.output_options import Output, ReportedMetric
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
@@ -243,6 +243,22 @@ class EvalArgs:
     """Where to write the results (JSON); default: RUN_DIR/eval.json (eval_<step>.json with --step)."""
     overwrite: bool = False
     """Replace an earlier evaluation at that path (otherwise it is refused: an evaluation is never lost silently)."""
+
+
+@dataclasses.dataclass
+class CompareArgs:
+    """Compare saved runs trained on the same grid and seeds (e.g. one train run per algorithm), each against the
+    first, paired by seed: P(AUC > first) with its exact 95% interval, and ahead or behind only where the exact
+    signed-rank test holds after Holm's correction over the table, else undecided. Writes nothing unless --out."""
+
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """The --out-dir of each train or sweep run; the first is the reference."""
+    metric: ReportedMetric = "episode/return"
+    """The per-iteration metric whose AUC (mean over iterations) is compared (eval/...: runs that evaluated)."""
+    out: Path | None = None
+    """Also write every comparison as JSON here (an existing file only with --overwrite)."""
+    overwrite: bool = False
+    """Replace the file --out names."""
 
 
 CONFIGURED_COMMANDS: dict[str, type] = {

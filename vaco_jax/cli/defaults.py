@@ -14,7 +14,7 @@ from typing import Annotated, Any, Union
 
 import tyro
 
-from vaco_jax.cli.commands import EvalArgs, RenderArgs, configured_commands
+from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs, configured_commands
 from vaco_jax.core.config import ConfigError, config_class, config_from_dict
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.config_file import read_config_file
@@ -149,6 +149,7 @@ def _commands(presets: tuple[str, ...], argv: list[str]) -> Any:
     commands = [Annotated[type(v), tyro.conf.subcommand(name=k, default=v)] for k, v in defaults.items()]
     commands.append(Annotated[EvalArgs, tyro.conf.subcommand(name="eval")])
     commands.append(Annotated[RenderArgs, tyro.conf.subcommand(name="render")])
+    commands.append(Annotated[CompareArgs, tyro.conf.subcommand(name="compare")])
     return Union[tuple(commands)]  # noqa: UP007
 
 

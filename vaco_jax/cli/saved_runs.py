@@ -1,12 +1,13 @@
-"""The commands that read a saved run: ``vaco-jax eval`` (its policies' evaluation episodes, a table and JSON) and
-``vaco-jax render`` (one episode of its policy, animated)."""
+"""The commands that read saved runs: ``vaco-jax eval`` (its policies' evaluation episodes, a table and JSON),
+``vaco-jax render`` (one episode of its policy, animated) and ``vaco-jax compare`` (runs on the same seeds, each
+against the first, paired by seed and tested)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from vaco_jax.cli.commands import EvalArgs, RenderArgs
+from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs
 from vaco_jax.core.config import ConfigError, strict_json
 from vaco_jax.runs import writers
 from vaco_jax.runs.run_directory import RunDirectory
@@ -79,4 +80,37 @@ def run_render(args: RenderArgs) -> Path:
     return out
 
 
-__all__ = ["run_eval", "run_render"]
+def run_compare(args: CompareArgs) -> list[dict]:
+    """``vaco-jax compare``: every run against the first, per grid point, paired by seed (:mod:`vaco_jax.runs.paired`);
+    a table, the seeds a mark needs, and JSON where ``--out`` says."""
+    from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
+    from vaco_jax.runs.saved import saved_result
+
+    if len(args.run_dirs) < 2:
+        raise ConfigError("compare needs at least two run directories: the reference first, then the others")
+    if args.out is not None and args.out.exists() and not args.overwrite:
+        raise ConfigError(f"{args.out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
+    names = [str(path) for path in args.run_dirs]
+    if len(set(names)) < len(names):
+        raise ConfigError("compare lists a run directory twice: name each run once")
+    results = {name: saved_result(path) for name, path in zip(names, args.run_dirs, strict=True)}
+    if args.metric not in results[names[0]].metrics:
+        raise ConfigError(f"{names[0]} logged no {args.metric} (eval/...: runs trained with --eval.every N)")
+    try:
+        rows = paired_comparisons(results, names[0], args.metric)
+    except ValueError as error:  # another grid or other seeds
+        raise ConfigError(f"compare: {error}; train them with the same --grid, --seed and --num-seeds") from None
+    algorithms = ", ".join(f"{name}: {result.config.algorithm}" for name, result in results.items())
+    print(
+        f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
+        f"({algorithms})\n"
+    )
+    print(format_table(*comparison_cells(rows, list(results[names[0]].grid))))
+    print(markable_note(rows))
+    if args.out is not None:
+        writers.write_text_atomic(args.out, json.dumps(strict_json(rows), indent=2))
+        print(f"\nwrote {args.out}")
+    return rows
+
+
+__all__ = ["run_compare", "run_eval", "run_render"]

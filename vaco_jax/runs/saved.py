@@ -26,8 +26,10 @@ from vaco_jax.numerics import stats
 from vaco_jax.runs import checkpoint
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
+from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
 from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.seeds import check_seeds
+from vaco_jax.training.sweep import SweepResult
 from vaco_jax.training.trainer import TrainProgram
 
 
@@ -226,6 +228,18 @@ def load_run(
     return LoadedRun(program, state, restored.iterations_done, chosen, seeds[index % len(seeds)])
 
 
+def saved_result(run_dir: str | Path) -> SweepResult:
+    """The metrics a saved run streamed to its ``metrics/`` folder, as the :class:`SweepResult` its command returned
+    (its grid and seeds from its newest checkpoint's record; up to that checkpoint where the run was interrupted)."""
+    record = recorded_run(run_dir)
+    directory = RunDirectory(run_dir)
+    if not directory.metrics.is_dir():
+        raise ConfigError(f"{run_dir} has no metrics/ folder: give the --out-dir of a vaco-jax train or sweep run")
+    shape = (*(len(values) for values in record.grid.values()), record.num_seeds)
+    seeds = list(range(record.seed, record.seed + record.num_seeds))
+    return SweepResult(record.config, record.grid, seeds, StoredMetrics(MetricsStore(directory.metrics), shape))
+
+
 __all__ = [
     "LoadedRun",
     "RecordedRun",
@@ -234,4 +248,5 @@ __all__ = [
     "load_run",
     "recorded_run",
     "run_index",
+    "saved_result",
 ]
