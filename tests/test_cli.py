@@ -861,7 +861,7 @@ def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
     """The summary scores one metric (the actors' training return by default); where the learner is evaluated too,
     the AUC of each reading is set beside it: under lag they part (stale actors; a mode that flatters)."""
     from vaco_jax import Config, SweepResult
-    from vaco_jax.training.sweep import readings_cells
+    from vaco_jax.runs.readings import readings_cells
 
     nan = np.nan
     train = np.array([[[1.0, 3.0], [5.0, 7.0]], [[2.0, 2.0], [4.0, 4.0]]])  # [lag.k, seed, iteration]
@@ -878,7 +878,7 @@ def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
 def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
     """lag.k=4 over 6 iterations is lag min(4, T) at T = 0..5: a mean of 2.33, not 4 (the buffer's warm-up)."""
     from vaco_jax import Config, SweepResult
-    from vaco_jax.training.sweep import realised_lag_note
+    from vaco_jax.runs.readings import realised_lag_note
 
     lags = np.array([[[0.0] * 6] * 2, [[0, 1, 2, 3, 4, 4]] * 2])  # [lag.k, seed, iteration]
     note = realised_lag_note(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"lag/mean": lags}))
@@ -931,3 +931,13 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     ]:
         assert main(refused) == 2, refused
         assert fragment in capsys.readouterr().err
+
+
+def test_a_summary_of_few_seeds_says_its_intervals_are_a_spread():
+    """A bootstrap of 2 values has at most 3 distinct resamples: the summary's "95% CI" over 2 seeds ([500.0, 500.0]
+    in a newcomer's run) was printed as if it were one."""
+    from vaco_jax.runs.readings import FEW_SEEDS, few_seeds_note
+
+    assert few_seeds_note(2).startswith("2 seeds: the 95% intervals above resample 2 values, which covers far less")
+    assert few_seeds_note(1).startswith("1 seed: the 95% intervals above resample 1 value,")
+    assert few_seeds_note(FEW_SEEDS - 1) is not None and few_seeds_note(FEW_SEEDS) is None

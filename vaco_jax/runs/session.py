@@ -27,6 +27,7 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
     check_output,
     recorded_output_options,
 )
+from vaco_jax.runs.readings import readings_report
 from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
 from vaco_jax.runs.run_outputs import finish_writers, open_writers, write_results  # noqa: F401  (re-exported)
@@ -35,7 +36,7 @@ from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
 from vaco_jax.training.driver import Driver, sharding_note
 from vaco_jax.training.plan import RunPlan
-from vaco_jax.training.sweep import SweepResult, format_table, readings_report, run_plan, summary_cells
+from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
