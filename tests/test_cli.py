@@ -924,13 +924,31 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert "2 seeds can mark nothing here: even all 2 one way gives p = 0.5" in said
     rows = json.loads(out.read_text())
     assert [(r["lag.k"], r["p"], r["verdict"]) for r in rows] == [(0, 0.5, "undecided"), (4, 0.5, "undecided")]
+    # another learning rate, no evaluation: compared on the training return, P computed here from metrics.json
+    other, reordered = tmp_path / "lr", tmp_path / "reordered"
+    for out_dir, grid in ((other, "lag.k=0,4"), (reordered, "lag.k=4,0")):
+        assert main(["sweep", "--grid", grid, "--out-dir", str(out_dir), *TINY, "--ppo.learning-rate", "3e-2"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(sweep_dir), str(other), "--out", str(out), "--overwrite"]) == 0
+    said = capsys.readouterr().out
+    assert f"{other} differs from {sweep_dir} in: ppo.learning_rate, eval.every, eval.episodes" in said
+    aucs = [
+        np.nanmean(np.array(json.loads((d / "metrics.json").read_text())["metrics"]["episode/return"], float), -1)
+        for d in (other, sweep_dir)
+    ]  # [lag.k, seed]
+    expected = [float(np.mean((x > y) + 0.5 * (x == y))) for x, y in zip(*aucs, strict=True)]
+    assert [row["p"] for row in json.loads(out.read_text())] == pytest.approx(expected)
     for refused, fragment in [
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
+        (["compare", str(sweep_dir), str(sweep_dir / ".." / sweep_dir.name)], "lists a run directory twice"),
+        ([*argv[:3], "--metric", "eval/return_deterministic"], "logged no eval/return_deterministic"),
+        (["compare", str(other), str(reordered)], "differ in grid ([('lag.k', [0, 4])] against [('lag.k', [4, 0])])"),
     ]:
+        refused = [str(other) if arg == str(twin) else arg for arg in refused]  # the runs without an evaluation
         assert main(refused) == 2, refused
-        assert fragment in capsys.readouterr().err
+        assert fragment in capsys.readouterr().err, refused
 
 
 def test_a_summary_of_few_seeds_says_its_intervals_are_a_spread():

@@ -82,30 +82,65 @@ def run_render(args: RenderArgs) -> Path:
 
 def run_compare(args: CompareArgs) -> list[dict]:
     """``vaco-jax compare``: every run against the first, per grid point, paired by seed (:mod:`vaco_jax.runs.paired`);
-    a table, the seeds a mark needs, and JSON where ``--out`` says."""
+    a table, the seeds a mark needs, and JSON where ``--out`` says. Only runs that measure the same thing pair: the
+    same env, batch, iterations, grid (axes and values in order) and seeds, each run finished, none asynchronous (its
+    seeds share one lag realisation: not independent pairs). Every other config difference is listed."""
+    from vaco_jax.core.config import all_fields, get_field
+    from vaco_jax.core.presets import run_label
     from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
-    from vaco_jax.runs.saved import saved_result
+    from vaco_jax.runs.saved import recorded_run, saved_result
 
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
     if args.out is not None and args.out.exists() and not args.overwrite:
         raise ConfigError(f"{args.out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
-    names = [str(path) for path in args.run_dirs]
-    if len(set(names)) < len(names):
+    if len({path.resolve() for path in args.run_dirs}) < len(args.run_dirs):
         raise ConfigError("compare lists a run directory twice: name each run once")
+    names = [str(path) for path in args.run_dirs]
+    records = {name: recorded_run(path) for name, path in zip(names, args.run_dirs, strict=True)}
     results = {name: saved_result(path) for name, path in zip(names, args.run_dirs, strict=True)}
-    if args.metric not in results[names[0]].metrics:
-        raise ConfigError(f"{names[0]} logged no {args.metric} (eval/...: runs trained with --eval.every N)")
-    try:
-        rows = paired_comparisons(results, names[0], args.metric)
-    except ValueError as error:  # another grid or other seeds
-        raise ConfigError(f"compare: {error}; train them with the same --grid, --seed and --num-seeds") from None
-    algorithms = ", ".join(f"{name}: {result.config.algorithm}" for name, result in results.items())
+    reference = results[names[0]]
+    for name, result in results.items():
+        if records[name].asynchronous is not None:
+            raise ConfigError(
+                f"{name} ran --async: its seeds share one measured lag sequence, so they are not independent pairs"
+            )
+        if result.num_iterations < result.config.num_iterations:
+            raise ConfigError(
+                f"{name} stopped after {result.num_iterations} of {result.config.num_iterations} iterations: "
+                f"finish it first (vaco-jax train --resume {name}, or sweep)"
+            )
+        if args.metric not in result.metrics:
+            raise ConfigError(f"{name} logged no {args.metric} (eval/...: runs trained with --eval.every N)")
+        for what, mine, theirs in (
+            ("env", result.config.env.name, reference.config.env.name),
+            ("env steps per iteration", result.config.steps_per_iteration, reference.config.steps_per_iteration),
+            ("iterations", result.num_iterations, reference.num_iterations),
+            ("grid", list(result.grid.items()), list(reference.grid.items())),
+            ("seeds", result.seeds, reference.seeds),
+        ):
+            if mine != theirs:
+                raise ConfigError(
+                    f"{name} and {names[0]} differ in {what} ({theirs} against {mine}): their runs do not pair; "
+                    "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
+                    "--num-seeds"
+                )
+    rows = paired_comparisons(results, names[0], args.metric)
+    labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
     print(
         f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
-        f"({algorithms})\n"
+        f"({labels})"
     )
-    print(format_table(*comparison_cells(rows, list(results[names[0]].grid))))
+    for name in names[1:]:  # what else sets the runs apart: said, never hidden
+        differing = [
+            field
+            for field in all_fields(reference.config)
+            if field != "algorithm" and get_field(results[name].config, field) != get_field(reference.config, field)
+        ]
+        if differing:
+            print(f"  {name} differs from {names[0]} in: {', '.join(differing)}")
+    print()
+    print(format_table(*comparison_cells(rows, list(reference.grid))))
     print(markable_note(rows))
     if args.out is not None:
         writers.write_text_atomic(args.out, json.dumps(strict_json(rows), indent=2))

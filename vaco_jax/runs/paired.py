@@ -72,12 +72,14 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     seeds, threshold = rows[0]["seeds"], SIGNIFICANCE / len(rows)
     fewest = stats.fewest_one_way_to_reject(seeds, threshold)
     if fewest is not None:
-        return f"a mark needs at least {fewest} of {seeds} seeds going one way ({len(rows)} comparisons, Holm at 5%)"
+        compared = f"{len(rows)} comparison{'s' if len(rows) > 1 else ''}"
+        return f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%)"
     enough = next(n for n in range(seeds + 1, 64) if stats.smallest_signed_rank_p(n) < threshold)
     best = stats.smallest_signed_rank_p(seeds)
     return (
         f"{seeds} seeds can mark nothing here: even all {seeds} one way gives p = {best:.3g}, above the first Holm "
-        f"threshold {threshold:.3g} ({len(rows)} comparisons); from --num-seeds {enough}, all seeds one way could be"
+        f"threshold {threshold:.3g} ({len(rows)} comparison{'s' if len(rows) > 1 else ''}); from --num-seeds "
+        f"{enough}, all seeds one way could be"
     )
 
 

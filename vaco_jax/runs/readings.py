@@ -80,8 +80,8 @@ def few_seeds_note(num_seeds: int) -> str | None:
         return None
     return (
         f"{num_seeds} seed{'s' if num_seeds > 1 else ''}: the 95% intervals above resample {num_seeds} "
-        f"value{'s' if num_seeds > 1 else ''}, which covers far less than 95% at this count (read them as a spread; "
-        f"from {FEW_SEEDS} seeds as intervals); vaco-jax compare tests differences seed by seed"
+        f"value{'s' if num_seeds > 1 else ''}, which covers far less than 95% at this count (read them as a "
+        "spread); vaco-jax compare tests differences seed by seed"
     )
 
 

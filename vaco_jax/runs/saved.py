@@ -229,8 +229,9 @@ def load_run(
 
 
 def saved_result(run_dir: str | Path) -> SweepResult:
-    """The metrics a saved run streamed to its ``metrics/`` folder, as the :class:`SweepResult` its command returned
-    (its grid and seeds from its newest checkpoint's record; up to that checkpoint where the run was interrupted)."""
+    """The metrics a saved run streamed to its ``metrics/`` folder, as a :class:`SweepResult` (its config, grid and
+    seeds from its newest checkpoint's record): every iteration the folder holds, which for a run interrupted after
+    its newest checkpoint is more than that checkpoint's (its resume rewrites them)."""
     record = recorded_run(run_dir)
     directory = RunDirectory(run_dir)
     if not directory.metrics.is_dir():
