@@ -32,11 +32,16 @@ def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
     return grid
 
 
+def flag_given(argv: list[str], flag: str) -> bool:
+    """Whether ``argv`` gives ``flag`` (``--lag.max-lag``), alone or as ``FLAG=VALUE``, in either spelling of its
+    name (tyro takes ``--lag.max_lag`` as well)."""
+    return any(arg.split("=", 1)[0].replace("_", "-") == flag.replace("_", "-") for arg in argv)
+
+
 def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> None:
     """A field set both by --grid and by its own flag is ambiguous (config.json would record the flag's value)."""
     for path in grid:
-        flags = {f"--{path}", f"--{path.replace('_', '-')}"}
-        if any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv):
+        if flag_given(argv, f"--{path}"):
             raise ConfigError(
                 f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
                 "drop the flag, the grid sets it for every point"
@@ -103,7 +108,7 @@ def with_total_env_steps(config: Config, total: float | None, argv: list[str], r
     there, with the ``--num-iterations`` that would give those env steps."""
     if total is None:
         return config
-    if any(arg.split("=", 1)[0].replace("_", "-") == "--num-iterations" for arg in argv):
+    if flag_given(argv, "--num-iterations"):
         raise ConfigError("--total-env-steps and --num-iterations both set how long a run trains: give one of them")
     batch = config.steps_per_iteration
     shape = f"{config.env.num_envs} envs x {config.env.num_steps} steps = {batch:,}"
@@ -137,7 +142,7 @@ def with_lag_buffer_for(config: Config, grid: dict[str, list], argv: list[str]) 
     was not given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a
     line, since it sets a static shape. Only the flag is kept as given, and its error stands: a config file's or a
     preset's ``lag.max_lag`` below the largest lag is raised like the command's default."""
-    if any(arg.split("=", 1)[0].replace("_", "-") == "--lag.max-lag" for arg in argv):
+    if flag_given(argv, "--lag.max-lag"):
         return config
     if config.lag.kind not in LAG_KINDS_OF_K:
         return config
