@@ -312,6 +312,23 @@ def fewest_one_way_to_reject(num_pairs: int, threshold: float) -> int | None:
     return None
 
 
+def paired_comparison(x: np.ndarray, y: np.ndarray) -> dict[str, float | int]:
+    """X against Y seed by seed: ``p`` (:func:`paired_probability_of_improvement`), ``ci_low``/``ci_high`` (its
+    exact interval), ``wilcoxon_p`` (:func:`signed_rank_p` of :func:`paired_differences`), ``direction``
+    (:func:`signed_rank_direction`: the side a mark takes) and ``seeds``."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    differences = paired_differences(x, y)
+    low, high = paired_improvement_interval(x, y)
+    return {
+        "p": paired_probability_of_improvement(x, y),
+        "ci_low": low,
+        "ci_high": high,
+        "wilcoxon_p": signed_rank_p(differences),
+        "direction": signed_rank_direction(differences),
+        "seeds": int(x.size),
+    }
+
+
 def holm_adjusted(p_values: list[float]) -> list[float]:
     """Holm's step-down adjustment: with the m p-values sorted ascending, p_(i) becomes max_{j <= i} min(1,
     (m - j + 1) p_(j)); rejecting where the adjusted value is below alpha controls the family-wise error at alpha."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
 from vaco_jax.training.sweep import SweepResult
@@ -41,21 +39,8 @@ def paired_comparisons(
         for name in results:
             if name == reference:
                 continue
-            x = scores[name][index]
-            differences = stats.paired_differences(x, y)
-            low, high = stats.paired_improvement_interval(x, y)
             rows.append(
-                {
-                    **point,
-                    "variant": name,
-                    "reference": reference,
-                    "p": stats.paired_probability_of_improvement(x, y),
-                    "ci_low": low,
-                    "ci_high": high,
-                    "wilcoxon_p": stats.signed_rank_p(differences),
-                    "direction": stats.signed_rank_direction(differences),
-                    "seeds": int(np.size(x)),
-                }
+                {**point, "variant": name, "reference": reference, **stats.paired_comparison(scores[name][index], y)}
             )
     for row, adjusted in zip(rows, stats.holm_adjusted([row["wilcoxon_p"] for row in rows]), strict=True):
         row["holm_p"] = adjusted

@@ -28,18 +28,9 @@ def paired_comparison(x: Sequence[float], y: Sequence[float], margin: float | No
     """X against Y seed by seed (:mod:`vaco_jax.numerics.stats`): the paired P(X > Y) with its exact interval, the
     exact signed-rank p-value and the side its statistic leans to (a mark's direction), and, given the equivalence
     ``margin`` (in the score's units), the two one-sided tests' p-value."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    differences = stats.paired_differences(x, y)
-    low, high = stats.paired_improvement_interval(x, y)
-    comparison = {
-        "p": stats.paired_probability_of_improvement(x, y),
-        "ci_low": low,
-        "ci_high": high,
-        "wilcoxon_p": stats.signed_rank_p(differences),
-        "direction": stats.signed_rank_direction(differences),
-        "seeds": int(x.size),
-    }
+    comparison: dict[str, Any] = stats.paired_comparison(x, y)
     if margin is not None:
+        differences = stats.paired_differences(np.asarray(x, np.float64), np.asarray(y, np.float64))
         comparison |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
     return comparison
 

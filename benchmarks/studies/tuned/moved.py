@@ -54,7 +54,7 @@ def moved_rows(before: list[Row], after: list[Row], score: str = "learner_auc") 
             raise ValueError(
                 f"{_key(row)}: {y.size} seeds before and {x.size} after: the readings are not paired by seed"
             )
-        differences = stats.paired_differences(x, y)
+        tested = stats.paired_comparison(x, y)
         pairs.append(
             {
                 "env": row.env,
@@ -66,8 +66,8 @@ def moved_rows(before: list[Row], after: list[Row], score: str = "learner_auc") 
                 # IQM over seeds, a diverged seed counted as the worst (as the tables count it)
                 "before": float(stats.iqm(stats.worst_filled(y))),
                 "after": float(stats.iqm(stats.worst_filled(x))),
-                "wilcoxon_p": stats.signed_rank_p(differences),
-                "direction": stats.signed_rank_direction(differences),
+                "wilcoxon_p": tested["wilcoxon_p"],
+                "direction": tested["direction"],
                 "configuration_changed": old.knobs != row.knobs,
                 "mark_before": mark(old.comparisons.get(score)),
                 "mark_after": mark(row.comparisons.get(score)),
