@@ -542,10 +542,11 @@ def test_a_copied_cell_keeps_the_platform_that_made_its_numbers():
     assert made_by(here, None) == here  # a twin written before host records: the platform is unknown
 
 
-def test_background_runners_are_checked_before_anything_starts(study, tmp_path):
+def test_background_runners_are_checked_before_anything_starts(study, smoke, tmp_path):
     """rerun_in_background.sh's runners run side by side: a held-out block must be in the list of the block whose
-    searches it tests, after it, and no block in two lists; the script refuses such lists, unknown blocks and a WORK
-    inside the repository with exit 2 before it makes a worktree or starts a process."""
+    searches it tests, after it (unless those searches are committed already), and no block in two lists; the script
+    refuses such lists, unknown blocks and a WORK inside the repository with exit 2 before it makes a worktree or
+    starts a process."""
     import subprocess
 
     aggressive = ["CartPole-v1/aggressive", "Acrobot-v1/aggressive", "Catch-bsuite/aggressive"]
@@ -563,6 +564,14 @@ def test_background_runners_are_checked_before_anything_starts(study, tmp_path):
         "Acrobot-v1/aggressive is in runner 1 and runner 2"
     ]
     assert study.runner_problems("tuned", [["Acrobot-v1/aggressive"]]) == []  # its searches must be on disk already
+    # searches already finished (the smoke study's) tie the held-out block to nothing: any runner, any order
+    apart = [["CartPole-v1/aggressive"], ["Acrobot-v1/aggressive"]]
+    assert study.runner_problems("tuned-smoke", apart, smoke) == []
+    assert study.runner_problems("tuned-smoke", apart[::-1], smoke) == []
+    assert study.runner_problems("tuned-smoke", apart, tmp_path) == [  # none finished there
+        "Acrobot-v1/aggressive (runner 2) tests the searches of CartPole-v1/aggressive, which runner 1 runs: put "
+        "both in one runner, CartPole-v1/aggressive first"
+    ]
     root = _BENCHMARKS.parent
     script = _BENCHMARKS / "studies" / "tuned" / "rerun_in_background.sh"
     work = tmp_path / "work"
@@ -570,9 +579,13 @@ def test_background_runners_are_checked_before_anything_starts(study, tmp_path):
         ([], "A tuned-study rerun that outlives sessions and machines"),
         ([str(root / "scratch"), "CartPole-v1/aggressive"], "must be outside the repository"),
         ([str(work), "CartPole-v1/agressive"], "the preset's blocks are"),
-        ([str(work), "Pendulum-v1/aggressive", "brax/reacher/aggressive"], "put both in one runner"),
+        ([str(work), "CartPole-v1/aggressive", "Acrobot-v1/aggressive"], "put both in one runner"),
     ):
-        done = subprocess.run(["bash", str(script), *arguments], cwd=root, capture_output=True, text=True, timeout=120)
+        # the smoke preset: no committed rerun cells (its staging folder does not exist) finish a search
+        environ = {**os.environ, "PRESET": "tuned-smoke"}
+        done = subprocess.run(
+            ["bash", str(script), *arguments], cwd=root, capture_output=True, text=True, timeout=120, env=environ
+        )
         assert done.returncode == 2 and said in done.stdout + done.stderr, (arguments, done.stdout, done.stderr)
     assert not work.exists()  # nothing made
 

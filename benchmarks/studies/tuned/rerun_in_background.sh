@@ -4,7 +4,8 @@
 #   benchmarks/studies/tuned/rerun_in_background.sh WORK "BLOCK BLOCK ..." ["BLOCK ..." ...]
 #
 # WORK is a folder outside the repository (e.g. /tmp/tuned-rerun). Each quoted list of blocks (ENV/REGIME, in the order
-# to run them; a held-out block in the list of the block whose searches it tests, after it: checked) is one runner:
+# to run them; a held-out block in the list of the block whose searches it tests, after it, unless those searches are
+# committed already: checked) is one runner:
 # runners run side by side, cell by cell, from a clean worktree of HEAD (WORK/worktree, made once and moved to HEAD
 # on a later start; .venv linked from this checkout), writing into WORK. The cells already committed in the staging
 # folder (benchmarks/results/lag_robustness/PRESET-rerun) are copied into WORK first, so nothing finished runs again.
@@ -90,7 +91,7 @@ case "${1:-}" in
     exit ;;
 esac
 if [ $# -lt 2 ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(git rev-parse --show-toplevel)
@@ -115,10 +116,12 @@ if [ -f "$WORK/pgids" ]; then
   done <"$WORK/pgids"
 fi
 # unknown blocks, a block in two lists, a held-out block away from (or before) the block it takes its searches from
-.venv/bin/python - "$PRESET" "$@" <<'EOF' || exit 2
+# when they are not all committed yet
+.venv/bin/python - "$PRESET" "$STAGING" "$@" <<'EOF' || exit 2
 import sys
+from pathlib import Path
 from benchmarks.studies.tuned.study import runner_problems
-problems = runner_problems(sys.argv[1], [blocks.split() for blocks in sys.argv[2:]])
+problems = runner_problems(sys.argv[1], [blocks.split() for blocks in sys.argv[3:]], Path(sys.argv[2]))
 for problem in problems:
     print(problem, file=sys.stderr)
 sys.exit(2 if problems else 0)

@@ -157,11 +157,12 @@ def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = (), blocks: Seque
     return cells
 
 
-def runner_problems(preset_name: str, runners: Sequence[Sequence[str]]) -> list[str]:
+def runner_problems(preset_name: str, runners: Sequence[Sequence[str]], done_dir: Path | None = None) -> list[str]:
     """Why these lists of blocks cannot run side by side, one runner each, every list in its order
     (``rerun_in_background.sh``): a block in two lists, or a block that tests the searches of a block another list
-    runs (it would find them missing and fail) or that its own list runs after it. Empty: they can. An unknown block
-    is refused (SystemExit) as ``--block`` refuses it."""
+    runs (it would find them missing and fail) or that its own list runs after it, unless every search it needs is
+    already in ``done_dir`` (the committed cells). Empty: they can. An unknown block is refused (SystemExit) as
+    ``--block`` refuses it."""
     preset = PRESETS[preset_name]
     runs = {}  # block -> (runner, position)
     problems = []
@@ -172,10 +173,14 @@ def runner_problems(preset_name: str, runners: Sequence[Sequence[str]]) -> list[
                 problems.append(f"{block} is in runner {runs[block][0]} and runner {i}")
             runs.setdefault(block, (i, j))
     for block, (i, j) in runs.items():
-        searched = {block_name(s.block) for c in shard_cells(preset, (), [block]) for s in source_cells(preset, c)}
-        for source in sorted(searched - {block}):
+        needed = {s for c in shard_cells(preset, (), [block]) for s in source_cells(preset, c)}
+        for source in sorted({block_name(s.block) for s in needed} - {block}):
             if source not in runs:
                 continue  # its searches must be on disk already (the study says so if not)
+            if done_dir is not None and all(
+                load_cell(done_dir, preset, s) is not None for s in needed if block_name(s.block) == source
+            ):
+                continue  # every search it needs has finished: no order between the two
             k, position = runs[source]
             if k != i:
                 problems.append(
