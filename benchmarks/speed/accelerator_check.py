@@ -35,17 +35,19 @@ On a machine without network access, install the pinned dependencies from wheels
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import jax
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import git_commit
 from benchmarks.speed.driver_overlap import one_run
 from benchmarks.speed.throughput import brax_config, reference_config, time_minimal, time_rollout_only, time_vaco
@@ -66,6 +68,37 @@ def purejaxrl_config(num_iterations: int) -> Config:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class StageArgs:
+    """What the stages read: the sizes of a full check, or with ``--quick`` tiny ones, and when a subprocess stage
+    (the tests) must end."""
+
+    quick: bool
+    repeats: int
+    updates: int
+    seed_counts: tuple[int, ...]
+    seed_iterations: int
+    reference_iterations: int
+    gap_iterations: int
+    brax_iterations: int
+    stage_deadline: float
+
+    @classmethod
+    def sized(cls, quick: bool, repeats: int, stage_deadline: float) -> StageArgs:
+        """The full check's sizes with ``repeats`` timed runs, or with ``quick`` tiny ones and one run."""
+        return cls(
+            quick=quick,
+            repeats=1 if quick else repeats,
+            updates=8 if quick else PUREJAXRL_UPDATES,
+            seed_counts=(1, 4) if quick else (1, 64, 1024),
+            seed_iterations=4 if quick else 100,
+            reference_iterations=2 if quick else 20,
+            gap_iterations=20 if quick else 200,
+            brax_iterations=2 if quick else 20,
+            stage_deadline=stage_deadline,
+        )
+
+
 def device_description() -> dict:
     devices = jax.devices()
     return {**machine.describe(), "device_kind": devices[0].device_kind, "device_count": len(devices)}
@@ -77,7 +110,7 @@ def compared(vaco: dict, minimal: dict) -> dict:
     return {"vaco_jax": vaco, "minimal_ppo": minimal, "speed_ratio": ratio}
 
 
-def stage_purejaxrl(args) -> dict:
+def stage_purejaxrl(args: StageArgs) -> dict:
     config = purejaxrl_config(args.updates)
     vaco = time_vaco(config, 1, args.repeats)
     minimal = time_minimal(4, args.updates, 1, args.repeats)
@@ -93,7 +126,7 @@ def stage_purejaxrl(args) -> dict:
     }
 
 
-def stage_seeds(args) -> dict:
+def stage_seeds(args: StageArgs) -> dict:
     rows = []
     for seeds in args.seed_counts:
         config = purejaxrl_config(args.seed_iterations)
@@ -105,12 +138,12 @@ def stage_seeds(args) -> dict:
     return {"num_envs": 4, "updates": args.seed_iterations, "rows": rows}
 
 
-def stage_reference(args) -> dict:
+def stage_reference(args: StageArgs) -> dict:
     vaco = time_vaco(reference_config(args.reference_iterations), 4, args.repeats)
     return compared(vaco, time_minimal(64, args.reference_iterations, 4, args.repeats))
 
 
-def stage_driver_gap(args) -> dict:
+def stage_driver_gap(args: StageArgs) -> dict:
     config = Config(
         num_iterations=args.gap_iterations,
         env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128, normalize_observations=True),
@@ -121,7 +154,7 @@ def stage_driver_gap(args) -> dict:
     return {mode: one_run(driver, 8, 10, overlap=mode == "overlap") for mode in ("serial", "overlap")}
 
 
-def stage_brax(args) -> dict:
+def stage_brax(args: StageArgs) -> dict:
     results = {}
     for backend, seeds in (("spring", 1), ("mjx", 1), ("mjx", 64)):
         config = brax_config(backend, args.brax_iterations)
@@ -133,7 +166,7 @@ def stage_brax(args) -> dict:
     return results
 
 
-def stage_tests(args) -> dict:
+def stage_tests(args: StageArgs) -> dict:
     """The end-to-end learning tests (``tests/test_learning.py``) on this device, within the time that is left:
     every algorithm must still learn where the numerics are not the CPU's."""
     import os
@@ -154,7 +187,7 @@ def stage_tests(args) -> dict:
         return {"command": " ".join(command), "timed_out_after_s": timeout, "output_tail": output[-3000:]}
 
 
-def stage_multi_device(args) -> dict:
+def stage_multi_device(args: StageArgs) -> dict:
     """The same sweep on one device, on all of one process's devices, and as one process per device."""
     import os
 
@@ -166,7 +199,9 @@ def stage_multi_device(args) -> dict:
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     gpus = (visible or [str(i) for i in range(count)]) if jax.default_backend() == "gpu" else None
     table = distributed_scaling.ways(count)
-    sweep = argparse.Namespace(runs=4 * count if args.quick else 64 * count, iterations=args.seed_iterations)
+    sweep = distributed_scaling.ScalingArgs(
+        runs=4 * count if args.quick else 64 * count, iterations=args.seed_iterations
+    )
     rows = {name: distributed_scaling.run_way(name, sweep, table, gpus) for name in table}
     base = rows["one process, one device"]["run_iterations_per_second"]
     for name, row in rows.items():
@@ -175,7 +210,7 @@ def stage_multi_device(args) -> dict:
     return {"runs": sweep.runs, "iterations": sweep.iterations, "ways": rows}
 
 
-def stage_memory_estimate(args) -> dict:
+def stage_memory_estimate(args: StageArgs) -> dict:
     """The automatic split's estimate of a 64-run program's temporaries against XLA's compiled figure."""
     from vaco_jax.training import memory
 
@@ -198,7 +233,7 @@ def stage_memory_estimate(args) -> dict:
     return {"runs": runs, "tasks": rows}
 
 
-STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
+STAGES: dict[str, Callable[[StageArgs], dict]] = {
     "purejaxrl": stage_purejaxrl,
     "seeds": stage_seeds,
     "reference": stage_reference,
@@ -210,28 +245,31 @@ STAGES: dict[str, Callable[[argparse.Namespace], dict]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="the JSON file, rewritten after each stage")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="start no stage after this many seconds")
-    parser.add_argument("--stages", nargs="+", choices=tuple(STAGES), default=list(STAGES))
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="tiny shapes and counts: a check of the script itself")
-    args = parser.parse_args(argv)
-    args.updates = 8 if args.quick else PUREJAXRL_UPDATES
-    args.seed_counts = (1, 4) if args.quick else (1, 64, 1024)
-    args.seed_iterations = 4 if args.quick else 100
-    args.reference_iterations = 2 if args.quick else 20
-    args.gap_iterations = 20 if args.quick else 200
-    args.brax_iterations = 2 if args.quick else 20
-    if args.quick:
-        args.repeats = 1
+@dataclasses.dataclass
+class CheckArgs:
+    """The flags of ``python -m benchmarks.speed.accelerator_check``."""
+
+    out: Path
+    """The JSON file, rewritten after each stage."""
+    budget_s: float = 420.0
+    """Start no stage after this many seconds."""
+    stages: tuple[Literal[tuple(STAGES)], ...] = tuple(STAGES)  # type: ignore[valid-type]
+    """The stages to run, in this order."""
+    repeats: int = 2
+    """Timed runs of each program; the best is reported (1 with --quick)."""
+    quick: bool = False
+    """Tiny shapes and counts: a check of the script itself."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(CheckArgs, argv, __doc__)
     start = time.perf_counter()
-    args.stage_deadline = start + args.budget_s + 60  # a subprocess stage (the tests) ends by then
+    # a subprocess stage (the tests) ends by the deadline
+    sizes = StageArgs.sized(args.quick, args.repeats, stage_deadline=start + args.budget_s + 60)
     payload: dict = {
         "machine": device_description(),
         "commit": git_commit(ROOT),
-        "argv": sys.argv[1:] if argv is None else argv,
+        "argv": sys.argv[1:] if argv is None else list(argv),
         "quick": args.quick,
         "stages": {},
         "skipped": [],
@@ -245,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"== {name}", flush=True)
         stage_start = time.perf_counter()
         try:
-            payload["stages"][name] = {**STAGES[name](args), "stage_seconds": time.perf_counter() - stage_start}
+            payload["stages"][name] = {**STAGES[name](sizes), "stage_seconds": time.perf_counter() - stage_start}
         except Exception:  # one stage's failure (a missing package, an API change) must not lose the others
             payload["failed"][name] = traceback.format_exc()
             print(payload["failed"][name], flush=True)

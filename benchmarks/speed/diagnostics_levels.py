@@ -15,14 +15,16 @@ Writes ``benchmarks/results/diagnostics_levels.json`` and prints a markdown tabl
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.minimal_ppo import make_minimal_ppo
 from benchmarks.common.provenance import write_result
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
@@ -95,11 +97,18 @@ def measure(num_envs: int, updates: int, repeats: int) -> list[dict]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/diagnostics_levels.json")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class DiagnosticsLevelsArgs:
+    """The flags of ``python -m benchmarks.speed.diagnostics_levels``."""
+
+    repeats: int = 3
+    """Timed runs of each program (round-robin); the best is reported."""
+    out: Path = ROOT / "benchmarks/results/diagnostics_levels.json"
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(DiagnosticsLevelsArgs, argv, __doc__)
     blocks = {}
     for name, (num_envs, updates) in SHAPES.items():
         blocks[name] = measure(num_envs, updates, args.repeats)

@@ -16,15 +16,17 @@ Writes ``benchmarks/results/distributed_scaling.json`` and prints a markdown tab
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import git_commit, write_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +48,29 @@ def ways(count: int) -> dict[str, tuple[int, int]]:
 WAYS = {**ways(2), "two processes, two devices each": (2, 2)}  # this machine's CPUs: forced devices
 
 
-def worker(args: argparse.Namespace) -> None:
+@dataclasses.dataclass
+class ScalingArgs:
+    """The flags of ``python -m benchmarks.speed.distributed_scaling``."""
+
+    runs: int = 8
+    """Seeds in the sweep (a multiple of 4)."""
+    iterations: int = 150
+    """Training iterations of the sweep."""
+    repeats: int = 3
+    """Rounds of every way (round-robin); the best round of each is reported."""
+    out: Path = ROOT / "benchmarks/results/distributed_scaling.json"
+    """The result file."""
+    worker: bool = False
+    """Internal: run as one worker process of a way."""
+    processes: int = 1
+    """Internal: a worker's number of processes in its way."""
+    process_id: int = 0
+    """Internal: a worker's process index."""
+    port: int = 0
+    """Internal: the coordinator's localhost port."""
+
+
+def worker(args: ScalingArgs) -> None:
     """One process of a way: join the others (if any), compile, warm up, time the sweep; process 0 prints JSON."""
     from vaco_jax.training import distributed
 
@@ -99,7 +123,9 @@ def worker_env(processes: int, devices: int, process_id: int, gpus: list[str] | 
     return env
 
 
-def run_way(name: str, args: argparse.Namespace, table: dict[str, tuple[int, int]] = WAYS, gpus=None) -> dict:
+def run_way(
+    name: str, args: ScalingArgs, table: dict[str, tuple[int, int]] = WAYS, gpus: list[str] | None = None
+) -> dict:
     """Train the sweep one way (``table[name]``) in fresh worker processes; process 0's measurement."""
     processes, devices = table[name]
     port = free_port()
@@ -123,17 +149,8 @@ def run_way(name: str, args: argparse.Namespace, table: dict[str, tuple[int, int
     return json.loads(line.removeprefix("RESULT "))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=8, help="seeds in the sweep (a multiple of 4)")
-    parser.add_argument("--iterations", type=int, default=150)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/distributed_scaling.json")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--processes", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(ScalingArgs, argv, __doc__)
     if args.worker:
         worker(args)
         return

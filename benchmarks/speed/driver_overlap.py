@@ -13,14 +13,16 @@ time. With ``overlap`` (the default) the metric callbacks run while the next chu
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.cli import parse
 from vaco_jax import Config, Driver, EnvConfig, PPOConfig, TrainProgram
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs import machine
@@ -64,14 +66,24 @@ def one_run(driver: Driver, seeds: int, chunk_size: int, overlap: bool) -> dict[
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--iterations", type=int, default=200)
-    parser.add_argument("--chunk-size", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/driver_overlap.json")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class DriverOverlapArgs:
+    """The flags of ``python -m benchmarks.speed.driver_overlap``."""
+
+    seeds: int = 8
+    """Seeds trained at once."""
+    iterations: int = 200
+    """Training iterations per run."""
+    chunk_size: int = 10
+    """Iterations per chunk (one host round trip each)."""
+    repeats: int = 3
+    """Timed runs of each mode (alternating); the best is reported."""
+    out: Path = ROOT / "benchmarks/results/driver_overlap.json"
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(DriverOverlapArgs, argv, __doc__)
     config = Config(
         num_iterations=args.iterations,
         env=EnvConfig(name="CartPole-v1", num_envs=16, num_steps=128, normalize_observations=True),

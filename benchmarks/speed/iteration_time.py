@@ -13,12 +13,14 @@ are the best of ``--repeats``.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
+import tyro
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 
@@ -46,13 +48,24 @@ def seconds_per_iteration(lag: LagConfig, *, iterations: int, repeats: int) -> f
     return best / iterations
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--label", required=True, help="name of this version of the code, e.g. before or after")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+@dataclasses.dataclass
+class IterationTimeArgs:
+    """The flags of ``python benchmarks/speed/iteration_time.py``."""
+
+    label: str
+    """Name of this version of the code, e.g. before or after."""
+    out: Path
+    """The result file."""
+    iterations: int = 20
+    """Training iterations per timed run."""
+    repeats: int = 3
+    """Timed runs of each row; the best is reported."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    # tyro itself, not benchmarks.common.cli (the same call for these flags): run by path with PYTHONPATH at an
+    # earlier checkout, ``benchmarks`` is that checkout's (if any), which may have no common/cli.py
+    args = tyro.cli(IterationTimeArgs, args=argv, description=__doc__)
     result = {
         name: seconds_per_iteration(lag, iterations=args.iterations, repeats=args.repeats) for name, lag in ROWS.items()
     }

@@ -10,11 +10,13 @@ Usage: python -m benchmarks.speed.memory_table [--out benchmarks/results/memory_
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.common.cli import parse
 from vaco_jax import Config, EnvConfig, LagConfig, NetworkConfig, PPOConfig
 from vaco_jax.runs import machine
 from vaco_jax.runs.writers import write_text_atomic
@@ -39,10 +41,16 @@ def mib(size: int | None) -> float | None:
     return None if size is None else round(size / 2**20, 1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/memory_table.json"))
-    args = parser.parse_args()
+@dataclasses.dataclass
+class MemoryTableArgs:
+    """The flags of ``python -m benchmarks.speed.memory_table``."""
+
+    out: Path = Path("benchmarks/results/memory_table.json")
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(MemoryTableArgs, argv, __doc__)
     rows = []
     for network, max_lag, seeds in itertools.product(NETWORKS, MAX_LAGS, SEEDS):
         report = estimate(row_config(max_lag, NETWORKS[network]), seeds, chunk_size=10)

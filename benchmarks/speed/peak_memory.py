@@ -12,7 +12,7 @@ Usage: python -m benchmarks.speed.peak_memory [--iterations 1000 3000 10000] [--
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -20,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import block_markers, replace_readme_block
 from vaco_jax.runs import machine
 from vaco_jax.runs.writers import write_text_atomic
@@ -98,14 +100,24 @@ def update_readme(payload: dict, readme: Path) -> None:
     replace_readme_block(readme, (README_START, README_END), [readme_table(payload)])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, nargs="+", default=[1000, 3000, 10000])
-    parser.add_argument("--source", type=Path, default=None, help="a checkout whose vaco_jax to measure")
-    parser.add_argument("--label", default=STREAMED)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/peak_memory.json"))
-    parser.add_argument("--readme", action="store_true", help="rewrite the README's table from --out and exit")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class PeakMemoryArgs:
+    """The flags of ``python -m benchmarks.speed.peak_memory``."""
+
+    iterations: tuple[int, ...] = (1000, 3000, 10000)
+    """The training runs' iteration counts, one child process each."""
+    source: Path | None = None
+    """A checkout whose vaco_jax to measure."""
+    label: str = STREAMED
+    """The rows' label in --out (rows of other labels are kept)."""
+    out: Path = Path("benchmarks/results/peak_memory.json")
+    """The result file."""
+    readme: bool = False
+    """Rewrite the README's table from --out and exit."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(PeakMemoryArgs, argv, __doc__)
     if args.readme:
         update_readme(json.loads(args.out.read_text()), Path("README.md"))
         return

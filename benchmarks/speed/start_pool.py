@@ -12,13 +12,15 @@ Usage: python -m benchmarks.speed.start_pool [--tasks hopper ant inverted_pendul
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.provenance import git_commit
 from vaco_jax import Config, Driver, EnvConfig, NetworkConfig, PPOConfig, TrainProgram, seed_keys, stack_hparams
 from vaco_jax.core.files import write_text_atomic
@@ -54,13 +56,22 @@ def measure(task: str, start_pool: int | None, iterations: int, repeats: int) ->
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["hopper", "ant", "inverted_pendulum"])
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/start_pool.json"))
-    args = parser.parse_args()
+@dataclasses.dataclass
+class StartPoolArgs:
+    """The flags of ``python -m benchmarks.speed.start_pool``."""
+
+    tasks: tuple[str, ...] = ("hopper", "ant", "inverted_pendulum")
+    """The brax tasks to measure (names without the brax/ prefix)."""
+    iterations: int = 10
+    """Training iterations per timing."""
+    repeats: int = 2
+    """Timed runs of each setting; the best is reported."""
+    out: Path = Path("benchmarks/results/start_pool.json")
+    """The result file."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(StartPoolArgs, argv, __doc__)
     rows, lines = [], []
     for task in args.tasks:
         results = {name: measure(task, pool, args.iterations, args.repeats) for name, pool in SETTINGS.items()}

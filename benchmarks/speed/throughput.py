@@ -24,14 +24,17 @@ Usage: python -m benchmarks.speed.throughput [--quick] [--suite gymnax|brax] [--
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import jax
 import numpy as np
 
+from benchmarks.common.cli import parse
 from benchmarks.common.minimal_ppo import make_minimal_ppo
 from vaco_jax import (
     Config,
@@ -98,17 +101,26 @@ def time_minimal(num_envs: int, num_iterations: int, num_seeds: int, repeats: in
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer iterations and a smaller scaling grid")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--suite", choices=("gymnax", "brax"), default="gymnax")
-    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/throughput[_brax].json")
-    args = parser.parse_args()
+@dataclasses.dataclass
+class ThroughputArgs:
+    """The flags of ``python -m benchmarks.speed.throughput``."""
+
+    quick: bool = False
+    """Fewer iterations and a smaller scaling grid."""
+    repeats: int = 2
+    """Timed runs of each program; the best is reported."""
+    suite: Literal["gymnax", "brax"] = "gymnax"
+    """What to measure: CartPole against the minimal loop (gymnax), or brax's backends and trainer (brax)."""
+    out: Path | None = None
+    """The result file (default benchmarks/results/throughput[_brax].json)."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(ThroughputArgs, argv, __doc__)
     if args.suite == "brax":
-        args.out = args.out or Path("benchmarks/results/throughput_brax.json")
-        return brax_suite(args)
-    args.out = args.out or Path("benchmarks/results/throughput.json")
+        brax_suite(args, args.out or Path("benchmarks/results/throughput_brax.json"))
+        return
+    out = args.out or Path("benchmarks/results/throughput.json")
     iterations = 10 if args.quick else 20
     rows, results = [], {}
 
@@ -159,9 +171,9 @@ def main() -> None:
             print(f"{algorithm} / ppo time per iteration: {measured['time_ratio_to_ppo']:.3f}x")
     print(f"max_lag=16 / max_lag=0 time (1 actor group): {results['lag_overhead']['time_ratio']:.3f}x")
     print(f"4 actor groups / 1 group time (max_lag=16): {results['lag_overhead']['groups_time_ratio']:.3f}x")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(results, indent=2))
-    print(f"wrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, json.dumps(results, indent=2))
+    print(f"wrote {out}")
 
 
 # ----------------------------------------------------------------------------- brax
@@ -305,7 +317,8 @@ def time_brax_ppo(backend: str, iterations: int) -> dict:
     }
 
 
-def brax_suite(args) -> None:
+def brax_suite(args: ThroughputArgs, out: Path) -> None:
+    """The brax suite (``--suite brax``), written to ``out``."""
     iterations = 10 if args.quick else 30
     results: dict = {"env": f"brax/{BRAX_ENV}", "shape": BRAX_SHAPE, "iterations": iterations, "backends": {}}
     rows = []
@@ -326,9 +339,9 @@ def brax_suite(args) -> None:
         print(f"{name:42s} {r['env_steps_per_s']:12,.0f} {r['compile_seconds']:9.1f}")
     print(f"{'spring: training (brax PPO)':42s} {brax_ppo['env_steps_per_s']:12,.0f}")
     print(f"\nvaco_jax PPO / brax PPO training speed (spring): {results['speed_ratio_vs_brax_ppo']:.2f}x")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(results, indent=2))
-    print(f"wrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, json.dumps(results, indent=2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

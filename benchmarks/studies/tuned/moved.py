@@ -14,13 +14,16 @@ e.g. the report before a rerun from git (``git show COMMIT:benchmarks/results/la
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tyro
 
+from benchmarks.common.cli import parse
 from benchmarks.studies.tuned.comparisons import SIGNIFICANCE, marks
 from benchmarks.studies.tuned.rows import Row
 from vaco_jax.numerics import stats
@@ -102,13 +105,22 @@ def read_rows(path: Path) -> list[Row]:
     return [Row.from_record(record) for record in json.loads(Path(path).read_text())["rows"]]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("before", type=Path, help="the tuned.json of the report before the rerun")
-    parser.add_argument("after", type=Path, help="the tuned.json of the report after it")
-    parser.add_argument("--score", default="learner_auc", help="the per-seed score compared (default learner_auc)")
-    parser.add_argument("--out", type=Path, default=None, help="also write every pair compared as JSON here")
-    args = parser.parse_args(argv)
+@dataclasses.dataclass
+class MovedArgs:
+    """The arguments of ``python -m benchmarks.studies.tuned.moved``."""
+
+    before: tyro.conf.Positional[Path]
+    """The tuned.json of the report before the rerun."""
+    after: tyro.conf.Positional[Path]
+    """The tuned.json of the report after it."""
+    score: str = "learner_auc"
+    """The per-seed score compared."""
+    out: Path | None = None
+    """Also write every pair compared as JSON here."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(MovedArgs, argv, __doc__)
     pairs = moved_rows(read_rows(args.before), read_rows(args.after), args.score)
     print("\n".join(moved_table(pairs)))
     moved = sum(p["moved"] for p in pairs)
