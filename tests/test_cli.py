@@ -538,6 +538,22 @@ def test_the_readme_demo_table_is_the_committed_demo_summary():
         assert [c.strip() for c in line.strip("|").split("|")] == expected
 
 
+def test_the_main_jobs_quoted_time_is_the_committed_demo_runs():
+    """The README and getting-started quote the main job's time, with its machine, from the committed demo output."""
+    from benchmarks.studies import demo_results
+
+    root = Path(__file__).resolve().parents[1]
+    output = (root / "benchmarks" / "results" / "demo" / "demo_output.txt").read_text()
+    machine = json.loads(output.splitlines()[0].removeprefix("# machine: "))
+    quoted = demo_results.minutes_and_seconds(demo_results.recorded_wall_time(output))
+    assert demo_results.minutes_and_seconds(177.3) == "2 min 57 s"  # the README's form
+    on = f"on a {machine['cpu_count']}-core {machine['processor']} CPU"
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"The main job ({quoted} {on} after the install)" in readme
+    started = " ".join((root / "docs" / "getting-started.md").read_text().split())
+    assert f"The main job took {quoted} after the install (compiling included) {on}" in started
+
+
 def test_the_readme_peak_memory_table_is_the_committed_measurement():
     """The README's peak-RSS figures come from benchmarks/results/peak_memory.json, and they show a flat peak."""
 

@@ -1,7 +1,8 @@
 """Run the README's main job (``vaco-jax demo``) and commit-ready copies of what the README cites from it.
 
-Writes ``benchmarks/results/demo/``: the console output (``demo_output.txt``), the combined figure, and per variant
-``config.json`` and ``summary.json`` (the README's demo table is checked against these by a test). The full run
+Writes ``benchmarks/results/demo/``: the console output (``demo_output.txt``, headed by the machine and the demo's
+wall time, compiling included), the combined figure, and per variant ``config.json`` and ``summary.json`` (the
+README's demo table and its quoted time are checked against these by tests). The full run
 directory stays in ``--out-dir`` (default ``runs/demo``).
 
     .venv/bin/python -m benchmarks.studies.demo_results
@@ -15,6 +16,7 @@ import io
 import json
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,19 @@ from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.machine import describe
 
 ROOT = Path(__file__).resolve().parents[2]
+WALL_TIME = "wall seconds (the demo command, compiling included, in this process):"
+
+
+def recorded_wall_time(output: str) -> float:
+    """The demo's wall seconds from a ``demo_output.txt``'s header."""
+    line = next(line for line in output.splitlines() if line.startswith(f"# {WALL_TIME}"))
+    return float(line.removeprefix(f"# {WALL_TIME}"))
+
+
+def minutes_and_seconds(seconds: float) -> str:
+    """``177.3`` -> ``"2 min 57 s"``, as the README quotes the main job's time."""
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60} s"
 
 
 class _Tee(io.TextIOBase):
@@ -44,13 +59,15 @@ class _Tee(io.TextIOBase):
 
 def run(out_dir: Path, results: Path) -> None:
     tee = _Tee(sys.stdout)
+    start = time.perf_counter()
     with contextlib.redirect_stdout(tee):
         code = cli.main(["demo", "--out-dir", str(out_dir)])
+    seconds = time.perf_counter() - start
     if code:
         raise SystemExit(code)
     results.mkdir(parents=True, exist_ok=True)
-    machine = json.dumps(describe())
-    write_text_atomic(results / "demo_output.txt", f"# machine: {machine}\n" + tee.copy.getvalue())
+    header = f"# machine: {json.dumps(describe())}\n# {WALL_TIME} {seconds:.1f}\n"
+    write_text_atomic(results / "demo_output.txt", header + tee.copy.getvalue())
     shutil.copyfile(out_dir / "final_vs_lag.k.png", results / "final_vs_lag.k.png")
     for variant in DemoArgs().algorithms:
         (results / variant).mkdir(exist_ok=True)
