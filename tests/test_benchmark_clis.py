@@ -58,10 +58,10 @@ def _accelerator_check_sh() -> list[str]:
     return [word.replace("$OUT", "/tmp/accelerator_out") for word in flags]
 
 
-def _committed_accelerator_argvs() -> list[list[str]]:
-    """The argv each committed accelerator check recorded."""
-    found = [json.loads(p.read_text()).get("argv") for p in sorted((ROOT / "benchmarks/results/accelerator").glob("*"))]
-    return [argv for argv in found if argv]
+def _committed_accelerator_argvs() -> list[tuple[list[str], tuple[str, ...]]]:
+    """The argv each committed accelerator check recorded, with the stages it ran (what the argv must parse to)."""
+    found = [json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks/results/accelerator").glob("*.json"))]
+    return [(record["argv"], tuple(record["stages"])) for record in found if record.get("argv")]
 
 
 # (where it is shown, script, argv, the values it must give)
@@ -85,8 +85,8 @@ INVOCATIONS: list[tuple[str, str, list[str], dict[str, Any]]] = [
         {"stages": ("purejaxrl", "seeds")},
     ),
     *(
-        ("benchmarks/results/accelerator/*.json", "accelerator_check", argv, {"stages": ("purejaxrl", "reference")})
-        for argv in _committed_accelerator_argvs()
+        ("benchmarks/results/accelerator/*.json", "accelerator_check", argv, {"stages": stages})
+        for argv, stages in _committed_accelerator_argvs()
     ),
     (
         "benchmarks/speed/accelerator_check.py",
