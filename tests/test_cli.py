@@ -865,6 +865,15 @@ def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_
     assert with_lag_buffer_for(config, {"lag.k": [0, 2]}, []) is config
     geometric = Config(lag=LagConfig(kind="geometric", max_lag=4, k=9))
     assert with_lag_buffer_for(geometric, {}, []) is geometric
+    # an empirical histogram is over lags 0..max_lag: its length sizes the buffer (it was an error naming max_lag + 1
+    # values); a replayed sequence's largest lag raises it
+    empirical = with_lag_buffer_for(Config(lag=LagConfig(kind="empirical", weights=(0, 5, 3, 2, 1))), {}, [])
+    assert empirical.lag.max_lag == 4 and "lag.weights' 5 values" in capsys.readouterr().err
+    shorter = Config(lag=LagConfig(kind="empirical", max_lag=4, weights=(1, 1)))
+    assert with_lag_buffer_for(shorter, {}, []).lag.max_lag == 1
+    assert with_lag_buffer_for(shorter, {}, ["--lag.max-lag", "4"]) is shorter  # given: its error stands
+    replay = Config(lag=LagConfig(kind="replay", max_lag=4, sequence=(0, 2, 7, 1)))
+    assert with_lag_buffer_for(replay, {}, []).lag.max_lag == 7
     assert with_lag_buffer_for(Config(lag=LagConfig(k=3)), {}, []).lag.max_lag == 3  # train --lag.k 3
     shape = [arg for i, arg in enumerate(TINY) if "--lag.max-lag" not in TINY[max(i - 1, 0) : i + 1]]
     out = tmp_path / "sweep"
@@ -889,6 +898,14 @@ def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
     assert header == ["lag.k", "AUC: actors' training return", "AUC: learner, mode", "AUC: learner, sampled"]
     assert lines == [["0", "4.0", "20.0", "1.0"], ["4", "3.0", "60.0", "2.0"]]  # IQM of 2 seeds: their mean
     assert readings_cells(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {"episode/return": train})) is None
+    # the header blames stale actors only where the actors were stale
+    from vaco_jax.runs.readings import readings_report
+
+    unlagged = readings_report(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], metrics))
+    assert "IQM over seeds of each reading (no lag here):" in unlagged and "stale" not in unlagged
+    lags = np.broadcast_to(np.array([0.0, 4.0])[:, None, None], train.shape)
+    lagged = readings_report(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {**metrics, "lag/mean": lags}))
+    assert "the actors are stale under lag" in lagged and "realised mean lag over the run: lag.k=0: 0.0" in lagged
 
 
 def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
@@ -914,8 +931,7 @@ def test_the_lag_a_short_run_really_had_is_said_after_its_summary():
     assert note.endswith("lag.p=1.0: 0.0, lag.p=0.3: 1.2 (drawn geometrically, capped at max_lag and at T)"), note
     measured = realised_lag_note(SweepResult(Config(), {}, [0, 1], {"lag/mean": lags[1], "async/queue_depth": lags[1]}))
     assert (
-        measured
-        == "realised mean lag over the run: the run: 2.3 (measured from the actor threads: async/lag_* holds each one)"
+        measured == "realised mean lag over the run: 2.3 (measured from the actor threads: async/lag_* holds each one)"
     )
 
 

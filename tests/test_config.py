@@ -47,6 +47,14 @@ def test_bad_values_raise_before_compiling(path, value, fragment):
     assert fragment in str(info.value)
 
 
+def test_a_geometric_lag_needs_a_buffer_to_draw_from():
+    """lag.kind=geometric caps its draws at lag.max_lag: at the default 0 every lag was 0, silently."""
+    config = tiny_config()
+    config = config.replace(lag=config.lag.replace(kind="geometric", max_lag=0, k=0, num_actors=1))
+    with pytest.raises(ConfigError, match="lag.kind=geometric draws lags 0..lag.max_lag, and lag.max_lag=0"):
+        make_train(config)
+
+
 def test_exact_tv_estimator_needs_discrete_actions():
     config = tiny_config(algorithm="vaco")
     config = config.replace(env=config.env.replace(name="Pendulum-v1"), vaco=config.vaco.replace(tv_estimator="exact"))

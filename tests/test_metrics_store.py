@@ -151,6 +151,38 @@ def test_long_curves_are_drawn_at_evenly_spaced_iterations():
     assert len(points) == 500 and points[0] == 0 and points[-1] == 99_999 and np.all(np.diff(points) > 0)
 
 
+def test_an_evaluation_metrics_curve_is_drawn_through_the_evaluated_iterations(tmp_path):
+    """--metric eval/return_deterministic is NaN between evaluations: its curve was drawn at every iteration, so
+    every segment touched a NaN and learning_curves.png showed no line. It is drawn at the evaluated iterations."""
+    from vaco_jax import Config, EvalConfig, SweepResult
+    from vaco_jax.runs.plotting import curve_points, plot_learning_curves
+
+    config = Config(num_iterations=10, eval=EvalConfig(every=3))
+    mode = np.full((2, 2, 10), np.nan)  # [lag.k, seed, iteration]: evaluated after iterations 3, 6, 9 and the last
+    mode[..., [2, 5, 8, 9]] = np.arange(16.0).reshape(2, 2, 4)
+    train = np.full((2, 2, 10), np.nan)
+    train[..., 4:] = 1.0  # no episode ended before iteration 5: those iterations are left out
+    result = SweepResult(
+        config, {"lag.k": [0, 4]}, [0, 1], {"eval/return_deterministic": mode, "episode/return": train}
+    )
+    steps, values = curve_points(result, "eval/return_deterministic")
+    np.testing.assert_array_equal(steps, result.env_steps[[2, 5, 8, 9]])
+    assert values.shape == (2, 2, 4) and np.isfinite(values).all()
+    steps, values = curve_points(result, "episode/return")
+    np.testing.assert_array_equal(steps, result.env_steps[4:])
+    assert plot_learning_curves(result, tmp_path / "curves.png", "eval/return_deterministic").stat().st_size > 0
+    # a long run's curve is thinned to 500 points among the evaluated iterations, not among all (most picks of which
+    # would fall between two evaluations)
+    long = Config(num_iterations=1200, eval=EvalConfig(every=7))
+    evaluated = np.full((1, 1200), np.nan)
+    due = np.flatnonzero((np.arange(1, 1201) % 7 == 0) | (np.arange(1, 1201) == 1200))
+    evaluated[:, due] = 1.0
+    steps, _ = curve_points(
+        SweepResult(long, {}, [0], {"eval/return_deterministic": evaluated}), "eval/return_deterministic"
+    )
+    assert len(steps) == len(due) == 172
+
+
 def test_the_python_api_shows_a_progress_bar_per_chunk_unless_told_not_to(tiny_driver, capsys):
     run_sweep(tiny_config(), num_seeds=1, chunk_size=3, driver=tiny_driver)
     shown = capsys.readouterr().err

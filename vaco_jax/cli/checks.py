@@ -134,25 +134,42 @@ def with_total_env_steps(config: Config, total: float | None, argv: list[str], r
 
 
 LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
-"""The lag kinds whose largest lag is lag.k (geometric's is max_lag itself; empirical and replay size by it)."""
+"""The lag kinds whose largest lag is lag.k (geometric's is max_lag itself; empirical and replay size by theirs)."""
+
+
+def largest_lag_asked(config: Config, grid: dict[str, list]) -> tuple[int, str] | None:
+    """The largest lag ``config`` and its grid ask for, and what asks it; None for geometric (its largest lag is
+    lag.max_lag itself) or an empirical or replay kind given no values."""
+    lag = config.lag
+    if lag.kind in LAG_KINDS_OF_K:
+        return max(int(k) for k in [lag.k, *grid.get("lag.k", [])]), "the largest lag.k asked for"
+    if lag.kind == "empirical" and lag.weights:
+        return len(lag.weights) - 1, f"the largest lag lag.weights' {len(lag.weights)} values give a frequency to"
+    if lag.kind == "replay" and lag.sequence:
+        return max(int(k) for k in lag.sequence), "the largest lag in lag.sequence"
+    return None
 
 
 def with_lag_buffer_for(config: Config, grid: dict[str, list], argv: list[str]) -> Config:
-    """``config`` with a lag buffer for the largest ``lag.k`` it or its grid asks for, where the ``--lag.max-lag`` flag
-    was not given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a
-    line, since it sets a static shape. Only the flag is kept as given, and its error stands: a config file's or a
-    preset's ``lag.max_lag`` below the largest lag is raised like the command's default."""
+    """``config`` with a lag buffer for the largest lag it or its grid asks for (:func:`largest_lag_asked`: lag.k, or
+    an empirical histogram's length, or a replayed sequence's largest lag), where the ``--lag.max-lag`` flag was not
+    given (it was an error naming the flag to give; the buffer's size is the command's to infer). Said in a line,
+    since it sets a static shape. Only the flag is kept as given, and its error stands: a config file's or a preset's
+    ``lag.max_lag`` below the largest lag is raised like the command's default."""
     if flag_given(argv, "--lag.max-lag"):
         return config
-    if config.lag.kind not in LAG_KINDS_OF_K:
-        return config
-    largest = max(int(k) for k in [config.lag.k, *grid.get("lag.k", [])])
-    if largest <= config.lag.max_lag:
-        return config
+    asked = largest_lag_asked(config, grid)
+    if (
+        asked is None
+        or asked[0] == config.lag.max_lag
+        or (asked[0] < config.lag.max_lag and config.lag.kind != "empirical")
+    ):
+        return config  # an empirical histogram is over exactly 0..max_lag: a shorter one sizes the buffer down too
+    largest, why = asked
     if distributed.is_primary():
         print(
-            f"vaco-jax: lag.max_lag {config.lag.max_lag} -> {largest}, the largest lag.k asked for (the buffer keeps "
-            "max_lag + 1 snapshots; --lag.max-lag sets it)",
+            f"vaco-jax: lag.max_lag {config.lag.max_lag} -> {largest}, {why} (the buffer keeps max_lag + 1 snapshots; "
+            "--lag.max-lag sets it)",
             file=sys.stderr,
         )
     return config.replace(lag=config.lag.replace(max_lag=largest))

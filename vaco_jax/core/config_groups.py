@@ -207,6 +207,11 @@ class LagConfig:
             isinstance(self.max_lag, int) and self.max_lag >= 0, f"lag.max_lag={self.max_lag!r} must be an integer >= 0"
         )
         check_choice("lag.kind", self.kind, LAG_KINDS)
+        check(
+            self.kind != "geometric" or self.max_lag > 0,
+            "lag.kind=geometric draws lags 0..lag.max_lag, and lag.max_lag=0 would make every lag 0: give the largest "
+            "lag to draw, e.g. --lag.max-lag 16",
+        )
         check_number("lag.k", self.k, low=0, integer=True)
         largest = max(int(k) for k in values(self.k))
         check(

@@ -10,6 +10,7 @@ import numpy as np
 from vaco_jax.core.files import open_atomic
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
+from vaco_jax.training import evaluation
 from vaco_jax.training.sweep import SweepResult
 
 
@@ -55,18 +56,35 @@ def curve_iterations(num_iterations: int, max_points: int = MAX_CURVE_POINTS) ->
     return np.unique(np.linspace(0, num_iterations - 1, max_points).round().astype(np.int64))
 
 
+def curve_points(result: SweepResult, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """The env steps a learning curve of ``metric`` is drawn at, and the metric there ``[*grid, seed, points]``: at
+    most :data:`MAX_CURVE_POINTS` iterations, evenly spaced among those that have a value. An evaluation metric
+    (``eval/*``) has one only at the iterations the learner was evaluated (``eval.every``; NaN between), so its curve
+    is drawn through those; an iteration where no run has a value is left out (a line is not broken by it)."""
+    num = result.num_iterations
+    every = result.config.eval.every
+    if every and metric in evaluation.METRICS:
+        done = np.arange(1, num + 1)
+        candidates = np.flatnonzero((done % every == 0) | (done == num))
+    else:
+        candidates = np.arange(num)
+    iterations = candidates[curve_iterations(len(candidates))]
+    values = result.at_iterations(metric, iterations)
+    present = np.isfinite(values).reshape(-1, len(iterations)).any(axis=0)
+    return result.env_steps[iterations[present]], values[..., present]
+
+
 def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "episode/return") -> Path:
     """IQM over seeds of ``metric`` against env steps, one line per grid point, 95% CI band (at most
-    :data:`MAX_CURVE_POINTS` iterations per line, evenly spaced)."""
+    :data:`MAX_CURVE_POINTS` iterations per line, evenly spaced: :func:`curve_points`)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    iterations = curve_iterations(result.num_iterations)
-    steps = result.env_steps[iterations]
-    values = result.at_iterations(metric, iterations)  # [*grid, seed, points]
+    steps, values = curve_points(result, metric)  # values: [*grid, seed, points]
     for point, index in indexed_points(result.grid):
         curves = values[index]  # [seed, points]
         center = stats.iqm(curves, axis=0)
-        (line,) = ax.plot(steps, center, label=_label(point))
+        marker = "o" if len(steps) <= 30 else None  # a few evaluations: show where they are
+        (line,) = ax.plot(steps, center, marker=marker, markersize=3, label=_label(point))
         if curves.shape[0] > 1:
             bands = np.array([stats.bootstrap_ci(curves[:, i], num_resamples=300) for i in range(len(steps))])
             ax.fill_between(steps, bands[:, 0], bands[:, 1], alpha=0.2, color=line.get_color())

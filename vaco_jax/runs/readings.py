@@ -62,7 +62,8 @@ def realised_lag_note(result: SweepResult) -> str | None:
     if not any(value > 0 for _, value in per_point):
         return None
     said = ", ".join(
-        f"{' '.join(f'{k}={v}' for k, v in point.items()) or 'the run'}: {value:.1f}" for point, value in per_point
+        f"{' '.join(f'{k}={v}' for k, v in point.items())}: {value:.1f}" if point else f"{value:.1f}"
+        for point, value in per_point
     )
     measured = any(name.startswith("async/") for name in result.metrics)
     why = "measured from the actor threads: async/lag_* holds each one" if measured else ""
@@ -90,9 +91,11 @@ def readings_report(result: SweepResult) -> str:
     the realised lag (:func:`realised_lag_note`) and every reading of its return side by side
     (:func:`readings_cells`), where the run has them; "" where it has none."""
     said = [note] if (note := few_seeds_note(len(result.seeds))) else []
-    said += [note] if (note := realised_lag_note(result)) else []
+    lagged = (note := realised_lag_note(result)) is not None
+    said += [note] if lagged else []
     if (readings := readings_cells(result)) is not None:
-        said += ["IQM over seeds of each reading (the actors are stale under lag; read the learner's two together):"]
+        why = "the actors are stale under lag; read the learner's two together" if lagged else "no lag here"
+        said += [f"IQM over seeds of each reading ({why}):"]
         said += [format_table(*readings)]
     return "\n".join(said)
 
