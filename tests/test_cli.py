@@ -757,10 +757,16 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
     """A reference script's name as a flag names this package's flag (tyro's closest spelling sent --clip-coef to
     --ppo.kl-coef, which PPO never reads); a misspelling of a flag of ours still gets the closest spelling."""
     cases = {
-        "--clip-coef": "PureJaxRL's CLIP_EPS, CleanRL's clip_coef, brax's clipping_epsilon: --ppo.clip-eps here",
-        "--ppo.lr": "PureJaxRL's LR, CleanRL's learning_rate, brax's learning_rate: --ppo.learning-rate here",
+        "--clip-coef": (
+            "PureJaxRL's CLIP_EPS, CleanRL's clip_coef, brax's clipping_epsilon, RLlib's clip_param: --ppo.clip-eps"
+        ),
+        "--ppo.lr": (
+            "PureJaxRL's LR, CleanRL's learning_rate, brax's learning_rate, RLlib's lr: --ppo.learning-rate here"
+        ),
         "--total-timesteps": "CleanRL's total_timesteps, brax's num_timesteps: --total-env-steps here",
-        "--UPDATE_EPOCHS": "CleanRL's update_epochs, brax's num_updates_per_batch: --ppo.num-epochs here",
+        "--UPDATE_EPOCHS": (
+            "CleanRL's update_epochs, brax's num_updates_per_batch, RLlib's num_epochs: --ppo.num-epochs here"
+        ),
         "--target-kl": "CleanRL's target_kl: no flag here (no early stop on KL",
         "--ppo.num-epoch": "did you mean --ppo.num-epochs?",
     }
@@ -772,8 +778,17 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
         (["train", "--clip-coef", "2", "--update-epochs", "3"], ["--ppo.clip-eps here", "--ppo.num-epochs here"]),
         (["tune", "--track"], ["CleanRL's track: --wandb, which vaco-jax tune does not take (vaco-jax train, sweep"]),
         (["train", "--eval.num-steps", "5"], ["did you mean --env.num-steps?"]),  # tyro's: no reference's num_steps
-        (["train", "--num-updates-per-batch", "4"], ["brax's num_updates_per_batch: --ppo.num-epochs here"]),
-        (["train", "--discounting", "0.97"], ["brax's discounting: --ppo.gamma here"]),
+        (
+            ["train", "--num-updates-per-batch", "4"],
+            ["brax's num_updates_per_batch, RLlib's num_epochs: --ppo.num-epochs"],
+        ),
+        (["train", "--discounting", "0.97"], ["brax's discounting, RLlib's gamma: --ppo.gamma here"]),
+        (["train", "--clip-param", "0.4"], ["RLlib's clip_param: --ppo.clip-eps here"]),  # RLlib's APPO and IMPALA
+        (["train", "--num-sgd-iter", "2"], ["RLlib's num_epochs: --ppo.num-epochs here"]),
+        (["train", "--kl-coeff", "1"], ["RLlib's kl_coeff: --impact.kl-coef here"]),
+        (["train", "--tau", "0.5"], ["RLlib's tau: no flag here (the target is copied whole at every update"]),
+        (["train", "--vtrace-clip-rho-threshold", "1"], ["RLlib's vtrace_clip_rho_threshold: --vtrace.rho-bar here"]),
+        (["train", "--minibatch-size", "64"], ["RLlib's minibatch_size: --ppo.num-minibatches here (a count here"]),
     ]:
         assert main(argv) == 2, argv
         said = capsys.readouterr().err
@@ -800,6 +815,10 @@ def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_
     assert len(named) >= 25 and named <= listed["train"], sorted(named - listed["train"])
     for row in REFERENCE_NAMES:  # each command a row names has its flag (a hint elsewhere says which commands do)
         assert not row.flag or all(row.flag in listed[command] for command in row.commands), row
+    # the RLlib section's command names flags train has
+    section = text[text.index("## Coming from RLlib's APPO or IMPALA") :]
+    command = section[section.index("```bash") : section.index("```", section.index("```bash") + 3)]
+    assert set(re.findall(r"--[a-z][a-z0-9.-]*", command)) <= listed["train"]
     brax_train = pytest.importorskip("brax.training.agents.ppo.train")  # brax's names are its train()'s arguments
     arguments = set(inspect.signature(brax_train.train).parameters)
     assert {row.brax for row in REFERENCE_NAMES if row.brax} <= arguments

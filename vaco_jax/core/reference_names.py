@@ -1,4 +1,5 @@
-"""PureJaxRL's, CleanRL's and brax's PPO hyperparameter names, mapped onto this package's flags.
+"""PureJaxRL's, CleanRL's and brax's PPO hyperparameter names, and RLlib's APPO and IMPALA ones, mapped onto this
+package's flags.
 
 What a user of either reference script types first (``--total-timesteps``, ``--clip-coef``, ``--update-epochs``) is
 not a flag here. This table is the one place that says what is: the command line's hint for an unknown flag reads it
@@ -18,8 +19,9 @@ RUN_COMMANDS = ("train", "sweep", "demo")
 
 class ReferenceName(NamedTuple):
     """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's),
-    its field in CleanRL's ``ppo.py`` ``Args`` and its argument of brax's ``ppo.train`` ("" where one has none), the
-    flag that sets it here ("" where nothing does) and the commands that have it, and what differs."""
+    its field in CleanRL's ``ppo.py`` ``Args``, its argument of brax's ``ppo.train`` and its attribute of RLlib's
+    ``APPOConfig`` / ``IMPALAConfig`` ("" where one has none), the flag that sets it here ("" where nothing does) and
+    the commands that have it, and what differs."""
 
     purejaxrl: str
     cleanrl: str
@@ -27,6 +29,7 @@ class ReferenceName(NamedTuple):
     note: str = ""
     commands: tuple[str, ...] = CONFIG_COMMANDS
     brax: str = ""
+    rllib: str = ""
 
 
 _BRAX_BATCH = (
@@ -37,7 +40,14 @@ _BRAX_BATCH = (
 REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName("ENV_NAME", "env_id", "--env.name"),
     ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs", brax="num_envs"),
-    ReferenceName("NUM_STEPS", "num_steps", "--env.num-steps"),
+    ReferenceName("NUM_STEPS", "num_steps", "--env.num-steps", rllib="rollout_fragment_length"),
+    ReferenceName(
+        "",
+        "",
+        "--env.num-envs",
+        "one update's batch is num_envs x num_steps samples: num_envs = train_batch_size / rollout_fragment_length",
+        rllib="train_batch_size",
+    ),
     ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="unroll_length"),
     ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="batch_size"),
     ReferenceName(
@@ -49,24 +59,49 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         ("train", "sweep"),
         brax="num_timesteps",
     ),
-    ReferenceName("UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs", brax="num_updates_per_batch"),
+    ReferenceName(
+        "UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs", brax="num_updates_per_batch", rllib="num_epochs"
+    ),
     ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches", brax="num_minibatches"),
-    ReferenceName("LR", "learning_rate", "--ppo.learning-rate", brax="learning_rate"),
+    ReferenceName(
+        "",
+        "",
+        "--ppo.num-minibatches",
+        "a count here, not a size: num_minibatches = num_envs x num_steps / minibatch_size",
+        rllib="minibatch_size",
+    ),
+    ReferenceName(
+        "LR",
+        "learning_rate",
+        "--ppo.learning-rate",
+        "annealed to 0 by default here (RLlib's is constant: --ppo.no-anneal-lr)",
+        brax="learning_rate",
+        rllib="lr",
+    ),
     ReferenceName(
         "ANNEAL_LR",
         "anneal_lr",
         "--ppo.anneal-lr",
         "off: --ppo.no-anneal-lr; annealed here at every gradient step, by both scripts once per update",
     ),
-    ReferenceName("GAMMA", "gamma", "--ppo.gamma", brax="discounting"),
-    ReferenceName("GAE_LAMBDA", "gae_lambda", "--ppo.gae-lambda", brax="gae_lambda"),
+    ReferenceName("GAMMA", "gamma", "--ppo.gamma", brax="discounting", rllib="gamma"),
+    ReferenceName(
+        "GAE_LAMBDA",
+        "gae_lambda",
+        "--ppo.gae-lambda",
+        "also V-trace's lambda for impala, vaco and geppo; impact's default V-trace reads none (RLlib's APPO scales "
+        "its discounts by lambda_, 1.0 by default: the same there)",
+        brax="gae_lambda",
+        rllib="lambda_",
+    ),
     ReferenceName(
         "CLIP_EPS",
         "clip_coef",
         "--ppo.clip-eps",
         "the value loss's clip has its own range, --ppo.vf-clip-eps, 0.2 by default; PureJaxRL's and CleanRL's "
-        "follows the policy's",
+        "follows the policy's; RLlib's APPO defaults to 0.4, this package to 0.2",
         brax="clipping_epsilon",
+        rllib="clip_param",
     ),
     ReferenceName(
         "",
@@ -79,10 +114,71 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName(
         "", "norm_adv", "--ppo.normalize-advantages", "off: --ppo.no-normalize-advantages", brax="normalize_advantage"
     ),
-    ReferenceName("ENT_COEF", "ent_coef", "--ppo.ent-coef", brax="entropy_cost"),
-    ReferenceName("VF_COEF", "vf_coef", "--ppo.vf-coef", brax="vf_loss_coefficient"),
+    ReferenceName("ENT_COEF", "ent_coef", "--ppo.ent-coef", brax="entropy_cost", rllib="entropy_coeff"),
+    ReferenceName("VF_COEF", "vf_coef", "--ppo.vf-coef", brax="vf_loss_coefficient", rllib="vf_loss_coeff"),
     ReferenceName(
-        "MAX_GRAD_NORM", "max_grad_norm", "--ppo.max-grad-norm", "none: --ppo.max-grad-norm inf", brax="max_grad_norm"
+        "MAX_GRAD_NORM",
+        "max_grad_norm",
+        "--ppo.max-grad-norm",
+        "by the global norm; none: --ppo.max-grad-norm inf (RLlib's default is 40, this package's 0.5)",
+        brax="max_grad_norm",
+        rllib="grad_clip",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--vtrace.rho-bar",
+        "V-trace's rho-bar; its traces' c-bar is --vtrace.c-bar (RLlib fixes it at 1); the policy gradient's rho "
+        "clip is rho-bar too (RLlib's vtrace_clip_pg_rho_threshold has no flag of its own)",
+        rllib="vtrace_clip_rho_threshold",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--impact.rho-max",
+        "APPO's target-worker clip, clip(beta/pi_T, 0, rho_max), 2 in both",
+        rllib="target_worker_clipping",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--impact.kl-coef",
+        "APPO's KL term: 0 is RLlib's use_kl_loss=False; fixed here, not adapted toward a kl_target (RLlib's PPO's "
+        "kl_coeff is --ppo.kl-coef with --algorithm ppo_kl)",
+        rllib="kl_coeff",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "",
+        "no adaptive KL coefficient for --algorithm impact; a KL-penalised PPO with a target: --algorithm ppo_kl "
+        "--ppo.kl-adaptive --ppo.kl-target",
+        rllib="kl_target",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "",
+        "the target network pi_T is the learner at the start of each update (what target_network_update_freq 1 "
+        "and tau 1 give); no slower target",
+        rllib="target_network_update_freq",
+    ),
+    ReferenceName("", "", "", "the target is copied whole at every update (tau 1)", rllib="tau"),
+    ReferenceName(
+        "",
+        "",
+        "--reuse.num-batches",
+        "each update trains on the last M batches (IMPACT's circular buffer, every batch used M times); RLlib's "
+        "circular_buffer_iterations_per_batch has no flag of its own",
+        rllib="circular_buffer_num_batches",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--lag.num-actors",
+        "simulated actor groups inside one program, each acting with a snapshot --lag.kind makes stale (a measured "
+        "histogram: --lag.kind empirical --lag.weights); real threads: --async",
+        rllib="num_env_runners",
     ),
     ReferenceName("", "target_kl", "", "no early stop on KL; a KL-penalised PPO is --algorithm ppo_kl"),
     ReferenceName(
@@ -122,6 +218,7 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "--seed",
         "the first seed (PureJaxRL's dqn.py; its ppo.py fixes PRNGKey(30)): --num-seeds N trains SEED..SEED+N-1",
         brax="seed",
+        rllib="seed",
     ),
     ReferenceName(
         "NUM_SEEDS", "", "--num-seeds", "PureJaxRL's dqn.py; every seed in one compiled program, as PureJaxRL's vmap"
@@ -157,7 +254,18 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
 )
 """The rows of the getting-started page's table, in its order."""
 
-ALIASES = {"lr": "learning_rate", "clip_eps": "clip_coef", "env_name": "env_id", "epochs": "update_epochs"}
+ALIASES = {
+    "lr": "learning_rate",
+    "clip_eps": "clip_coef",
+    "env_name": "env_id",
+    "epochs": "update_epochs",
+    "lambda": "lambda_",
+    "num_sgd_iter": "num_epochs",  # RLlib's old name
+    "target_update_frequency": "target_network_update_freq",  # RLlib's old name
+    "num_rollout_workers": "num_env_runners",  # RLlib's old name
+    "use_kl_loss": "kl_coeff",
+    "vtrace_clip_pg_rho_threshold": "vtrace_clip_rho_threshold",
+}
 """Other spellings users reach for, as the reference name they mean (lowercase)."""
 
 
@@ -168,7 +276,12 @@ def _split(name: str) -> tuple[str, str]:
     return group, ALIASES.get(name, name)
 
 
-_BY_NAME = {_split(name)[1]: row for row in REFERENCE_NAMES for name in (row.purejaxrl, row.cleanrl, row.brax) if name}
+_BY_NAME = {
+    _split(name)[1]: row
+    for row in REFERENCE_NAMES
+    for name in (row.purejaxrl, row.cleanrl, row.brax, row.rllib)
+    if name
+}
 
 
 def reference_name(flag: str) -> ReferenceName | None:
@@ -189,7 +302,7 @@ def reference_hint(flag: str, command: str | None = None) -> str | None:
     row = reference_name(flag)
     if row is None:
         return None
-    scripts = (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl), ("brax", row.brax))
+    scripts = (("PureJaxRL", row.purejaxrl), ("CleanRL", row.cleanrl), ("brax", row.brax), ("RLlib", row.rllib))
     named = ", ".join(f"{script}'s {name}" for script, name in scripts if name)
     note = f" ({row.note})" if row.note else ""
     if row.flag and command is not None and command not in row.commands:
@@ -203,11 +316,12 @@ def reference_name_table() -> list[str]:
     """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
     dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
     rows = [
-        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` | vaco-jax flag | note |",
-        "|---|---|---|---|---|",
+        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` | RLlib APPO / IMPALA | vaco-jax flag | note |",
+        "|---|---|---|---|---|---|",
     ]
     rows += [
-        f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.brax)} | {dash(r.flag)} | {dash(r.note, code=False)} |"
+        f"| {dash(r.purejaxrl)} | {dash(r.cleanrl)} | {dash(r.brax)} | {dash(r.rllib)} | {dash(r.flag)} | "
+        f"{dash(r.note, code=False)} |"
         for r in REFERENCE_NAMES
     ]
     return rows

@@ -118,10 +118,11 @@ class TrainProgram:
     def minibatch_note(self) -> str:
         """How the gradient steps split each batch, in words: a run's first line says so (not silently)."""
         ppo = self.config.ppo
+        count = f"{ppo.num_minibatches} minibatch{'es' if ppo.num_minibatches != 1 else ''}"
         if ppo.minibatch == "samples":
-            return f"{ppo.num_minibatches} minibatches of shuffled samples"
+            return f"{count} of shuffled samples"
         reason = algorithms.segments_reason(self.algorithm) or "ppo.minibatch=segments"
-        return f"{ppo.num_minibatches} minibatches of whole env segments ({reason})"
+        return f"{count} of whole env segments ({reason})"
 
     # ------------------------------------------------------------------ public entry points
 
