@@ -983,6 +983,16 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert main(["compare", str(sweep_dir), str(other), "--out", str(out), "--overwrite"]) == 0
     said = capsys.readouterr().out
     assert f"{other} differs from {sweep_dir} in: ppo.learning_rate, eval.every, eval.episodes" in said
+    assert "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction" in said
+    # an option neither run's algorithm reads is no difference; another minibatch split is one, in words
+    split = tmp_path / "split"
+    argv_split = ["sweep", "--grid", "lag.k=0,4", "--out-dir", str(split), *TINY, "--ppo.learning-rate", "3e-2"]
+    assert main([*argv_split, "--ppo.minibatch", "segments", "--impact.kl-coef", "1"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(other), str(split)]) == 0
+    said = capsys.readouterr().out
+    assert f"{split} differs from {other} in: ppo.minibatch, minibatches (2 minibatches of whole env segments" in said
+    assert "impact.kl_coef" not in said
     aucs = [
         np.nanmean(np.array(json.loads((d / "metrics.json").read_text())["metrics"]["episode/return"], float), -1)
         for d in (other, sweep_dir)

@@ -85,10 +85,12 @@ def run_compare(args: CompareArgs) -> list[dict]:
     a table, the seeds a mark needs, and JSON where ``--out`` says. Only runs that measure the same thing pair: the
     same env, batch, iterations, grid (axes and values in order) and seeds, each run finished, none asynchronous (its
     seeds share one lag realisation: not independent pairs). Every other config difference is listed."""
+    from vaco_jax.algorithms.registry import unread_config_groups
     from vaco_jax.core.config import all_fields, get_field
     from vaco_jax.core.presets import run_label
     from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
     from vaco_jax.runs.saved import recorded_run, saved_result
+    from vaco_jax.training.trainer import TrainProgram
 
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
@@ -131,17 +133,29 @@ def run_compare(args: CompareArgs) -> list[dict]:
         f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
         f"({labels})"
     )
+    splits = {name: TrainProgram(result.config).minibatch_note() for name, result in results.items()}
     for name in names[1:]:  # what else sets the runs apart: said, never hidden
+        mine, theirs = results[name].config, reference.config
+        # another algorithm's own options (impact.*, when neither run is IMPACT) are read by neither run
+        unread = unread_config_groups(mine.algorithm) & unread_config_groups(theirs.algorithm)
         differing = [
             field
-            for field in all_fields(reference.config)
-            if field != "algorithm" and get_field(results[name].config, field) != get_field(reference.config, field)
+            for field in all_fields(theirs)
+            if field != "algorithm"
+            and field.split(".")[0] not in unread
+            and get_field(mine, field) != get_field(theirs, field)
         ]
+        if splits[name] != splits[names[0]]:
+            differing.append(f"minibatches ({splits[name]}, against {splits[names[0]]})")
         if differing:
             print(f"  {name} differs from {names[0]} in: {', '.join(differing)}")
     print()
     print(format_table(*comparison_cells(rows, list(reference.grid))))
     print(markable_note(rows))
+    print(
+        "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction; P counts the seeds "
+        "won, so a verdict can stand where P's interval includes 0.5"
+    )
     if args.out is not None:
         writers.write_text_atomic(args.out, json.dumps(strict_json(rows), indent=2))
         print(f"\nwrote {args.out}")

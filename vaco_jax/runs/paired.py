@@ -58,7 +58,10 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     fewest = stats.fewest_one_way_to_reject(seeds, threshold)
     if fewest is not None:
         compared = f"{len(rows)} comparison{'s' if len(rows) > 1 else ''}"
-        return f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%)"
+        return (
+            f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%; needed, not "
+            "enough: the signed-rank test weighs the differences' sizes too)"
+        )
     enough = next(n for n in range(seeds + 1, 64) if stats.smallest_signed_rank_p(n) < threshold)
     best = stats.smallest_signed_rank_p(seeds)
     return (
