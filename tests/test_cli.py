@@ -893,6 +893,22 @@ def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_
     assert with_lag_buffer_for(shorter, {}, ["--lag.max-lag", "4"]) is shorter  # given: its error stands
     replay = Config(lag=LagConfig(kind="replay", max_lag=4, sequence=(0, 2, 7, 1)))
     assert with_lag_buffer_for(replay, {}, []).lag.max_lag == 7
+    # a kind that never reads lag.k: the default grid (sweep's and demo's are over lag.k) loses the axis, in a line,
+    # and its lag.k no longer bounds the buffer; a --grid over it is refused; a resume keeps its grid
+    from vaco_jax.cli.checks import lag_k_axis_for_the_kind
+
+    two = Config(lag=LagConfig(kind="empirical", max_lag=4, k=2, weights=(1, 1)))
+    assert lag_k_axis_for_the_kind({"lag.k": [0, 1, 2, 4], "ppo.ent_coef": [0.0]}, two, []) == {"ppo.ent_coef": [0.0]}
+    assert "lag.kind=empirical never reads lag.k (its lags come from lag.weights)" in capsys.readouterr().err
+    assert with_lag_buffer_for(two, {}, []).lag.max_lag == 1  # and lag.k=2 > 1 is no error: validated below
+    from vaco_jax.core.validation import validate
+
+    validate(with_lag_buffer_for(two, {}, []))
+    with pytest.raises(ConfigError, match="grid axis lag.k: lag.kind=empirical never reads lag.k"):
+        lag_k_axis_for_the_kind({"lag.k": [0, 4]}, two, ["--grid", "lag.k=0,4"])
+    assert lag_k_axis_for_the_kind({"lag.k": [0, 4]}, two, ["--resume", "DIR"]) == {"lag.k": [0, 4]}
+    geometric_line = with_lag_buffer_for(Config(lag=LagConfig(kind="geometric", max_lag=4)), {}, [])
+    assert geometric_line.lag.max_lag == 4 and "geometric draws lags up to lag.max_lag 4" in capsys.readouterr().err
     assert with_lag_buffer_for(Config(lag=LagConfig(k=3)), {}, []).lag.max_lag == 3  # train --lag.k 3
     shape = [arg for i, arg in enumerate(TINY) if "--lag.max-lag" not in TINY[max(i - 1, 0) : i + 1]]
     out = tmp_path / "sweep"
@@ -922,6 +938,8 @@ def test_a_run_that_evaluates_shows_every_reading_of_its_return_side_by_side():
 
     unlagged = readings_report(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], metrics))
     assert "IQM over seeds of each reading (no lag here):" in unlagged and "stale" not in unlagged
+    unlogged = Config(lag=Config().lag.replace(max_lag=4))  # --diagnostics off: no lag/mean, and lag all the same
+    assert "stale under lag" in readings_report(SweepResult(unlogged, {"lag.k": [0, 4]}, [0, 1], metrics))
     lags = np.broadcast_to(np.array([0.0, 4.0])[:, None, None], train.shape)
     lagged = readings_report(SweepResult(Config(), {"lag.k": [0, 4]}, [0, 1], {**metrics, "lag/mean": lags}))
     assert "the actors are stale under lag" in lagged and "realised mean lag over the run: lag.k=0: 0.0" in lagged
@@ -991,8 +1009,13 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     capsys.readouterr()
     assert main(["compare", str(other), str(split)]) == 0
     said = capsys.readouterr().out
-    assert f"{split} differs from {other} in: ppo.minibatch, minibatches (2 minibatches of whole env segments" in said
+    assert f"{split} differs from {other} in: ppo.minibatch (segments, against samples)" in said, said
     assert "impact.kl_coef" not in said
+    from vaco_jax import Config
+    from vaco_jax.cli.saved_runs import minibatch_split
+
+    # a sweep records ppo.minibatch=auto: the split is what the algorithm resolves it to
+    assert [minibatch_split(Config(algorithm=a)) for a in ("ppo", "impala", "impact")] == ["samples", *["segments"] * 2]
     aucs = [
         np.nanmean(np.array(json.loads((d / "metrics.json").read_text())["metrics"]["episode/return"], float), -1)
         for d in (other, sweep_dir)

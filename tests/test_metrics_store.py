@@ -171,6 +171,9 @@ def test_an_evaluation_metrics_curve_is_drawn_through_the_evaluated_iterations(t
     steps, values = curve_points(result, "episode/return")
     np.testing.assert_array_equal(steps, result.env_steps[4:])
     assert plot_learning_curves(result, tmp_path / "curves.png", "eval/return_deterministic").stat().st_size > 0
+    # a metric with no value anywhere (a short brax run whose episodes never ended) still gets its figure, said empty
+    empty = SweepResult(config, {}, [0, 1], {"episode/return": np.full((2, 10), np.nan)})
+    assert plot_learning_curves(empty, tmp_path / "empty.png").stat().st_size > 0
     # a long run's curve is thinned to 500 points among the evaluated iterations, not among all (most picks of which
     # would fall between two evaluations)
     long = Config(num_iterations=1200, eval=EvalConfig(every=7))

@@ -572,6 +572,13 @@ def test_background_runners_are_checked_before_anything_starts(study, smoke, tmp
         "Acrobot-v1/aggressive (runner 2) tests the searches of CartPole-v1/aggressive, which runner 1 runs: put "
         "both in one runner, CartPole-v1/aggressive first"
     ]
+    import shutil
+
+    stale = tmp_path / "stale"  # a finished search made by other programs is rerun by its runner: it ties the block
+    shutil.copytree(smoke, stale)
+    searched = stale / "cells" / "CartPole-v1__aggressive__tune__ppo_decoupled.json"  # the search Acrobot tests
+    searched.write_text(json.dumps({**json.loads(searched.read_text()), "fingerprint": "0" * 16}))
+    assert len(study.runner_problems("tuned-smoke", apart, stale)) == 1
     root = _BENCHMARKS.parent
     script = _BENCHMARKS / "studies" / "tuned" / "rerun_in_background.sh"
     work = tmp_path / "work"

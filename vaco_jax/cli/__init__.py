@@ -23,6 +23,7 @@ import tyro
 
 from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
     flag_group,
+    lag_k_axis_for_the_kind,
     parse_grid,
     refuse_axes_the_algorithm_never_reads,
     refuse_contradictions,
@@ -296,6 +297,7 @@ def _run_command(args, argv: list[str]) -> int:
         args = dataclasses.replace(args, config=config)
     grid = parse_grid(args.config, args.grid) if hasattr(args, "grid") else {}
     if isinstance(args, TrainArgs | SweepArgs | DemoArgs):
+        grid = lag_k_axis_for_the_kind(grid, args.config, argv)
         args = dataclasses.replace(args, config=with_lag_buffer_for(args.config, grid, argv))
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, SweepArgs):

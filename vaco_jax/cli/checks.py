@@ -8,6 +8,7 @@ from pathlib import Path
 
 from vaco_jax.algorithms import registry
 from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.core.config_groups import LAG_KINDS_OF_K
 from vaco_jax.runs.output_options import Output
 from vaco_jax.training import distributed
 
@@ -46,6 +47,29 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
                 f"{path} is both a grid axis (--grid {path}=...) and a flag (--{path.replace('_', '-')}): "
                 "drop the flag, the grid sets it for every point"
             )
+
+
+def lag_k_axis_for_the_kind(grid: dict[str, list], config: Config, argv: list[str]) -> dict[str, list]:
+    """``grid`` without a ``lag.k`` axis where the lag kind does not read it (geometric, empirical, replay): every
+    point would train the same runs. The command's default grid (``sweep``'s and ``demo``'s are over lag.k) loses
+    the axis, in a line; a ``--grid`` given with it is refused, naming what sets that kind's lags. A resumed run
+    keeps the grid it started with."""
+    kind = config.lag.kind
+    if "lag.k" not in grid or kind in LAG_KINDS_OF_K or flag_given(argv, "--resume"):
+        return grid
+    sets = {"geometric": "lag.p (and lag.max_lag)", "empirical": "lag.weights", "replay": "lag.sequence"}[kind]
+    if flag_given(argv, "--grid"):
+        raise ConfigError(
+            f"grid axis lag.k: lag.kind={kind} never reads lag.k (its lags come from {sets}), so every point would "
+            f"train the same runs: drop the axis, or use a lag kind that reads it ({', '.join(LAG_KINDS_OF_K)})"
+        )
+    if distributed.is_primary():
+        print(
+            f"vaco-jax: lag.kind={kind} never reads lag.k (its lags come from {sets}): the default grid's lag.k axis "
+            "is dropped",
+            file=sys.stderr,
+        )
+    return {path: values for path, values in grid.items() if path != "lag.k"}
 
 
 def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str) -> None:
@@ -133,10 +157,6 @@ def with_total_env_steps(config: Config, total: float | None, argv: list[str], r
     return config.replace(num_iterations=iterations)
 
 
-LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
-"""The lag kinds whose largest lag is lag.k (geometric's is max_lag itself; empirical and replay size by theirs)."""
-
-
 def largest_lag_asked(config: Config, grid: dict[str, list]) -> tuple[int, str] | None:
     """The largest lag ``config`` and its grid ask for, and what asks it; None for geometric (its largest lag is
     lag.max_lag itself) or an empirical or replay kind given no values."""
@@ -158,6 +178,11 @@ def with_lag_buffer_for(config: Config, grid: dict[str, list], argv: list[str]) 
     ``lag.max_lag`` below the largest lag is raised like the command's default."""
     if flag_given(argv, "--lag.max-lag"):
         return config
+    if config.lag.kind == "geometric" and config.lag.max_lag > 0 and distributed.is_primary():
+        print(  # the command's default buffer is the cap: said, since nothing else shows it
+            f"vaco-jax: lag.kind=geometric draws lags up to lag.max_lag {config.lag.max_lag} (--lag.max-lag sets it)",
+            file=sys.stderr,
+        )
     asked = largest_lag_asked(config, grid)
     if (
         asked is None

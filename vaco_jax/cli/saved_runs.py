@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs
-from vaco_jax.core.config import ConfigError, strict_json
+from vaco_jax.core.config import Config, ConfigError, strict_json
 from vaco_jax.runs import writers
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation
@@ -80,6 +80,22 @@ def run_render(args: RenderArgs) -> Path:
     return out
 
 
+def minibatch_split(config: Config) -> str:
+    """The minibatch split a saved run's gradient steps used, ``samples`` or ``segments``: its recorded
+    ``ppo.minibatch``, or where that says ``auto`` what its algorithm resolves it to (without building its env); still
+    ``auto`` where the algorithm cannot be built here (a plugin's, not loaded)."""
+    from vaco_jax import algorithms
+    from vaco_jax.core.config import extended
+
+    if config.ppo.minibatch != "auto":
+        return config.ppo.minibatch
+    try:
+        reason = algorithms.segments_reason(algorithms.build(extended(config)))
+    except (ConfigError, KeyError, ValueError):
+        return "auto"
+    return "segments" if reason is not None else "samples"
+
+
 def run_compare(args: CompareArgs) -> list[dict]:
     """``vaco-jax compare``: every run against the first, per grid point, paired by seed (:mod:`vaco_jax.runs.paired`);
     a table, the seeds a mark needs, and JSON where ``--out`` says. Only runs that measure the same thing pair: the
@@ -90,7 +106,6 @@ def run_compare(args: CompareArgs) -> list[dict]:
     from vaco_jax.core.presets import run_label
     from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
     from vaco_jax.runs.saved import recorded_run, saved_result
-    from vaco_jax.training.trainer import TrainProgram
 
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
@@ -133,7 +148,6 @@ def run_compare(args: CompareArgs) -> list[dict]:
         f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
         f"({labels})"
     )
-    splits = {name: TrainProgram(result.config).minibatch_note() for name, result in results.items()}
     for name in names[1:]:  # what else sets the runs apart: said, never hidden
         mine, theirs = results[name].config, reference.config
         # another algorithm's own options (impact.*, when neither run is IMPACT) are read by neither run
@@ -145,8 +159,9 @@ def run_compare(args: CompareArgs) -> list[dict]:
             and field.split(".")[0] not in unread
             and get_field(mine, field) != get_field(theirs, field)
         ]
-        if splits[name] != splits[names[0]]:
-            differing.append(f"minibatches ({splits[name]}, against {splits[names[0]]})")
+        differing = [field for field in differing if field != "ppo.minibatch"]
+        if minibatch_split(mine) != minibatch_split(theirs):  # the split each ran, resolved where it says auto
+            differing.append(f"ppo.minibatch ({minibatch_split(mine)}, against {minibatch_split(theirs)})")
         if differing:
             print(f"  {name} differs from {names[0]} in: {', '.join(differing)}")
     print()

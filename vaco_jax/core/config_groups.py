@@ -15,6 +15,9 @@ from vaco_jax.core.config_fields import check, check_choice, check_number, stati
 
 NORMALIZER_UPDATES = ("after", "before")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
+LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
+"""The lag kinds that read lag.k (their largest lag is lag.k); geometric draws up to lag.max_lag, empirical and replay
+from their values."""
 LagKind = Literal[LAG_KINDS]  # type: ignore[valid-type]  # the one list of lag.kind's choices (the CLI's too)
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
@@ -215,7 +218,7 @@ class LagConfig:
         check_number("lag.k", self.k, low=0, integer=True)
         largest = max(int(k) for k in values(self.k))
         check(
-            largest <= self.max_lag,
+            largest <= self.max_lag or self.kind not in LAG_KINDS_OF_K,
             f"lag.k={largest} exceeds lag.max_lag={self.max_lag}: raise lag.max_lag (--lag.max-lag {largest}) or "
             "lower lag.k",
         )

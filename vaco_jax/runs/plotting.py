@@ -80,7 +80,9 @@ def plot_learning_curves(result: SweepResult, path: str | Path, metric: str = "e
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     steps, values = curve_points(result, metric)  # values: [*grid, seed, points]
-    for point, index in indexed_points(result.grid):
+    if not len(steps):  # e.g. a short brax run whose episodes never ended: nothing to draw, said on the figure
+        ax.text(0.5, 0.5, f"no value of {metric} at any iteration", ha="center", va="center", transform=ax.transAxes)
+    for point, index in indexed_points(result.grid) if len(steps) else ():
         curves = values[index]  # [seed, points]
         center = stats.iqm(curves, axis=0)
         marker = "o" if len(steps) <= 30 else None  # a few evaluations: show where they are

@@ -91,9 +91,10 @@ def readings_report(result: SweepResult) -> str:
     the realised lag (:func:`realised_lag_note`) and every reading of its return side by side
     (:func:`readings_cells`), where the run has them; "" where it has none."""
     said = [note] if (note := few_seeds_note(len(result.seeds))) else []
-    lagged = (note := realised_lag_note(result)) is not None
-    said += [note] if lagged else []
+    note = realised_lag_note(result)
+    said += [note] if note else []
     if (readings := readings_cells(result)) is not None:
+        lagged = note is not None or result.config.lag.max_lag > 0  # lag/mean may not be logged (--diagnostics off)
         why = "the actors are stale under lag; read the learner's two together" if lagged else "no lag here"
         said += [f"IQM over seeds of each reading ({why}):"]
         said += [format_table(*readings)]

@@ -157,6 +157,14 @@ def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = (), blocks: Seque
     return cells
 
 
+def finished(preset: TunedPreset, cell: Cell, out_dir: Path) -> bool:
+    """Whether ``cell`` is in ``out_dir`` as the current experiment, made by today's programs (a stale search would
+    be rerun by its own block's runner, and might pick another winner than the one a test elsewhere used)."""
+    with fingerprints_memoized():
+        result = load_cell(out_dir, preset, cell)
+        return result is not None and is_current(preset, cell, out_dir, result)
+
+
 def runner_problems(preset_name: str, runners: Sequence[Sequence[str]], done_dir: Path | None = None) -> list[str]:
     """Why these lists of blocks cannot run side by side, one runner each, every list in its order
     (``rerun_in_background.sh``): a block in two lists, or a block that tests the searches of a block another list
@@ -178,9 +186,9 @@ def runner_problems(preset_name: str, runners: Sequence[Sequence[str]], done_dir
             if source not in runs:
                 continue  # its searches must be on disk already (the study says so if not)
             if done_dir is not None and all(
-                load_cell(done_dir, preset, s) is not None for s in needed if block_name(s.block) == source
+                finished(preset, s, done_dir) for s in needed if block_name(s.block) == source
             ):
-                continue  # every search it needs has finished: no order between the two
+                continue  # every search it needs has finished, current: no order between the two
             k, position = runs[source]
             if k != i:
                 problems.append(
