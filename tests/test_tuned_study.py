@@ -15,6 +15,7 @@ import pytest
 from benchmarks.studies.tuned import cells as tuned_cells
 from benchmarks.studies.tuned import comparisons as tuned_comparisons
 from benchmarks.studies.tuned import figures as tuned_figures
+from benchmarks.studies.tuned import specs as tuned_specs
 from benchmarks.studies.tuned import tables as tuned_tables
 from benchmarks.studies.tuned.rows import Row
 
@@ -274,6 +275,16 @@ def test_a_row_reads_and_writes_the_committed_record_unchanged():
     for record in payload["rows"]:
         assert list(Row.from_record(record).to_record().items()) == list(record.items())
     assert {len(Row.from_record(r).comparisons) for r in payload["rows"]} == {0, 2}
+
+
+def test_the_figures_draw_from_the_committed_rows(tmp_path):
+    """Every figure draws from typed rows: the performance profile's reference (PPO at lag 0, absent from the smoke
+    study's methods) was read as a dict and raised at the first report of a block with PPO in it."""
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks/results/lag_robustness/tuned/tuned.json").read_text())
+    rows = [Row.from_record(r) for r in payload["rows"] if r["env"] == "CartPole-v1"]  # gymnax: no brax env to make
+    written = tuned_figures.plot_all(rows, tuned_specs.PRESETS["tuned"], tmp_path)
+    assert "performance_profile.png" in written and (tmp_path / "performance_profile.png").stat().st_size > 0
 
 
 def test_the_readme_quotes_the_committed_aggregate_over_tasks(report_module):

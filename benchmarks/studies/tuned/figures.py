@@ -105,7 +105,7 @@ def plot_all(rows: list[Row], preset, out_dir: Path) -> list[str]:
         if reference is None:
             continue
         random_return = envs.random_policy_return(envs.make(env))
-        ref = reference["summary"]["learner_auc"]["iqm"]
+        ref = reference.summary["learner_auc"]["iqm"]
         for i, method in enumerate(preset.methods):
             scores = [s for r in group if r.method == method for s in r.per_seed["learner_auc"]]
             if not scores:
