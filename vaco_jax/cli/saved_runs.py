@@ -86,6 +86,7 @@ def minibatch_split(config: Config) -> str:
     ``auto`` where the algorithm cannot be built here (a plugin's, not loaded)."""
     from vaco_jax import algorithms
     from vaco_jax.core.config import extended
+    from vaco_jax.training.trainer import resolved_split
 
     if config.ppo.minibatch != "auto":
         return config.ppo.minibatch
@@ -93,7 +94,7 @@ def minibatch_split(config: Config) -> str:
         reason = algorithms.segments_reason(algorithms.build(extended(config)))
     except (ConfigError, KeyError, ValueError):
         return "auto"
-    return "segments" if reason is not None else "samples"
+    return resolved_split("auto", reason)
 
 
 def run_compare(args: CompareArgs) -> list[dict]:

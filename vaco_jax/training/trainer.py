@@ -51,6 +51,12 @@ def resolve_defaults(config: Config) -> Config:
     return resolve_minibatch(config)
 
 
+def resolved_split(minibatch: str, reason: str | None) -> str:
+    """``ppo.minibatch`` as the split it means: ``auto`` is ``segments`` where the algorithm needs them (``reason``:
+    :func:`vaco_jax.algorithms.registry.segments_reason`), else ``samples``."""
+    return minibatch if minibatch != "auto" else ("samples" if reason is None else "segments")
+
+
 def resolve_minibatch(config: Config) -> Config:
     """``config`` with ``ppo.minibatch`` resolved to the split its gradient steps use: ``auto`` becomes ``segments``
     where the algorithm and its options need a rollout's time axis inside a minibatch
@@ -65,7 +71,7 @@ def resolve_minibatch(config: Config) -> Config:
             f"ppo.minibatch=samples cannot serve algorithm={config.algorithm}: {reason}, so its minibatches must be "
             "whole segments; use ppo.minibatch=segments (or auto)"
         )
-    split = ppo.minibatch if ppo.minibatch != "auto" else ("samples" if reason is None else "segments")
+    split = resolved_split(ppo.minibatch, reason)
     columns = env.num_envs * config.reuse.num_batches
     if split == "samples" and (columns * env.num_steps) % ppo.num_minibatches:
         raise ConfigError(
