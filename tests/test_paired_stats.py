@@ -152,6 +152,6 @@ def test_a_demos_variants_are_marked_against_the_first_only_where_the_holm_corre
     assert markable_note([up, mixed]).startswith("a mark needs at least 7 of 8 seeds going one way")
     four = paired_comparisons({name: _sweep(list(r.run_scores()[1].ravel()[:4])) for name, r in results.items()}, "ppo")
     assert markable_note(four).startswith("4 seeds can mark nothing here: even all 4 one way gives p = 0.125")
-    assert markable_note(four).endswith("from --num-seeds 7, all seeds one way could be")  # 2/2^7 < 0.025
+    assert markable_note(four).endswith("from --num-seeds 7, all seeds going one way could be marked")  # 2/2^7 < 0.025
     with pytest.raises(ValueError, match="do not pair by seed"):
         paired_comparisons({"ppo": results["ppo"], "short": _sweep([1.0, 2.0])}, "ppo")

@@ -44,6 +44,21 @@ def study():
     return _load("tuned_study")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fingerprints_lowered_once():
+    """The module's tests ask for the smoke study's fingerprints again and again (status, report, export, runner
+    checks): each distinct request is lowered once for the whole module (CI time), as inside one study command. A
+    test that changes the code a program is built from turns this off for itself (``unmemoized``)."""
+    with _load("provenance").fingerprints_memoized():
+        yield
+
+
+@pytest.fixture
+def unmemoized(monkeypatch):
+    """Every fingerprint lowered afresh in this test: it changes the code the programs are built from."""
+    monkeypatch.setattr(_load("provenance"), "_memo", None)
+
+
 @pytest.fixture(scope="module")
 def report_module(study):
     return _load("tuned_report")
@@ -152,7 +167,7 @@ def test_a_rerun_of_a_committed_cell_is_identical(study, smoke, capsys):
     assert "identical" in capsys.readouterr().out
 
 
-def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study, monkeypatch):
+def test_the_program_fingerprint_follows_the_programs_not_the_source_text(study, monkeypatch, unmemoized):
     """Equal for the same program (and across calls), unchanged by a traced value (an input, in the spec), changed by
     a static option or by a change to the code the program is built from."""
     from tests.conftest import tiny_config

@@ -67,7 +67,7 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     return (
         f"{seeds} seeds can mark nothing here: even all {seeds} one way gives p = {best:.3g}, above the first Holm "
         f"threshold {threshold:.3g} ({len(rows)} comparison{'s' if len(rows) > 1 else ''}); from --num-seeds "
-        f"{enough}, all seeds one way could be"
+        f"{enough}, all seeds going one way could be marked"
     )
 
 
