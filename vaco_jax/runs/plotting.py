@@ -60,7 +60,10 @@ def curve_points(result: SweepResult, metric: str) -> tuple[np.ndarray, np.ndarr
     """The env steps a learning curve of ``metric`` is drawn at, and the metric there ``[*grid, seed, points]``: at
     most :data:`MAX_CURVE_POINTS` iterations, evenly spaced among those that have a value. An evaluation metric
     (``eval/*``) has one only at the iterations the learner was evaluated (``eval.every``; NaN between), so its curve
-    is drawn through those; an iteration where no run has a value is left out (a line is not broken by it)."""
+    is drawn through those; an iteration where no run has a value is left out (a line is not broken by it). A run
+    extended to more iterations (``--resume`` with a larger ``--num-iterations``) was also evaluated at its first
+    count's last iteration: that value stays in its metrics, and its curve is drawn at the schedule of the longer run
+    it now is."""
     num = result.num_iterations
     every = result.config.eval.every
     if every and metric in evaluation.METRICS:
