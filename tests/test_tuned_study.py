@@ -410,6 +410,41 @@ def _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypa
     return out, preset, cells
 
 
+def test_status_estimates_the_time_left_from_the_made_cells_of_the_same_block_and_method(
+    study, smoke, tmp_path, monkeypatch, capsys
+):
+    """A cell left to make takes its work (runs x iterations) at the median seconds per run-iteration of the made
+    cells of its block and method; a test whose search is not made yet is sized all the same (its points do not
+    depend on the winner); a copy of another rule's cell trains nothing and teaches no rate."""
+    from benchmarks.studies.tuned import time_left
+
+    out, preset, cells = _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypatch)
+    cartpole = preset.blocks[0]
+    search = tuned_cells.Cell(cartpole, "tune", "m2po")
+    tests = [c for c in cells if c.block == cartpole and c.method == "m2po" and c.stage != "tune"]
+    made = [(c, json.loads(tuned_cells.cell_path(out, c).read_text())) for c in cells]
+    trained = [(c, r) for c, r in made if c.method == "m2po" and c.block == cartpole and "copied_from" not in r]
+    runs = {
+        c: len(r["spec"]["points"]) * len(r["spec"]["seeds"]) * r["spec"]["config"]["num_iterations"] for c, r in made
+    }
+    assert len(trained) >= 3 and all(time_left.cell_work(preset, c, out) == runs[c] for c in runs)
+    tuned_cells.cell_path(out, search).unlink()  # the search gone: its tests are sized all the same
+    assert [time_left.cell_work(preset, c, out) for c in tests] == [runs[c] for c in tests]
+    rates = time_left.made_rates(preset, [(c, r) for c, r in made if c != search], out)
+    left = time_left.time_left(preset, [search, *tests], [(c, r) for c, r in made if c != search], out)
+    assert list(left) == ["CartPole-v1/aggressive"]
+    block = left["CartPole-v1/aggressive"]
+    no_search = [(c, r) for c, r in trained if c != search]
+    assert rates.of(search) == pytest.approx(float(np.median([r["seconds"] / runs[c] for c, r in no_search])))
+    assert block.cells == 1 + len(tests) and block.unknown == 0 and block.weakest == "block and method"
+    assert block.seconds == pytest.approx(rates.of(search) * sum(runs[c] for c in [search, *tests]))
+    assert block.longest[1] in {c.id for c in [search, *tests]}
+    capsys.readouterr()
+    study.status("tuned-smoke", out)
+    said = capsys.readouterr().out
+    assert "time left, estimated from the seconds per run-iteration" in said and "The longest cell, " in said
+
+
 def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):
     """A test cell's configuration is its tuning cell's winner: when the search was made by other programs, the
     winner may not be the checkout's, so the test cells built on it (the held-out block's too) are stale as well.

@@ -223,21 +223,32 @@ def block_lags(preset: TunedPreset, block: Block) -> tuple[tuple[int, ...], int]
     return block.test_lags or preset.test_lags, block.fleet_k or preset.fleet_k
 
 
-def configuration_points(preset: TunedPreset, cell: Cell, out_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+def configuration_points(
+    preset: TunedPreset, cell: Cell, out_dir: Path, unmade_winner: dict[str, Any] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """The configurations a test cell runs, named: ``default`` (no knob set), ``tuned`` (its search's winner by the
-    cell's rule) and, for a high-staleness block, ``tuned-at-LAG`` (the source block's search at that lag)."""
+    cell's rule) and, for a high-staleness block, ``tuned-at-LAG`` (the source block's search at that lag).
+    ``unmade_winner``: the point to put where a search is not on disk yet (to size a cell before it can run); by
+    default a missing search raises FileNotFoundError."""
     source = tuning_cell(preset, cell)
+
+    def search(cell: Cell) -> dict[str, Any]:
+        path = cell_path(out_dir, cell)
+        if unmade_winner is not None and not path.exists():
+            return {"best": {"point": unmade_winner}, "points": None}  # no trials to pick another rule's winner from
+        return json.loads(path.read_text())
+
     if cell.own_lag is not None:  # a search's winner at its own lag: one configuration
-        return [("tuned", json.loads(cell_path(out_dir, source).read_text())["best"]["point"])]
+        return [("tuned", search(source)["best"]["point"])]
     named: list[tuple[str, dict[str, Any]]] = []
     for name in cell.block.configurations if source is not None else ("default",):
         if name == "default":
             named.append((name, {}))
             continue
-        result = json.loads(cell_path(out_dir, configuration_search(source, name)).read_text())
+        result = search(configuration_search(source, name))
         # another rule's cells keep the default beside its winner: the same program as the first rule's cells (and
         # the same default runs, bit for bit: a check that both rules' cells see the same runs)
-        other_rule = cell.rule in WINNER_RULES and name == "tuned"
+        other_rule = cell.rule in WINNER_RULES and name == "tuned" and result["points"] is not None
         winner = WINNER_RULES[cell.rule](result["points"]) if other_rule else result["best"]
         named.append((name, winner["point"]))
     return named
@@ -247,9 +258,11 @@ def cell_path(out_dir: Path, cell: Cell) -> Path:
     return cell_file(out_dir, cell.id)
 
 
-def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, list[dict[str, Any]], list[int]]:
+def cell_plan(
+    preset: TunedPreset, cell: Cell, out_dir: Path, unmade_winner: dict[str, Any] | None = None
+) -> tuple[Config, list[dict[str, Any]], list[int]]:
     """The base config, the points and the seeds of a cell (a test or probe cell reads its method's tuning
-    result)."""
+    result; ``unmade_winner``: see :func:`configuration_points`)."""
     method = METHODS[cell.method]
     tune_lag = LagConfig(kind="fixed", max_lag=preset.tune_lag, num_actors=1, k=preset.tune_lag)
     if cell.stage == "probe":  # the search's program (lag, budget) around its winner, on seeds no search saw
@@ -261,14 +274,14 @@ def cell_plan(preset: TunedPreset, cell: Cell, out_dir: Path) -> tuple[Config, l
         config = base_config(preset, cell.block, method, lag)
         if cell.is_search:
             return config, draw_trials(method, preset.trials, seed=0, block=cell.block), list(preset.tuning_seeds)
-        points = [{**winner, **at_lag} for _, winner in configuration_points(preset, cell, out_dir)]
+        points = [{**winner, **at_lag} for _, winner in configuration_points(preset, cell, out_dir, unmade_winner)]
         return config, points, test_seeds(preset, cell.block)
     if cell.stage == "tune":
         # one sampler seed for every method: trial i draws the same learning rate and entropy coefficient for all,
         # and its own knob from the same uniform number (common random numbers: the budgets are equal, not just alike)
         trials = draw_trials(method, preset.trials, seed=0, block=cell.block)
         return base_config(preset, cell.block, method, tune_lag), trials, list(preset.tuning_seeds)
-    settings = [point for _, point in configuration_points(preset, cell, out_dir)]
+    settings = [point for _, point in configuration_points(preset, cell, out_dir, unmade_winner)]
     seeds = test_seeds(preset, cell.block)
     lags, fleet_k = block_lags(preset, cell.block)
     if cell.kind == "test-fixed":

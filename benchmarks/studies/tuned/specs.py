@@ -227,6 +227,11 @@ class TunedPreset:
     probe_seeds: tuple[int, ...] = ()
 
 
+def block_name(block: Block) -> str:
+    """A block as ``--block`` names it: ``ENV/REGIME`` (``CartPole-v1/standard``)."""
+    return f"{block.env}/{block.regime}"
+
+
 PENDULUM_RANGES = (("ppo.learning_rate", Knob(1e-4, 1e-2)),)  # Pendulum-v1's own learning-rate range
 # the standard regime's TV threshold from 1e-3: VACO's winner there sat at the range's low end (0.0105), and the probe
 # found its threshold halved, beyond the range, better on all 8 seeds (487 against 307; docs/lag-benchmark.md)

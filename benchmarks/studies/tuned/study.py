@@ -92,7 +92,8 @@ from benchmarks.studies.tuned.cells import (
 )
 from benchmarks.studies.tuned.lag_probe import probe_state
 from benchmarks.studies.tuned.report import report, restate
-from benchmarks.studies.tuned.specs import PRESETS, Block, PresetName, TunedPreset
+from benchmarks.studies.tuned.specs import PRESETS, PresetName, TunedPreset, block_name
+from benchmarks.studies.tuned.time_left import time_left, time_left_lines
 from vaco_jax.core.config import config_dict, with_overrides
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.session import format_table
@@ -132,11 +133,6 @@ def cell_group(preset: TunedPreset, cell: Cell) -> str:
     if source is not None and source.own_lag is not None:  # joins its block's first search (a stale block reads both)
         source = dataclasses.replace(source, stage="tune")
     return source.id if source is not None else f"{cell.block.env}__{cell.block.regime}__untuned__{cell.method}"
-
-
-def block_name(block: Block) -> str:
-    """A block as ``--block`` names it: ``ENV/REGIME`` (``CartPole-v1/standard``)."""
-    return f"{block.env}/{block.regime}"
 
 
 def shard_cells(preset: TunedPreset, shards: Sequence[Shard] = (), blocks: Sequence[str] = ()) -> list[Cell]:
@@ -394,6 +390,8 @@ def status(
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     to_run: list[str] = []
     platforms: collections.Counter = collections.Counter()
+    made: list[tuple[Cell, dict[str, Any]]] = []
+    to_make: list[Cell] = []  # in run order, less the cells that will copy another rule's (they train nothing)
     for cell in shard_cells(preset, shards, blocks):
         done = load_cell(out_dir, preset, cell)
         state = cell_state(preset, cell, out_dir, done)
@@ -408,8 +406,12 @@ def status(
             elsewhere = made_elsewhere(done)
             row["elsewhere"] += bool(elsewhere)
             platforms.update(elsewhere)
-        elif len(to_run) < shown:
-            free = state == "missing" and cell.rule in WINNER_RULES and copy_of_twin(preset, cell, out_dir) is not None
+            made.append((cell, done))
+            continue
+        free = state == "missing" and cell.rule in WINNER_RULES and copy_of_twin(preset, cell, out_dir) is not None
+        if not free:
+            to_make.append(cell)
+        if len(to_run) < shown:
             to_run.append(f"{cell.id} ({state}{', a copy of its first rule cell' if free else ''})")
     header = ["block", "stage", *CELL_STATES, "current from a dirty tree", "current from another platform"]
     states = lambda row: [str(row[state]) for state in (*CELL_STATES, "dirty", "elsewhere")]  # noqa: E731
@@ -428,6 +430,8 @@ def status(
         print(f"  {line}")
     if left > len(to_run):
         print(f"  and {left - len(to_run)} more")
+    for line in time_left_lines(time_left(preset, to_make, made, out_dir)):
+        print(line)
     return list(rows.values())
 
 
