@@ -430,7 +430,7 @@ def test_status_estimates_the_time_left_from_the_made_cells_of_the_same_block_an
     assert len(trained) >= 3 and all(time_left.cell_work(preset, c, out) == runs[c] for c in runs)
     tuned_cells.cell_path(out, search).unlink()  # the search gone: its tests are sized all the same
     assert [time_left.cell_work(preset, c, out) for c in tests] == [runs[c] for c in tests]
-    rates = time_left.made_rates(preset, [(c, r) for c, r in made if c != search], out)
+    rates = time_left.made_rates([(c, r) for c, r in made if c != search])
     left = time_left.time_left(preset, [search, *tests], [(c, r) for c, r in made if c != search], out)
     assert list(left) == ["CartPole-v1/aggressive"]
     block = left["CartPole-v1/aggressive"]
@@ -443,6 +443,38 @@ def test_status_estimates_the_time_left_from_the_made_cells_of_the_same_block_an
     study.status("tuned-smoke", out)
     said = capsys.readouterr().out
     assert "time left, estimated from the seconds per run-iteration" in said and "The longest cell, " in said
+
+
+def test_until_starts_no_cell_estimated_to_end_after_it_nor_one_whose_search_was_left(
+    study, smoke, tmp_path, monkeypatch, capsys
+):
+    """--until: a cell is trained whole, so one started too late in a session is lost; a run under --until leaves
+    every cell estimated to end after it, and the tests of a search it left, and says so; nothing is trained here."""
+    import datetime
+
+    from benchmarks.studies.tuned import time_left
+
+    out, preset, cells = _smoke_copy_judged_by_recorded_fingerprints(study, smoke, tmp_path, monkeypatch)
+    search = tuned_cells.Cell(preset.blocks[0], "tune", "m2po")
+    test = next(c for c in cells if c.block == preset.blocks[0] and c.method == "m2po" and c.stage == "test-fixed")
+    other = next(c for c in cells if c.block == preset.blocks[0] and c.method == "ppo_decoupled" and c.stage == "tune")
+    for cell in (search, test, other):
+        tuned_cells.cell_path(out, cell).unlink()
+    monkeypatch.setattr(study, "run_cell", lambda *args: pytest.fail("trained a cell past --until"))
+    now = datetime.datetime.now()
+    study.run("tuned-smoke", out, until=now)
+    said = capsys.readouterr().out
+    assert f"{search.id}: left for a later run (about " in said and "after --until" in said
+    assert f"{test.id}: left for a later run (it tests the winner of {search.id}, not made)" in said
+    assert f"{other.id}: left for a later run (about " in said
+    assert "cells left for a run after --until" in said and not tuned_cells.cell_path(out, search).exists()
+    rates = time_left.made_rates(study.cells_on_disk(preset, out))
+    later = now + datetime.timedelta(days=1)
+    assert study.too_late(preset, search, out, later, rates) is None  # a day is enough for a smoke cell
+    assert study.too_late(preset, test, out, later, rates).startswith("it tests the winner of")
+    with pytest.raises(SystemExit):
+        study.main(["--preset", "tuned-smoke", "--out-dir", str(out), "--until", "tonight"])
+    assert "--until tonight: give a local date and time as YYYY-MM-DDTHH:MM" in capsys.readouterr().err
 
 
 def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):

@@ -17,7 +17,9 @@
 # WORK/pgids names each process group: pause the runners (e.g. for the test suite) with kill -STOP -- -PGID, resume
 # with -CONT, stop with kill -- -PGID (pause the committer too and a git command of yours may wait on its lock).
 # `rerun_in_background.sh --commit-now WORK` runs one committer round at once (e.g. before a session ends).
-# PRESET (default tuned) and INTERVAL_S (default 1200) can be set in the environment.
+# PRESET (default tuned) and INTERVAL_S (default 1200) can be set in the environment, and RERUN_UNTIL
+# (YYYY-MM-DDTHH:MM, local): no runner starts a cell estimated to end after it (a cell is trained whole: one cut off
+# when a session ends is lost), e.g. RERUN_UNTIL=$(date -d '+170 min' +%FT%H:%M) for a session that ends in three hours.
 set -euo pipefail
 
 lowest_priority() {  # nice alone does not reach across setsid's scheduler groups (autogroups): lower the group's too
@@ -35,6 +37,7 @@ run_blocks() {  # --runner WORK PRESET BLOCK...: the blocks one after the other,
   cd "$work/worktree"
   for block in "$@"; do
     .venv/bin/python -m benchmarks.studies.tuned --preset "$preset" --out-dir "$work" --block "$block" \
+      ${RERUN_UNTIL:+--until "$RERUN_UNTIL"} \
       || echo "[$(date +%H:%M)] block $block ended with an error; going on with the next"
   done
   echo "[$(date +%H:%M)] runner done"

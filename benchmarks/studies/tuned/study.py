@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
 import json
 import random
 import sys
@@ -93,7 +94,7 @@ from benchmarks.studies.tuned.cells import (
 from benchmarks.studies.tuned.lag_probe import probe_state
 from benchmarks.studies.tuned.report import report, restate
 from benchmarks.studies.tuned.specs import PRESETS, PresetName, TunedPreset, block_name
-from benchmarks.studies.tuned.time_left import time_left, time_left_lines
+from benchmarks.studies.tuned.time_left import Rates, cell_work, hours, made_rates, time_left, time_left_lines
 from vaco_jax.core.config import config_dict, with_overrides
 from vaco_jax.core.files import write_text_atomic
 from vaco_jax.runs.session import format_table
@@ -240,11 +241,16 @@ def run(
     keep_stale: bool = False,
     shards: Sequence[Shard] = (),
     blocks: Sequence[str] = (),
+    until: datetime.datetime | None = None,
 ) -> None:
+    """Make the cells that are missing or stale, in run order. ``until``: start no cell estimated to end after it
+    (:func:`too_late`); the cells left are said, for a later run."""
     preset = PRESETS[preset_name]
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
     ran = 0
     cells = shard_cells(preset, shards, blocks)
+    rates = made_rates(cells_on_disk(preset, out_dir)) if until is not None else None
+    left: list[str] = []
     for cell in cells:  # a held-out block run alone needs its source's searches on disk
         for source in source_cells(preset, cell):
             if source not in cells and load_cell(out_dir, preset, source) is None:
@@ -258,12 +264,44 @@ def run(
             continue  # a stale cell (made by other programs) is run again, unless --keep-stale
         if max_cells is not None and ran >= max_cells:
             break
+        copied = copy_of_twin(preset, cell, out_dir)
+        reason = too_late(preset, cell, out_dir, until, rates) if copied is None and rates is not None else None
+        if reason is not None:
+            print(f"[{time.strftime('%H:%M:%S')}] {cell.id}: left for a later run ({reason})", flush=True)
+            left.append(cell.id)
+            continue
         print(f"[{time.strftime('%H:%M:%S')}] {cell.id} ...", flush=True)
-        result = copy_of_twin(preset, cell, out_dir) or run_cell(preset, cell, out_dir)
+        result = copied or run_cell(preset, cell, out_dir)
         write_text_atomic(cell_path(out_dir, cell), json.dumps(result, indent=1, allow_nan=True))
         extra = f"  best {result['best']['point']}" if "best" in result else ""
         print(f"    {result['seconds']:.0f} s{extra}", flush=True)
         ran += 1
+    if left:
+        print(f"{len(left)} cells left for a run after --until {until:%Y-%m-%dT%H:%M}: {', '.join(left)}", flush=True)
+
+
+def cells_on_disk(preset: TunedPreset, out_dir: Path) -> list[tuple[Cell, dict[str, Any]]]:
+    """The cells of ``preset`` whose files are in ``out_dir``, whatever their state, with their results (for their
+    times: each timed what it trained)."""
+    paths = ((cell, cell_path(out_dir, cell)) for cell in cells_of(preset))
+    return [(cell, json.loads(path.read_text())) for cell, path in paths if path.is_file()]
+
+
+def too_late(preset: TunedPreset, cell: Cell, out_dir: Path, until: datetime.datetime, rates: Rates) -> str | None:
+    """Why ``cell`` must not start now under ``--until`` (None: it may): a search it tests is not made and current
+    (left for later itself), or its estimate (:mod:`.time_left`) ends after ``until``: a cell is trained whole, and
+    one cut off by the end of a session is lost. A cell with no estimate starts."""
+    for source in source_cells(preset, cell):
+        done = load_cell(out_dir, preset, source)
+        if done is None or not is_current(preset, source, out_dir, done):
+            return f"it tests the winner of {source.id}, not made"
+    work, rate = cell_work(preset, cell, out_dir), rates.of(cell)
+    if work is None or rate is None:
+        return None
+    ends = datetime.datetime.now() + datetime.timedelta(seconds=work * rate)
+    if ends > until:
+        return f"about {hours(work * rate)}: it would end at {ends:%H:%M}, after --until {until:%H:%M}"
+    return None
 
 
 def made_by(host: dict[str, str], made: dict[str, str] | None) -> dict[str, str]:
@@ -390,7 +428,6 @@ def status(
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     to_run: list[str] = []
     platforms: collections.Counter = collections.Counter()
-    made: list[tuple[Cell, dict[str, Any]]] = []
     to_make: list[Cell] = []  # in run order, less the cells that will copy another rule's (they train nothing)
     for cell in shard_cells(preset, shards, blocks):
         done = load_cell(out_dir, preset, cell)
@@ -406,7 +443,6 @@ def status(
             elsewhere = made_elsewhere(done)
             row["elsewhere"] += bool(elsewhere)
             platforms.update(elsewhere)
-            made.append((cell, done))
             continue
         free = state == "missing" and cell.rule in WINNER_RULES and copy_of_twin(preset, cell, out_dir) is not None
         if not free:
@@ -430,7 +466,7 @@ def status(
         print(f"  {line}")
     if left > len(to_run):
         print(f"  and {left - len(to_run)} more")
-    for line in time_left_lines(time_left(preset, to_make, made, out_dir)):
+    for line in time_left_lines(time_left(preset, to_make, cells_on_disk(preset, out_dir), out_dir)):
         print(line)
     return list(rows.values())
 
@@ -521,6 +557,9 @@ class StudyArgs:
     """With --adopt: copy the cells and stop, without a report (a rerun's cells, committed while blocks are open)."""
     device_shard: ShardFlag | None = None
     """Internal: the part of the cells a --devices worker runs."""
+    until: str | None = None
+    """Start no cell estimated to end after this local time (YYYY-MM-DDTHH:MM; the estimate as --status gives it): a
+    cell is trained whole, so one cut off by a session's end is lost. The cells left are said, for a later run."""
     export_config: str | None = None
     """Print the config a method's tests in a block train (ENV/REGIME/METHOD, e.g. CartPole-v1/aggressive/ppo): JSON
     for `vaco-jax train --config FILE`, its tuned configuration where the block has one on disk, at --lag.k 0."""
@@ -572,6 +611,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.devices is not None and args.devices < 1:
         refuse(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
+    until = None
+    if args.until is not None:
+        try:
+            until = datetime.datetime.fromisoformat(args.until)
+        except ValueError:
+            refuse(f"--until {args.until}: give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30")
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if args.restate:
         restate(PRESETS[args.preset], out_dir, readme=args.update_readme)
@@ -600,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.report = True  # the workers ran the cells; this process reports
     with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once
         if not args.report:
-            run(args.preset, out_dir, args.max_cells, args.keep_stale, shards, args.block)
+            run(args.preset, out_dir, args.max_cells, args.keep_stale, shards, args.block, until)
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():

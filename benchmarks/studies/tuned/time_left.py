@@ -58,13 +58,20 @@ BASES = ("block and method", "env and method", "block", "env", "any cell")
 """What :func:`rate_keys` look up, in its order, as the status table names them."""
 
 
-def made_rates(preset: TunedPreset, made: Iterable[tuple[Cell, dict[str, Any]]], out_dir: Path) -> Rates:
-    """The rates of the cells trained on this platform (not a copy of another rule's cell, which trained nothing)."""
+def recorded_work(result: dict[str, Any]) -> int:
+    """The run-iterations a made cell trained, from its recorded spec."""
+    spec = result["spec"]
+    return len(spec["points"]) * len(spec["seeds"]) * spec["config"]["num_iterations"]
+
+
+def made_rates(made: Iterable[tuple[Cell, dict[str, Any]]]) -> Rates:
+    """The rates of the cells trained on this platform (not a copy of another rule's cell, which trained nothing),
+    current or stale: each timed what it trained."""
     rates: dict[tuple[str, ...], list[float]] = {}
     for cell, result in made:
         if "copied_from" in result or made_elsewhere(result) or not result.get("seconds"):
             continue
-        work = cell_work(preset, cell, out_dir)
+        work = recorded_work(result)
         for key in rate_keys(cell) if work else ():
             rates.setdefault(key, []).append(result["seconds"] / work)
     return Rates({key: statistics.median(values) for key, values in rates.items()})
@@ -86,7 +93,7 @@ def time_left(
     preset: TunedPreset, to_make: Iterable[Cell], made: Iterable[tuple[Cell, dict[str, Any]]], out_dir: Path
 ) -> dict[str, BlockLeft]:
     """Per block, in run order: the cells of ``to_make`` and their estimated seconds."""
-    rates = made_rates(preset, made, out_dir)
+    rates = made_rates(made)
     blocks: dict[str, BlockLeft] = {}
     for cell in to_make:
         left = blocks.setdefault(block_name(cell.block), BlockLeft())
@@ -137,4 +144,4 @@ def time_left_lines(blocks: dict[str, BlockLeft]) -> list[str]:
     return lines
 
 
-__all__ = ["BASES", "BlockLeft", "Rates", "cell_work", "made_rates", "time_left", "time_left_lines"]
+__all__ = ["BASES", "BlockLeft", "Rates", "cell_work", "made_rates", "recorded_work", "time_left", "time_left_lines"]
