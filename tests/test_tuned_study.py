@@ -465,9 +465,9 @@ def test_until_starts_no_cell_estimated_to_end_after_it_nor_one_whose_search_was
     study.run("tuned-smoke", out, until=now)
     said = capsys.readouterr().out
     assert f"{search.id}: left for a later run (about " in said and "after --until" in said
-    assert f"{test.id}: left for a later run (it tests the winner of {search.id}, not made)" in said
+    assert f"{test.id}: left for a later run (it tests the winner of {search.id}, not made or not current)" in said
     assert f"{other.id}: left for a later run (about " in said
-    assert "cells left for a run after --until" in said and not tuned_cells.cell_path(out, search).exists()
+    assert "cells left for a later run (--until " in said and not tuned_cells.cell_path(out, search).exists()
     rates = time_left.made_rates(study.cells_on_disk(preset, out))
     later = now + datetime.timedelta(days=1)
     assert study.too_late(preset, search, out, later, rates) is None  # a day is enough for a smoke cell
@@ -475,6 +475,18 @@ def test_until_starts_no_cell_estimated_to_end_after_it_nor_one_whose_search_was
     with pytest.raises(SystemExit):
         study.main(["--preset", "tuned-smoke", "--out-dir", str(out), "--until", "tonight"])
     assert "--until tonight: give a local date and time as YYYY-MM-DDTHH:MM" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="a date alone is not"):
+        study.parse_until("2026-12-06")  # midnight at its start: not what anyone means
+    zoned = study.parse_until("2026-12-06T18:30+00:00")  # taken to local time, comparable with now()
+    assert zoned.tzinfo is None and zoned == datetime.datetime(
+        2026, 12, 6, 18, 30, tzinfo=datetime.UTC
+    ).astimezone().replace(tzinfo=None)
+    # a rerun resumed on another CPU model: its cells still time the first blocks, said so
+    elsewhere = [
+        (c, {**r, "host": {**r["host"], "processor": "Another CPU"}}) for c, r in study.cells_on_disk(preset, out)
+    ]
+    rate, basis = time_left.made_rates(elsewhere).found(search)
+    assert rate is not None and basis == "block and method on another CPU"
 
 
 def test_a_stale_tuning_cell_makes_its_test_cells_stale(study, smoke, tmp_path, monkeypatch):

@@ -94,7 +94,7 @@ case "${1:-}" in
     exit ;;
 esac
 if [ $# -lt 2 ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(git rev-parse --show-toplevel)
@@ -120,11 +120,17 @@ if [ -f "$WORK/pgids" ]; then
 fi
 # unknown blocks, a block in two lists, a held-out block away from (or before) the block it takes its searches from
 # when they are not all committed yet
-.venv/bin/python - "$PRESET" "$STAGING" "$@" <<'EOF' || exit 2
+RERUN_UNTIL=${RERUN_UNTIL:-} .venv/bin/python - "$PRESET" "$STAGING" "$@" <<'EOF' || exit 2
+import os
 import sys
 from pathlib import Path
-from benchmarks.studies.tuned.study import runner_problems
+from benchmarks.studies.tuned.study import parse_until, runner_problems
 problems = runner_problems(sys.argv[1], [blocks.split() for blocks in sys.argv[3:]], Path(sys.argv[2]))
+if os.environ["RERUN_UNTIL"]:
+    try:
+        print(f"RERUN_UNTIL: no runner starts a cell estimated to end after {parse_until(os.environ['RERUN_UNTIL'])}")
+    except ValueError as error:
+        problems.append(f"RERUN_UNTIL={os.environ['RERUN_UNTIL']}: {error}")
 for problem in problems:
     print(problem, file=sys.stderr)
 sys.exit(2 if problems else 0)

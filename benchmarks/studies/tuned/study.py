@@ -276,8 +276,10 @@ def run(
         extra = f"  best {result['best']['point']}" if "best" in result else ""
         print(f"    {result['seconds']:.0f} s{extra}", flush=True)
         ran += 1
+        if rates is not None and copied is None:  # the cell just made times the ones after it too
+            rates = made_rates(cells_on_disk(preset, out_dir))
     if left:
-        print(f"{len(left)} cells left for a run after --until {until:%Y-%m-%dT%H:%M}: {', '.join(left)}", flush=True)
+        print(f"{len(left)} cells left for a later run (--until {until:%Y-%m-%d %H:%M}): {', '.join(left)}", flush=True)
 
 
 def cells_on_disk(preset: TunedPreset, out_dir: Path) -> list[tuple[Cell, dict[str, Any]]]:
@@ -287,20 +289,42 @@ def cells_on_disk(preset: TunedPreset, out_dir: Path) -> list[tuple[Cell, dict[s
     return [(cell, json.loads(path.read_text())) for cell, path in paths if path.is_file()]
 
 
+UNTIL_MARGIN = 1.25
+"""``--until`` starts a cell only if 1.25 times its estimate ends in time: the estimate is a median, and the
+programs' lowering before the timed training is not in it."""
+
+
+def parse_until(text: str) -> datetime.datetime:
+    """``--until``'s local date and time (``YYYY-MM-DDTHH:MM``; one with a zone is taken to this machine's)."""
+    if "T" not in text and " " not in text:
+        raise ValueError("give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30 (a date alone is not)")
+    try:
+        until = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30") from None
+    return until.astimezone().replace(tzinfo=None) if until.tzinfo is not None else until
+
+
 def too_late(preset: TunedPreset, cell: Cell, out_dir: Path, until: datetime.datetime, rates: Rates) -> str | None:
     """Why ``cell`` must not start now under ``--until`` (None: it may): a search it tests is not made and current
-    (left for later itself), or its estimate (:mod:`.time_left`) ends after ``until``: a cell is trained whole, and
-    one cut off by the end of a session is lost. A cell with no estimate starts."""
+    (left for later itself), or :data:`UNTIL_MARGIN` times its estimate (:mod:`.time_left`) ends after ``until``: a
+    cell is trained whole, and one cut off by the end of a session is lost. A cell with no estimate at all (nothing
+    made anywhere to time it) starts, and says so."""
     for source in source_cells(preset, cell):
         done = load_cell(out_dir, preset, source)
         if done is None or not is_current(preset, source, out_dir, done):
-            return f"it tests the winner of {source.id}, not made"
-    work, rate = cell_work(preset, cell, out_dir), rates.of(cell)
+            return f"it tests the winner of {source.id}, not made or not current"
+    work, (rate, basis) = cell_work(preset, cell, out_dir), rates.found(cell)
     if work is None or rate is None:
+        print(f"    {cell.id}: no estimate of its time (nothing like it made yet): started all the same", flush=True)
         return None
-    ends = datetime.datetime.now() + datetime.timedelta(seconds=work * rate)
+    seconds = UNTIL_MARGIN * work * rate
+    ends = datetime.datetime.now() + datetime.timedelta(seconds=seconds)
     if ends > until:
-        return f"about {hours(work * rate)}: it would end at {ends:%H:%M}, after --until {until:%H:%M}"
+        return (
+            f"about {hours(seconds)} with a {UNTIL_MARGIN}x margin, from the made cells of its {basis}: it would end "
+            f"at {ends:%Y-%m-%d %H:%M}, after --until {until:%Y-%m-%d %H:%M}"
+        )
     return None
 
 
@@ -614,9 +638,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     until = None
     if args.until is not None:
         try:
-            until = datetime.datetime.fromisoformat(args.until)
-        except ValueError:
-            refuse(f"--until {args.until}: give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30")
+            until = parse_until(args.until)
+        except ValueError as error:
+            refuse(f"--until {args.until}: {error}")
+        if args.status or args.report or args.check or args.restate or args.export_config:
+            refuse("--until limits a run of cells: not with --status, --report, --check, --restate, --export-config")
     out_dir = args.out_dir or ROOT / "benchmarks" / "results" / "lag_robustness" / args.preset
     if args.restate:
         restate(PRESETS[args.preset], out_dir, readme=args.update_readme)

@@ -1,9 +1,9 @@
 """How long the cells a run would still make will take, for planning a rerun: each cell's work (its runs times its
 iterations) at the seconds per run-iteration that the made cells most like it took on this platform (its block's
-and method's, else its env's and method's, else its block's, its env's, any cell's). An estimate, not a
-measurement: a rate also depends on what else the machine ran beside the cell. A cell is trained whole, in one
-program, so a process stopped before a cell ends loses that cell: the longest cell says how long a session must run
-to make it.
+and method's, else its env's and method's, else its block's, its env's, any cell's; then the same made on another
+CPU model). An estimate, not a measurement: a rate also depends on what else the machine ran beside the cell. A
+cell is trained whole, in one program, so a process stopped before a cell ends loses that cell: the longest cell
+says how long a session must run to make it.
 """
 
 from __future__ import annotations
@@ -30,11 +30,19 @@ def cell_work(preset: TunedPreset, cell: Cell, out_dir: Path) -> int | None:
     return len(points) * len(seeds) * config.num_iterations
 
 
-def rate_keys(cell: Cell) -> tuple[tuple[str, ...], ...]:
+def rate_keys(cell: Cell, here: bool = True) -> tuple[tuple[Any, ...], ...]:
     """What a cell's rate is looked up by, most alike first: its block and method, its env and method, its block,
-    its env, any cell (a method's cost differs by up to 3x on one task: M2PO against CISPO on Pendulum-v1)."""
+    its env, any cell (a method's cost differs by up to 3x on one task: M2PO against CISPO on Pendulum-v1), among
+    the cells made on this platform (``here``) or on another."""
     block, env = block_name(cell.block), cell.block.env
-    return (("block", block, cell.method), ("env", env, cell.method), ("block", block), ("env", env), ("any",))
+    keys = (("block", block, cell.method), ("env", env, cell.method), ("block", block), ("env", env), ("any",))
+    return tuple((here, *key) for key in keys)
+
+
+def lookup_keys(cell: Cell) -> tuple[tuple[Any, ...], ...]:
+    """:func:`rate_keys` here, then on another platform (a rerun resumed on another CPU model: its cells time the
+    first blocks until this platform has made some)."""
+    return (*rate_keys(cell, True), *rate_keys(cell, False))
 
 
 @dataclasses.dataclass
@@ -47,32 +55,40 @@ class Rates:
         return self.found(cell)[0]
 
     def found(self, cell: Cell) -> tuple[float | None, str]:
-        """The rate of ``cell`` and what it was taken from (``block and method`` ... ``any cell``; ``none``)."""
-        for key in rate_keys(cell):
+        """The rate of ``cell`` and what it was taken from (``block and method`` ... ``any cell``, then the same on
+        another CPU; ``none``)."""
+        for index, key in enumerate(lookup_keys(cell)):
             if key in self.medians:
-                return self.medians[key], BASES[rate_keys(cell).index(key)]
+                return self.medians[key], BASES[index]
         return None, "none"
 
 
-BASES = ("block and method", "env and method", "block", "env", "any cell")
-"""What :func:`rate_keys` look up, in its order, as the status table names them."""
+BASES = tuple(
+    f"{kind}{where}"
+    for where in ("", " on another CPU")
+    for kind in ("block and method", "env and method", "block", "env", "any cell")
+)
+"""What :func:`lookup_keys` look up, in its order, as the status table names them."""
 
 
-def recorded_work(result: dict[str, Any]) -> int:
-    """The run-iterations a made cell trained, from its recorded spec."""
-    spec = result["spec"]
-    return len(spec["points"]) * len(spec["seeds"]) * spec["config"]["num_iterations"]
+def recorded_work(result: dict[str, Any]) -> int | None:
+    """The run-iterations a made cell trained, from its recorded spec (None for a record of another shape)."""
+    try:
+        spec = result["spec"]
+        return len(spec["points"]) * len(spec["seeds"]) * spec["config"]["num_iterations"]
+    except (KeyError, TypeError):
+        return None
 
 
 def made_rates(made: Iterable[tuple[Cell, dict[str, Any]]]) -> Rates:
-    """The rates of the cells trained on this platform (not a copy of another rule's cell, which trained nothing),
-    current or stale: each timed what it trained."""
+    """The rates of the made cells (not a copy of another rule's cell, which trained nothing), current or stale:
+    each timed what it trained; those made on another platform apart (:func:`lookup_keys`)."""
     rates: dict[tuple[str, ...], list[float]] = {}
     for cell, result in made:
-        if "copied_from" in result or made_elsewhere(result) or not result.get("seconds"):
+        if "copied_from" in result or not result.get("seconds"):
             continue
         work = recorded_work(result)
-        for key in rate_keys(cell) if work else ():
+        for key in rate_keys(cell, here=not made_elsewhere(result)) if work else ():
             rates.setdefault(key, []).append(result["seconds"] / work)
     return Rates({key: statistics.median(values) for key, values in rates.items()})
 
@@ -86,7 +102,7 @@ class BlockLeft:
     seconds: float = 0.0
     unknown: int = 0
     longest: tuple[float, str] = (0.0, "")
-    weakest: str = BASES[0]  # the least alike made cells any of its estimates was taken from
+    weakest: str = "-"  # the least alike made cells any of its estimates was taken from
 
 
 def time_left(
@@ -102,7 +118,7 @@ def time_left(
         if work is None or rate is None:
             left.unknown += 1
             continue
-        left.weakest = max(left.weakest, basis, key=BASES.index)
+        left.weakest = basis if left.weakest == "-" else max(left.weakest, basis, key=BASES.index)
         seconds = work * rate
         left.seconds += seconds
         left.longest = max(left.longest, (seconds, cell.id))
@@ -131,8 +147,8 @@ def time_left_lines(blocks: dict[str, BlockLeft]) -> list[str]:
     longest = max(left.longest for left in blocks.values())
     waiting = f", and {unknown} cells not estimated (probes waiting on their search, or nothing like them was made)"
     lines = [
-        "\ntime left, estimated from the seconds per run-iteration of the most alike cells made on this platform (the "
-        "least alike named; 'any cell' is a guess); one runner's time, cells in sequence:",
+        "\ntime left, estimated from the seconds per run-iteration of the most alike made cells (the least alike "
+        "named; 'any cell' and another CPU's are guesses); one runner's time, cells in sequence:",
         format_table(header, rows),
         f"in all about {hours(total)}{waiting if unknown else ''}.",
     ]
