@@ -296,12 +296,13 @@ programs' lowering before the timed training is not in it."""
 
 def parse_until(text: str) -> datetime.datetime:
     """``--until``'s local date and time (``YYYY-MM-DDTHH:MM``; one with a zone is taken to this machine's)."""
+    asked = "give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30"
     if "T" not in text and " " not in text:
-        raise ValueError("give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30 (a date alone is not)")
+        raise ValueError(f"{asked} (a date alone is not)")
     try:
         until = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError("give a local date and time as YYYY-MM-DDTHH:MM, e.g. 2026-12-06T18:30") from None
+        raise ValueError(asked) from None
     return until.astimezone().replace(tzinfo=None) if until.tzinfo is not None else until
 
 
