@@ -1342,3 +1342,77 @@ def test_a_methods_benchmark_config_exports_as_a_file_the_command_line_trains(st
     with pytest.raises(SystemExit):
         study.export_config(preset, smoke_copy, "CartPole-v1/aggressive/m2po")  # no search on disk: refused, no trace
     assert "its searches' cells CartPole-v1__aggressive__tune__m2po are not in" in capsys.readouterr().err
+
+
+def test_a_cluster_like_block_tests_both_winners_under_the_skewed_histogram_beside_the_fleet(tmp_path):
+    """The pre-registered cluster-like stage: in CartPole-v1's and Pendulum-v1's aggressive blocks every method's
+    lag-4 winner and fleet-search winner are tested on the blocks' test seeds with each of 4 actor groups' lags drawn
+    geometrically (p 0.25, capped at 20); each configuration is compared with decoupled PPO's of the same kind, and
+    with itself under the uniform fleet, paired by seed (the lag-4 one with the main table's row, the fleet winner
+    with its own-lag test), in tables of their own."""
+    from vaco_jax.core.config import with_overrides
+    from vaco_jax.core.validation import validate
+
+    preset = tuned_specs.PRESETS["tuned"]
+    cluster = [c for c in tuned_cells.cells_of(preset) if c.block.cluster]
+    assert {(c.block.env, c.stage, c.rule) for c in cluster} == {
+        (env, "test-geometric", "cluster") for env in ("CartPole-v1", "Pendulum-v1")
+    }
+    assert len(cluster) == 2 * len(preset.methods)  # the mode rule's winners only
+    cell = next(c for c in cluster if c.block.env == "Pendulum-v1" and c.method == "m2po")
+    base = next(b for b in preset.blocks if (b.env, b.regime) == ("Pendulum-v1", "aggressive"))
+    searches = [tuned_cells.Cell(base, "tune", "m2po"), tuned_cells.Cell(base, "tune-at-fleet", "m2po")]
+    assert tuned_cells.source_cells(preset, cell) == searches
+    winners = [{"ppo.learning_rate": 1e-3, "m2po.tau": 0.1}, {"ppo.learning_rate": 2e-3, "m2po.tau": 0.2}]
+    for search, winner in zip(searches, winners, strict=True):
+        path = tuned_cells.cell_path(tmp_path, search)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"best": {"point": winner}, "points": None}))
+    config, points, seeds = tuned_cells.cell_plan(preset, cell, tmp_path)
+    lag = config.lag
+    assert (lag.kind, lag.p, lag.max_lag, lag.num_actors) == ("geometric", 0.25, 20, 4)
+    assert points == winners and seeds == list(range(3000, 3016)) and config.num_iterations == base.iterations
+    for point in points:
+        validate(with_overrides(config, point))
+
+    rng = np.random.default_rng(1)
+
+    def row(method, setting, rule, lag, shift, regime="aggressive"):
+        scores = -600.0 + shift + 10.0 * rng.normal(size=16)
+        return Row(env="Pendulum-v1", regime=regime, method=method, setting=setting, primary=rule == "mode",
+                   rule=rule, held_out=None, knobs={}, lag=lag, per_seed={k: scores.tolist() for k in
+                   ("learner_auc", "learner_stochastic_auc")}, diagnostics={}, skipped_steps_total=0.0)  # fmt: skip
+
+    # far apart (noise 10) so that a wrong pairing flips a P: each cluster row above decoupled PPO's of its own
+    # kind (but m2po's lag-4 row below decoupled PPO's fleet winner), the lag-4 one above its fleet row and the
+    # fleet winner below its own-lag test
+    geometric = "Geom(0.25)≤20"
+    rows = [
+        row("ppo_decoupled", "tuned", "mode", "U{0..16}", 0.0),
+        row("ppo_decoupled", "tuned (own-lag rule)", "own-lag", "U{0..16}", 0.0),
+        row("ppo_decoupled", "tuned", "cluster", geometric, 0.0, "aggressive-cluster"),
+        row("ppo_decoupled", "tuned-at-fleet", "cluster", geometric, 300.0, "aggressive-cluster"),
+        row("m2po", "tuned", "mode", "U{0..16}", 0.0),
+        row("m2po", "tuned (own-lag rule)", "own-lag", "U{0..16}", 500.0),
+        row("m2po", "tuned (own-lag rule)", "own-lag", "16", -500.0),
+        row("m2po", "tuned", "cluster", geometric, 100.0, "aggressive-cluster"),
+        row("m2po", "tuned-at-fleet", "cluster", geometric, 400.0, "aggressive-cluster"),
+    ]
+    collected = tuned_comparisons.Collected(rows=rows)
+    tuned_comparisons.statistics(collected)
+    against = {r["setting"]: r for r in tuned_comparisons.against_fleet(rows) if r["method"] == "m2po"}
+    by = {(r.method, r.setting, r.rule, r.lag): r for r in rows}
+    fleet_rows = {"tuned": ("tuned", "mode"), "tuned-at-fleet": ("tuned (own-lag rule)", "own-lag")}
+    for setting, (fleet_setting, fleet_rule) in fleet_rows.items():
+        fleet_row = ("m2po", fleet_setting, fleet_rule, "U{0..16}")
+        here = by[("m2po", setting, "cluster", geometric)].per_seed["learner_auc"]
+        want = tuned_comparisons.paired_comparison(here, by[fleet_row].per_seed["learner_auc"])
+        assert against[setting]["pi"]["p"] == want["p"] and against[setting]["fleet_lag"] == "U{0..16}"
+        # against decoupled PPO of the same configuration kind: 100 above it on every seed
+        assert by[("m2po", setting, "cluster", geometric)].comparisons["learner_auc"]["p"] == 1.0
+    assert against["tuned"]["pi"]["p"] > 0.8 and against["tuned-at-fleet"]["pi"]["p"] < 0.2
+    assert collected.families_by_rule["cluster"]["learner_auc"]["comparisons"] == 2
+    assert not any(tuned_comparisons.in_table(r, "mode") for r in rows if r.rule == "cluster")
+    table = tuned_tables.cluster_table(rows, tuned_comparisons.against_fleet(rows))
+    assert len(table) == 2 + 4 and all(line.count(" | ") == 6 for line in table[:1] + table[2:])
+    assert "| m2po | tuned-at-fleet | Geom(0.25)≤20 | " in table[-1] and "**+**" in table[-1]

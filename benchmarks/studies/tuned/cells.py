@@ -29,6 +29,7 @@ from benchmarks.common.provenance import (
     study_env,
 )
 from benchmarks.studies.tuned.specs import (
+    CLUSTER_LAG,
     ENV_SPECS,
     METHODS,
     STUDY_REGIMES,
@@ -101,7 +102,8 @@ SCORES = (
 DIAGNOSTICS = ("entropy", "tv/forward", "tv/backward", "tv/forward_exact", "ppo/clip_frac", "is/weight_mean")
 CURVES = ("eval/return_deterministic", "eval/return_stochastic", "episode/return", "entropy", "tv/forward")
 STALENESS_CURVES = ("tv/backward", "tv/ess_learner", "ppo/clip_frac", "is/weight_mean", "is/masked_frac", "lag/mean")
-"""Curves a high-staleness block's cells also keep (those its algorithm logs): does anything collapse late?"""
+"""Curves a high-staleness or cluster-like block's cells also keep (those its algorithm logs): does anything
+collapse late?"""
 
 
 # ----------------------------------------------------------------------------- cells
@@ -113,7 +115,8 @@ RULE_SUFFIX = ".{rule}-rule"  # a test stage of the winners of a rule other than
 @dataclasses.dataclass(frozen=True)
 class Cell:
     block: Block
-    # "tune", "test-fixed", "test-fleet", a test stage of another winner rule ("test-fleet.stochastic-rule"), or
+    # "tune", "test-fixed", "test-fleet", "test-geometric" (a cluster-like block's), a test stage of another winner
+    # rule ("test-fleet.stochastic-rule"), or
     # "probe" (the search winner's neighbourhood on fresh seeds: specs.probe_points)
     stage: str
     method: str
@@ -124,7 +127,7 @@ class Cell:
 
     @property
     def kind(self) -> str:
-        """The stage without its rule: "tune", "test-fixed", "test-fleet" or "probe"."""
+        """The stage without its rule: "tune", "test-fixed", "test-fleet", "test-geometric" or "probe"."""
         return self.stage.split(".")[0]
 
     @property
@@ -148,6 +151,8 @@ class Cell:
             return "own-lag"
         if self.block.stale:
             return "staleness"
+        if self.block.cluster:
+            return "cluster"
         return self.stage.split(".")[1].removesuffix("-rule") if "." in self.stage else "mode"
 
 
@@ -168,7 +173,7 @@ def cells_of(preset: TunedPreset) -> list[Cell]:
         methods = block_methods(preset, block)
         cells += [Cell(block, "tune", m) for m in methods] if block.tuned_here else []
         cells += [Cell(block, stage, m) for m in methods for stage in block.test_stages]
-        other_rules = preset.winner_rules[1:] if not (block.untuned or block.stale) else ()
+        other_rules = preset.winner_rules[1:] if not (block.untuned or block.retest) else ()
         for rule in other_rules:  # the other rules' winners, tested alike
             suffix = RULE_SUFFIX.format(rule=rule)
             cells += [Cell(block, stage + suffix, m) for m in methods for stage in block.test_stages]
@@ -193,7 +198,7 @@ def tuning_cell(preset: TunedPreset, cell: Cell) -> Cell | None:
 
 def source_cells(preset: TunedPreset, cell: Cell) -> list[Cell]:
     """The searches whose winners a cell runs: none for a search or an untuned block's test; a test's (or probe's)
-    tuning cell, and a high-staleness block's searches at other lags too."""
+    tuning cell, and the searches at other lags a high-staleness or cluster-like block tests too."""
     if cell.is_search:
         return []
     source = tuning_cell(preset, cell)
@@ -212,7 +217,7 @@ def configuration_search(source: Cell, name: str) -> Cell:
 
 
 def source_block(preset: TunedPreset, block: Block) -> Block:
-    """The tuned block whose searches a held-out or high-staleness block tests."""
+    """The tuned block whose searches a held-out, high-staleness or cluster-like block tests."""
     return next(
         b for b in preset.blocks if b.env == block.tune_from and b.regime == block.source_regime and b.tuned_here
     )
@@ -227,7 +232,8 @@ def configuration_points(
     preset: TunedPreset, cell: Cell, out_dir: Path, unmade_winner: dict[str, Any] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """The configurations a test cell runs, named: ``default`` (no knob set), ``tuned`` (its search's winner by the
-    cell's rule) and, for a high-staleness block, ``tuned-at-LAG`` (the source block's search at that lag).
+    cell's rule) and, for a high-staleness or cluster-like block, ``tuned-at-LAG`` (the source block's search at
+    that lag).
     ``unmade_winner``: the point to put where a search is not on disk yet (to size a cell before it can run); by
     default a missing search raises FileNotFoundError."""
     source = tuning_cell(preset, cell)
@@ -287,6 +293,9 @@ def cell_plan(
     if cell.kind == "test-fixed":
         lag = LagConfig(kind="fixed", max_lag=max(lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in lags]
+    elif cell.kind == "test-geometric":
+        lag = LagConfig(**CLUSTER_LAG)
+        points = [dict(s) for s in settings]
     else:
         lag = fleet_lag(fleet_k)
         points = [dict(s) for s in settings]
@@ -334,7 +343,7 @@ def run_cell(preset: TunedPreset, cell: Cell, out_dir: Path) -> dict[str, Any]:
     metrics, compile_seconds = train_points(config, points, seeds, preset.chunk_size)
     seconds = time.perf_counter() - start
     scores = learner_scores(metrics)
-    curves = CURVES + (STALENESS_CURVES if cell.block.stale else ())
+    curves = CURVES + (STALENESS_CURVES if cell.block.retest else ())
     results = []
     for p, point in enumerate(points):
         results.append(

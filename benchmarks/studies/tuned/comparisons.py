@@ -1,8 +1,8 @@
 """The tuned lag benchmark's comparisons: each method against tuned decoupled PPO, paired by seed, with the marks a
 table shows (:func:`format_pi`: + / - from the Holm-corrected signed-rank test, = from the equivalence test), the
-families they are corrected over (:func:`correct_family`), and the comparison of a configuration carried from lag 4
-with one tuned at the lag it is tested at (:func:`transfer_rows`). The statistics are
-:mod:`vaco_jax.numerics.stats`."""
+families they are corrected over (:func:`correct_family`), the comparison of a configuration carried from lag 4
+with one tuned at the lag it is tested at (:func:`transfer_rows`), and a cluster-like lag histogram against the
+uniform fleet (:func:`against_fleet`). The statistics are :mod:`vaco_jax.numerics.stats`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from benchmarks.studies.tuned.rows import SCORE_NAMES, Collected, Row, pi_key  # noqa: F401  (re-exported)
-from benchmarks.studies.tuned.specs import SCORE_RANGES
+from benchmarks.studies.tuned.specs import CLUSTER, SCORE_RANGES
 from vaco_jax.numerics import stats
 
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat
+RETEST_RULES = ("staleness", "cluster")  # the rows of blocks that test another block's searches under lags of their own
 
 
 SIGNIFICANCE = 0.05  # the family-wise error rate of a table's marks (Holm over the table's comparisons)
@@ -109,8 +110,8 @@ def statistics(collected: Collected) -> None:
     (:func:`correct_family`), its families' sizes in ``families_by_rule``."""
     rows = collected.rows
 
-    def key(r: Row) -> tuple:  # a high-staleness block compares each configuration with its own kind
-        return r.env, r.regime, r.lag, r.rule, r.setting if r.rule == "staleness" else None
+    def key(r: Row) -> tuple:  # a high-staleness or cluster-like block compares each configuration with its kind
+        return r.env, r.regime, r.lag, r.rule, r.setting if r.rule in RETEST_RULES else None
 
     reference = {key(r): r for r in rows if r.method == REFERENCE and in_table(r)}
     for row in rows:
@@ -163,6 +164,44 @@ def transfer_rows(rows: list[Row]) -> list[dict[str, Any]]:
                 "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"])))),
                 "knobs": row.knobs,
                 "pi": paired_comparison(row.per_seed["learner_auc"], base.per_seed["learner_auc"]),
+            }
+        )
+    correct_family([r["pi"] for r in out])
+    return out
+
+
+def against_fleet(rows: list[Row]) -> list[dict[str, Any]]:
+    """A cluster-like block against the uniform fleet: per method and configuration (its lag-4 one, ``tuned``, and
+    its fleet-search winner, ``tuned-at-fleet``), its learner AUC under the skewed lag histogram and under the fleet
+    of its source block (the same configuration, the same test seeds), paired by seed: is a skewed histogram's lag
+    cost smaller than the uniform one's? Holm's correction over these comparisons; the equivalence margin as the
+    verdict tables'."""
+    fleet = {}  # (env, regime, method, configuration) -> the source block's fleet row
+    for row in rows:
+        if row.lag.startswith("U{") and row.rule == "mode" and row.primary:
+            fleet[(row.env, row.regime, row.method, "tuned")] = row
+        elif row.lag.startswith("U{") and row.rule == "own-lag":
+            fleet[(row.env, row.regime, row.method, "tuned-at-fleet")] = row
+    out = []
+    for row in rows:
+        if row.rule != "cluster":
+            continue
+        base = fleet.get((row.env, row.regime.removesuffix(CLUSTER), row.method, row.setting))
+        if base is None:
+            continue
+        out.append(
+            {
+                "env": row.env,
+                "regime": row.regime,
+                "method": row.method,
+                "setting": row.setting,
+                "lag": row.lag,
+                "fleet_lag": base.lag,
+                "cluster": float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"])))),
+                "fleet": float(stats.iqm(stats.worst_filled(np.asarray(base.per_seed["learner_auc"])))),
+                "pi": paired_comparison(
+                    row.per_seed["learner_auc"], base.per_seed["learner_auc"], equivalence_margin(row.env)
+                ),
             }
         )
     correct_family([r["pi"] for r in out])

@@ -47,7 +47,14 @@ STUDY_REGIMES = {
     for name, regime in {**REGIMES, "brax": {"num_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3}}.items()
 }
 STALE = "-stale"  # a regime's high-staleness block: the regime's updates, a longer budget, lags far beyond 16
-STUDY_REGIMES |= {name + STALE: regime for name, regime in STUDY_REGIMES.items()}
+# a regime's cluster-like lag block: the regime's updates and budget, each actor group's lag drawn from a skewed
+# histogram (mostly small, a long thin tail) instead of the fleet's uniform one
+CLUSTER = "-cluster"
+STUDY_REGIMES |= {name + suffix: regime for name, regime in STUDY_REGIMES.items() for suffix in (STALE, CLUSTER)}
+CLUSTER_LAG = {"kind": "geometric", "p": 0.25, "max_lag": 20, "num_actors": 4}
+"""A cluster-like block's lag (pre-registered on 2026-12-06, docs/lag-benchmark.md): the fleet's 4 actor groups,
+each group's lag redrawn every iteration from a geometric distribution (0 with probability 0.25, mean 2.99, above
+10 for 4.2% of draws), capped at 20."""
 
 SCORE_RANGES: dict[str, tuple[float, float]] = {
     "CartPole-v1": (22.0, 500.0),
@@ -176,7 +183,8 @@ class Block:
     untuned: bool = False  # test the default configuration only (no search: brax on a CPU)
     methods: tuple[str, ...] | None = None  # the preset's methods unless given
     test_seeds: int | None = None  # the preset's test seeds unless given
-    test_stages: tuple[str, ...] = ("test-fixed", "test-fleet")  # fixed lags, and the fleet
+    # fixed lags, and the fleet; "test-geometric": a cluster-like block's lag histogram (CLUSTER_LAG)
+    test_stages: tuple[str, ...] = ("test-fixed", "test-fleet")
     # this block's own search range for some knobs, (path, Knob) pairs replacing the common or the method's range
     # (a task whose budget wants larger steps); a knob a method does not search is left out for that method
     ranges: tuple[tuple[str, Knob], ...] = ()
@@ -184,9 +192,10 @@ class Block:
     # tested at its own lag on the test seeds: the best a method reaches when tuned there (robustness), beside its
     # tune_lag configuration carried there (transfer)
     own_lag_searches: tuple[str, ...] = ()
-    # a high-staleness block (regime "<regime>-stale"): its own test lags and fleet, and the configurations it tests
-    # (names of searches of tune_from's block in the base regime: "tuned", the preset's search, "tuned-at-16", a
-    # search at lag 16); the preset's lags and (default, tuned) elsewhere
+    # a high-staleness block (regime "<regime>-stale"): its own test lags and fleet; it and a cluster-like block
+    # ("<regime>-cluster") name the configurations they test (searches of tune_from's block in the base regime:
+    # "tuned", the preset's search, "tuned-at-16", the search at lag 16, "tuned-at-fleet", under the fleet); the
+    # preset's lags and (default, tuned) elsewhere
     test_lags: tuple[int, ...] | None = None
     fleet_k: int | None = None
     configurations: tuple[str, ...] = ("default", "tuned")
@@ -196,9 +205,18 @@ class Block:
         return self.regime.endswith(STALE)
 
     @property
+    def cluster(self) -> bool:
+        return self.regime.endswith(CLUSTER)
+
+    @property
+    def retest(self) -> bool:
+        """Whether the block tests another block's searches under lags of its own (high-staleness, cluster-like)."""
+        return self.stale or self.cluster
+
+    @property
     def source_regime(self) -> str:
-        """The regime of the block whose searches a held-out or high-staleness block tests."""
-        return self.regime.removesuffix(STALE)
+        """The regime of the block whose searches a held-out, high-staleness or cluster-like block tests."""
+        return self.regime.removesuffix(STALE).removesuffix(CLUSTER)
 
     @property
     def tuned_here(self) -> bool:
@@ -299,6 +317,19 @@ PRESETS: dict[str, TunedPreset] = {
             ),
             # a fourth held-out task, pre-registered on 2026-12-05 before any result of it: CartPole-v1's winners
             Block("Catch-bsuite", "aggressive", 60, tune_from="CartPole-v1"),
+            # a cluster-like lag histogram (pre-registered on 2026-12-06, before any of its results: CLUSTER_LAG),
+            # every method at its lag-4 configuration and at its fleet-search winner, on the blocks' test seeds
+            *(
+                Block(
+                    env,
+                    "aggressive" + CLUSTER,
+                    iterations,
+                    tune_from=env,
+                    test_stages=("test-geometric",),
+                    configurations=("tuned", "tuned-at-fleet"),
+                )
+                for env, iterations in (("CartPole-v1", 60), ("Pendulum-v1", 100))
+            ),
         ),
         methods=tuple(METHODS),
         trials=16,

@@ -1,6 +1,6 @@
 """The tuned lag benchmark's markdown tables, from the rows and comparisons :mod:`.report` collects: the verdict per
 env and lag, the searches' winners in their ranges, the probes, default against tuned, the two readings, transfer
-against robustness and the high-staleness block."""
+against robustness, the high-staleness block and the cluster-like lag histogram."""
 
 from __future__ import annotations
 
@@ -109,6 +109,32 @@ def staleness_table(rows: list[Row]) -> list[str]:
                 + f", {row.late_drop if row.late_drop is not None else float('nan'):.0f}"
             )  # fmt: skip
         lines.append(f"| {env} ({regime}) | {method} | {setting} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def cluster_table(rows: list[Row], fleet: list[dict[str, Any]]) -> list[str]:
+    """A cluster-like block: per method and configuration (its lag-4 one, ``tuned``, and its fleet-search winner,
+    ``tuned-at-fleet``), the learner AUC under the skewed lag histogram with P(> decoupled PPO in the same
+    configuration) and its marks (Holm over the block's own comparisons), beside the same configuration under the
+    uniform fleet and P(histogram > fleet) paired by seed (:func:`.comparisons.against_fleet`)."""
+    cluster = [r for r in rows if r.rule == "cluster"]
+    if not cluster:
+        return ["(no cluster-like block has all its cells yet)"]
+    against = {(f["env"], f["regime"], f["method"], f["setting"]): f for f in fleet}
+    lines = [
+        f"| env | method | configuration | lag | learner AUC, P(> {REFERENCE}) | learner AUC under the fleet | "
+        "P(this lag > the fleet) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in cluster:
+        pi = row.comparisons.get("learner_auc")
+        here = f"{row.summary['learner_auc']['iqm']:.1f}" + (f", {format_pi(pi)}" if pi else "")
+        vs = against.get((row.env, row.regime, row.method, row.setting))
+        there = f"{vs['fleet']:.1f} ({vs['fleet_lag']})" if vs else "-"
+        lines.append(
+            f"| {row.env} ({row.regime}) | {row.method} | {row.setting} | {row.lag} | {here} | {there} | "
+            f"{format_pi(vs['pi']) if vs else '-'} |"
+        )
     return lines
 
 
