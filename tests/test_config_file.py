@@ -10,7 +10,7 @@ import pytest
 
 from vaco_jax.cli import main, parse_args
 from vaco_jax.core.config import Config, ConfigError, config_dict, config_from_dict
-from vaco_jax.core.config_file import read_config_file
+from vaco_jax.core.config_file import RECORD_KEYS, read_config_file
 from vaco_jax.training.trainer import resolve_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,10 +200,30 @@ def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_
         "[ppo]\nnum_epochs = 1\nnum_minibatches = 2\nlearning_rate = 3e-3\n"
     )
     out = tmp_path / "run"
-    argv = ["train", "--config", str(write(tmp_path, "tiny.toml", tiny)), "--num-seeds", "1", "--quiet"]
+    argv = ["train", "--config", str(write(tmp_path, "tiny.toml", tiny)), "--num-seeds", "1", "--seed", "7", "--quiet"]
     assert main([*argv, "--out-dir", str(out)]) == 0
     written = json.loads((out / "config.json").read_text())
     assert written["ppo"]["learning_rate"] == 3e-3 and written["network"]["actor_hidden"] == [8]
+    assert written["runs"] == {"grid": {}, "seed": 7, "num_seeds": 1}
     again = parse_args(["train", "--config", str(out / "config.json")])
-    assert config_dict(again.config) == {key: value for key, value in written.items() if key != "presets"}
+    assert config_dict(again.config) == {key: value for key, value in written.items() if key not in RECORD_KEYS}
     assert again.config == resolve_defaults(parse_args(argv).config)  # the run's config, its defaults resolved
+    assert (again.seed, again.num_seeds) == (7, 1)  # the same runs, not the command's default seeds
+
+
+def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_still_win(tmp_path, capsys):
+    """A run's config.json records its grid and seeds ("runs"): sweep --config takes them as its defaults (a
+    sweep's record given to train trains the base config and says so; a flag overrides the record)."""
+    runs = {"grid": {"lag.k": [0, 4], "ppo.learning_rate": [0.00025, 0.001]}, "seed": 3, "num_seeds": 2}
+    path = write(tmp_path, "config.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": runs}))
+    sweep = parse_args(["sweep", "--config", str(path)])
+    assert sweep.grid == ("lag.k=0,4", "ppo.learning_rate=0.00025,0.001") and (sweep.seed, sweep.num_seeds) == (3, 2)
+    again = parse_args(["sweep", "--config", str(path), "--num-seeds", "8", "--grid", "lag.k=0,2"])
+    assert again.grid == ("lag.k=0,2",) and (again.seed, again.num_seeds) == (3, 8)
+    capsys.readouterr()
+    train = parse_args(["train", "--config", str(path)])
+    assert (train.seed, train.num_seeds) == (3, 2)
+    said = capsys.readouterr().err
+    assert "recorded a sweep (--grid lag.k=0,4 ppo.learning_rate=0.00025,0.001)" in said and "sweep --config" in said
+    older = write(tmp_path, "older.json", RUN_RECORD.read_text())  # written before runs were recorded
+    assert parse_args(["sweep", "--config", str(older)]).grid == parse_args(["sweep"]).grid

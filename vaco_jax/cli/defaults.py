@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -17,7 +18,7 @@ import tyro
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs, configured_commands
 from vaco_jax.core.config import ConfigError, config_class, config_from_dict
 from vaco_jax.core.config_fields import check_choice
-from vaco_jax.core.config_file import read_config_file
+from vaco_jax.core.config_file import ConfigFile, read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import recorded_demo
@@ -56,7 +57,7 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
         )
     args = defaults[command]
     loaded = read_config_file(path, base=args.config)
-    changes: dict[str, Any] = {"config_file": path, "config": loaded.config}
+    changes: dict[str, Any] = {"config_file": path, "config": loaded.config, **_recorded_runs(path, loaded, args)}
     if loaded.asynchronous is not None:
         if command != "train":
             raise ConfigError(
@@ -65,6 +66,25 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
             )
         changes |= {"asynchronous": True, "async_options": AsyncOptions(**loaded.asynchronous)}
     return {**defaults, command: dataclasses.replace(args, **changes)}
+
+
+def _recorded_runs(path: Path, loaded: ConfigFile, args: Any) -> dict[str, Any]:
+    """The runs a run's config.json recorded (its grid and seeds) as the command's defaults, so that ``--config``
+    trains the same runs again (flags still override them). ``train`` has no grid: given a sweep's record it trains
+    the base config, and says so."""
+    runs = loaded.runs or {}
+    changes = {key: int(runs[key]) for key in ("seed", "num_seeds") if key in runs and hasattr(args, key)}
+    grid = runs.get("grid") or {}
+    if grid and hasattr(args, "grid"):
+        changes["grid"] = _grid_flags(grid)
+    elif grid:
+        axes = " ".join(_grid_flags(grid))
+        print(
+            f"vaco-jax: {path} recorded a sweep (--grid {axes}); train runs its base config alone (vaco-jax sweep "
+            f"--config {path} runs the sweep again)",
+            file=sys.stderr,
+        )
+    return changes
 
 
 def _resume_dir(argv: list[str]) -> Path | None:

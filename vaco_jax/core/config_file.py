@@ -46,8 +46,9 @@ from vaco_jax.core.config import (
 )
 
 FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
-RECORD_KEYS = ("presets", "plugins", "program_changes", "async")
-"""Keys of a run's config.json that record how the run was made rather than set a field."""
+RECORD_KEYS = ("presets", "plugins", "program_changes", "async", "runs")
+"""Keys of a run's config.json that record how the run was made rather than set a field (``runs``: its grid and
+seeds, which ``--config`` takes as the command's defaults)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ConfigFile:
     config: Config
     is_run_record: bool  # a run's config.json (fields it lacks take what its run had)
     asynchronous: dict[str, Any] | None = None  # an asynchronous run's recorded options (config.json's "async")
+    runs: dict[str, Any] | None = None  # the run's grid, first seed and number of seeds (config.json's "runs")
 
 
 def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile:
@@ -78,7 +80,14 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
         fields = {key: value for key, value in data.items() if key not in RECORD_KEYS}
         _refuse_unknown(fields, path)
         asynchronous = data.get("async")
-        return ConfigFile(path, config_from_dict(fields), True, dict(asynchronous) if asynchronous else None)
+        runs = data.get("runs")
+        return ConfigFile(
+            path,
+            config_from_dict(fields),
+            True,
+            dict(asynchronous) if asynchronous else None,
+            dict(runs) if runs else None,
+        )
     _refuse_unknown(data, path)
     config = config_class()() if base is None else extended(base)
     overrides = {}

@@ -10,6 +10,7 @@ from typing import Any
 
 from vaco_jax.core import plugins
 from vaco_jax.core.config import config_dict
+from vaco_jax.core.nested import strict_json
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.progress import ProgressLine
@@ -71,6 +72,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         for row in result.summary(metric)
     ]
     record = {**config_dict(result.config), "presets": result.extra.get("presets", []), **plugins.record()}
+    record["runs"] = runs_record(result)
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
@@ -85,3 +87,13 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
     for axis in result.grid:
         plotting.plot_final_vs_axis(result, out / f"final_vs_{axis}.png", axis, metric)
     return rows
+
+
+def runs_record(result: SweepResult) -> dict[str, Any]:
+    """What config.json records beside the config so that ``--config`` trains the same runs again: the grid and the
+    seeds (the first and how many: a command's seeds are consecutive)."""
+    record: dict[str, Any] = {"grid": strict_json(result.grid)}
+    seeds = [int(seed) for seed in result.seeds]
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        record |= {"seed": seeds[0], "num_seeds": len(seeds)}
+    return record
