@@ -747,6 +747,11 @@ def _incomplete_blocks(study, report_module, preset, out):
     mode_cell = next(c for c in tuned_cells.cells_of(preset) if c.block.env == "Acrobot-v1" and c.rule == "mode")
     tuned_cells.cell_path(out, mode_cell).unlink()
     assert not [r for r in report_module.collect(preset, out).rows if r.env == "Acrobot-v1"]
+    # --report (nothing run) refuses to drop the block from the record it would overwrite: --restate re-reads it
+    record = (out / "tuned.json").read_bytes()
+    with pytest.raises(SystemExit, match=r"holds the rows of Acrobot-v1/aggressive.*--restate"):
+        study.main(["--preset", "tuned-smoke", "--out-dir", str(out), "--report"])
+    assert (out / "tuned.json").read_bytes() == record
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])

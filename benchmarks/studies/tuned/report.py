@@ -164,10 +164,32 @@ def _block_of(cell) -> tuple[str, str]:
     return cell.block.env, cell.block.regime
 
 
-def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]:
+def dropped_blocks(out_dir: Path, rows: list[Row]) -> list[str]:
+    """The blocks whose rows ``out_dir``'s record (``tuned.json``) holds and ``rows`` would not: a report from cells
+    made for another spec (stale at this checkout, so read as missing) would overwrite a record it cannot remake."""
+    record = out_dir / "tuned.json"
+    if not record.is_file():
+        return []
+    recorded = {(r["env"], r["regime"]) for r in json.loads(record.read_text()).get("rows", [])}
+    return sorted(f"{env}/{regime}" for env, regime in recorded - {r.block for r in rows})
+
+
+def report(
+    preset_name: str, preset, out_dir: Path, readme: Path | None = None, keep_recorded: bool = False
+) -> dict[str, Any]:
+    """Statistics, tables and figures from the cells on disk, written to ``out_dir`` (``tuned.json``, ``verdict.md``,
+    the figures) and, given ``readme``, into its tables. ``keep_recorded``: refuse (SystemExit) rather than drop a
+    block the record holds (:func:`dropped_blocks`; ``--report``, where nothing was just run)."""
     collected = collect(preset, out_dir)
     statistics(collected)
     rows = collected.rows
+    dropped = dropped_blocks(out_dir, rows) if keep_recorded else []
+    if dropped:
+        raise SystemExit(
+            f"{out_dir / 'tuned.json'} holds the rows of {', '.join(dropped)}, which the cells on disk no longer give "
+            "(missing, or made for another spec): a report would drop them. --restate re-reads the record with "
+            "today's statistics; to write a report without them, move tuned.json away first"
+        )
     mode_comparisons = collected.comparisons_by_rule.get("mode", 0)  # the first rule's tables (both readings)
     payload = {
         "preset": preset_name,

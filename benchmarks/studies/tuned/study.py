@@ -676,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
-            payload = report(args.preset, PRESETS[args.preset], out_dir, readme=args.update_readme)
+            payload = report(args.preset, PRESETS[args.preset], out_dir, args.update_readme, keep_recorded=args.report)
             missing = payload["cells_missing"]
             if missing:  # e.g. the other shards' cells, until their folders are copied in
                 shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
