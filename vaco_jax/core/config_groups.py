@@ -134,7 +134,8 @@ class PPOConfig:
     gae_lambda: float = 0.95
     """lambda of GAE and of V-trace(lambda)."""
     clip_eps: float = 0.2
-    """eps: PPO's ratio clipping range [1 - eps, 1 + eps] (SPO: its penalty scale)."""
+    """eps: PPO's ratio clipping range [1 - eps, 1 + eps] (SPO: its penalty scale). The value loss has its own clip,
+    ppo.vf_clip_eps, which does not follow it (PureJaxRL and CleanRL use one value for both: set both)."""
     ent_coef: float = 0.01
     """Weight of the entropy bonus."""
     vf_coef: float = 0.5
@@ -142,7 +143,8 @@ class PPOConfig:
     clip_value_loss: bool = static(True)
     """PPO-style clipping of the value loss around V_T(s), on by default as in PureJaxRL and CleanRL."""
     vf_clip_eps: float = 0.2
-    """Clipping range of the value loss when clip_value_loss is on."""
+    """Clipping range of the value loss when clip_value_loss is on (apart from ppo.clip_eps, which PureJaxRL and
+    CleanRL also use here)."""
     normalize_advantages: bool = static(True)
     """Normalise advantages per minibatch (mean 0, std 1)."""
     kl_coef: float = 1.0
