@@ -193,15 +193,21 @@ def test_the_command_line_refuses_a_missing_file_a_directory_and_config_with_res
     assert not (tmp_path / "x").exists()
 
 
-def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_json(tmp_path):
-    """End to end at CI size: the written config.json, given back as --config, is the same config."""
+def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_json(tmp_path, capsys):
+    """End to end at CI size: the written config.json, given back as --config, is the same config; --print-config
+    printed it beforehand, byte for byte, writing nothing."""
     tiny = (
         "num_iterations = 2\n[env]\nnum_envs = 4\nnum_steps = 8\n[network]\nactor_hidden = [8]\ncritic_hidden = [8]\n"
         "[ppo]\nnum_epochs = 1\nnum_minibatches = 2\nlearning_rate = 3e-3\n"
     )
     out = tmp_path / "run"
     argv = ["train", "--config", str(write(tmp_path, "tiny.toml", tiny)), "--num-seeds", "1", "--seed", "7", "--quiet"]
+    capsys.readouterr()
+    assert main([*argv, "--out-dir", str(out), "--print-config"]) == 0
+    printed = capsys.readouterr().out
+    assert not out.exists()
     assert main([*argv, "--out-dir", str(out)]) == 0
+    assert printed == (out / "config.json").read_text() + "\n"
     written = json.loads((out / "config.json").read_text())
     assert written["ppo"]["learning_rate"] == 3e-3 and written["network"]["actor_hidden"] == [8]
     assert written["runs"] == {"grid": {}, "seed": 7, "num_seeds": 1}

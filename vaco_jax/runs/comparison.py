@@ -73,8 +73,10 @@ def compare(
         plans[name] = RunPlan.build(
             variant_config(config, name), grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program
         )
-    if output.dry_run:
+    if output.dry_run or output.print_config:  # each variant's memory, or its config (named: one JSON each)
         for name in variants:
+            if output.print_config:
+                print(f"vaco-jax: variant {name}:")
             execute(variant_config(config, name), grid, num_seeds, seed, output, plan=plans[name])
             print()
         return {}

@@ -51,6 +51,9 @@ class Output:
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
+    print_config: bool = False
+    """Print the run's resolved config as its config.json would record it (every field, the presets, the grid and
+    the seeds) after every check, and exit: nothing compiles, runs or is written (a file for --config)."""
     wandb: bool = False
     """Also log to Weights & Biases: one W&B run per grid point and seed, grouped by this run's id, metrics once per
     chunk, the summary at the end (needs the wandb package; see --wandb-project, --wandb-mode)."""

@@ -5,11 +5,12 @@ summary.json, the plots). :func:`vaco_jax.runs.session.execute` calls these."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from vaco_jax.core import plugins
-from vaco_jax.core.config import config_dict
+from vaco_jax.core.config import Config, config_dict
 from vaco_jax.core.nested import strict_json
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
@@ -71,8 +72,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
         for row in result.summary(metric)
     ]
-    record = {**config_dict(result.config), "presets": result.extra.get("presets", []), **plugins.record()}
-    record["runs"] = runs_record(result)
+    record = run_config_record(result.config, result.extra.get("presets", []), result.grid, result.seeds)
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
@@ -89,11 +89,14 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
     return rows
 
 
-def runs_record(result: SweepResult) -> dict[str, Any]:
-    """What config.json records beside the config so that ``--config`` trains the same runs again: the grid and the
-    seeds (the first and how many: a command's seeds are consecutive)."""
-    record: dict[str, Any] = {"grid": strict_json(result.grid)}
-    seeds = [int(seed) for seed in result.seeds]
+def run_config_record(
+    config: Config, presets: Sequence[str], grid: dict[str, list[Any]], seeds: Sequence[int]
+) -> dict[str, Any]:
+    """config.json's content (``--print-config`` prints it before a run): the config's fields, the presets that made
+    it, the plugins its algorithm came from, and under ``runs`` the grid and the seeds (the first and how many: a
+    command's seeds are consecutive), so that ``--config`` trains the same runs again."""
+    runs: dict[str, Any] = {"grid": strict_json(grid)}
+    seeds = [int(seed) for seed in seeds]
     if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
-        record |= {"seed": seeds[0], "num_seeds": len(seeds)}
-    return record
+        runs |= {"seed": seeds[0], "num_seeds": len(seeds)}
+    return {**config_dict(config), "presets": list(presets), **plugins.record(), "runs": runs}

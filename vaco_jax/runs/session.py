@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,12 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
 from vaco_jax.runs.readings import readings_report
 from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
-from vaco_jax.runs.run_outputs import finish_writers, open_writers, write_results  # noqa: F401  (re-exported)
+from vaco_jax.runs.run_outputs import (  # noqa: F401  (write_results re-exported)
+    finish_writers,
+    open_writers,
+    run_config_record,
+    write_results,
+)
 from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
@@ -127,6 +133,10 @@ def execute(
     request = RunRequest(config, grid, num_seeds, seed, _resolved(output), presets, asynchronous, variant)
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
+    if request.output.print_config:
+        if distributed.is_primary():
+            print(json.dumps(run_config_record(plan.config, request.presets, plan.grid, plan.seeds), indent=2))
+        return None
     if request.output.dry_run:
         _dry_run(plan, request.output)
         return None
