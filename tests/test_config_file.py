@@ -170,7 +170,7 @@ def test_flags_override_the_file_and_presets_apply_on_top_of_it(tmp_path):
         ("syntax.json", '{"ppo": }', "is not valid JSON"),
         ("list.yaml", "- 1\n- 2\n", "must hold a table of config fields"),
         ("config.ini", "[ppo]\n", "the format is told by the suffix"),
-        ("record.json", '{"presets": ["vaco-paper"], "ppo": {}}', "give presets as --preset NAME beside --config"),
+        ("record.json", '{"presets": ["vaco-paper"], "ppo": {}}', "give presets as --preset NAME"),
     ],
 )
 def test_a_bad_file_is_one_line_that_names_the_file_and_the_fix(tmp_path, name, text, fragment):
@@ -218,18 +218,31 @@ def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_
 
 
 def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_still_win(tmp_path, capsys):
-    """A run's config.json records its grid and seeds ("runs"): sweep --config takes them as its defaults (a
-    sweep's record given to train trains the base config and says so; a flag overrides the record)."""
-    runs = {"grid": {"lag.k": [0, 4], "ppo.learning_rate": [0.00025, 0.001]}, "seed": 3, "num_seeds": 2}
+    """A run's config.json records its grid and seeds ("runs"): sweep --config takes them as its defaults (an
+    infinite value, written as "inf", read back); --grid replaces the grid, a recorded axis's own flag drops that
+    axis, said; a sweep's record given to train trains the base config and says so; a train's record swept sweeps
+    nothing but its seeds; calibrate and tune keep their own seeds."""
+    runs = {"grid": {"lag.k": [0, 4], "ppo.w_max": [10.0, "inf"]}, "seed": 3, "num_seeds": 2}
     path = write(tmp_path, "config.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": runs}))
     sweep = parse_args(["sweep", "--config", str(path)])
-    assert sweep.grid == ("lag.k=0,4", "ppo.learning_rate=0.00025,0.001") and (sweep.seed, sweep.num_seeds) == (3, 2)
+    assert sweep.grid == ("lag.k=0,4", "ppo.w_max=10.0,inf") and (sweep.seed, sweep.num_seeds) == (3, 2)
     again = parse_args(["sweep", "--config", str(path), "--num-seeds", "8", "--grid", "lag.k=0,2"])
     assert again.grid == ("lag.k=0,2",) and (again.seed, again.num_seeds) == (3, 8)
     capsys.readouterr()
+    flagged = parse_args(["sweep", "--config", str(path), "--ppo.w-max", "5"])
+    assert flagged.grid == ("lag.k=0,4",) and flagged.config.ppo.w_max == 5.0
+    assert "grid axes ppo.w_max are set by their flags instead" in capsys.readouterr().err
     train = parse_args(["train", "--config", str(path)])
     assert (train.seed, train.num_seeds) == (3, 2)
     said = capsys.readouterr().err
-    assert "recorded a sweep (--grid lag.k=0,4 ppo.learning_rate=0.00025,0.001)" in said and "sweep --config" in said
+    assert "recorded a sweep (--grid lag.k=0,4 ppo.w_max=10.0,inf)" in said and "sweep --config" in said
+    assert (parse_args(["calibrate", "--config", str(path)]).num_seeds, parse_args(["calibrate"]).num_seeds) == (8, 8)
+    trained = {**runs, "grid": {}}
+    path = write(tmp_path, "train.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": trained}))
+    assert parse_args(["sweep", "--config", str(path)]).grid == ()
     older = write(tmp_path, "older.json", RUN_RECORD.read_text())  # written before runs were recorded
     assert parse_args(["sweep", "--config", str(older)]).grid == parse_args(["sweep"]).grid
+    for bad in ({"grid": [1, 2]}, {"grid": {}, "num_seeds": 0}, {"grid": {"lag.k": ["four"]}}):
+        bad_path = write(tmp_path, "bad.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": bad}))
+        with pytest.raises(ConfigError, match="its runs record is malformed"):
+            parse_args(["sweep", "--config", str(bad_path)])

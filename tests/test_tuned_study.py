@@ -1421,3 +1421,65 @@ def test_a_cluster_like_block_tests_both_winners_under_the_skewed_histogram_besi
     table = tuned_tables.cluster_table(rows, tuned_comparisons.against_fleet(rows))
     assert len(table) == 2 + 4 and all(line.count(" | ") == 6 for line in table[:1] + table[2:])
     assert "| m2po | tuned-at-fleet | Geom(0.25)≤20 | " in table[-1] and "**+**" in table[-1]
+
+
+def test_the_report_reads_a_cluster_like_blocks_cells_as_its_own_rows_paired_with_the_fleet(
+    report_module, tmp_path, monkeypatch
+):
+    """The cluster-like block's cells as the report collects them (cells written by hand with the checkout's specs;
+    no training): rows of rule ``cluster`` named by configuration (``tuned``, ``tuned-at-fleet``), the histogram's
+    lag label, not held out, each paired with its own configuration's fleet row of the source block."""
+    smoke = tuned_specs.PRESETS["tuned-smoke"]
+    cartpole = dataclasses.replace(smoke.blocks[0], own_lag_searches=("fleet",))
+    cluster = tuned_specs.Block(
+        "CartPole-v1",
+        "aggressive" + tuned_specs.CLUSTER,
+        4,
+        num_envs=8,
+        tune_from="CartPole-v1",
+        test_stages=("test-geometric",),
+        configurations=("tuned", "tuned-at-fleet"),
+    )
+    preset = dataclasses.replace(smoke, blocks=(cartpole, cluster))
+    rng = np.random.default_rng(2)
+    for cell in tuned_cells.cells_of(preset):  # in run order: every search before the tests of its winner
+        _, points, seeds = tuned_cells.cell_plan(preset, cell, tmp_path)
+        made = [
+            {
+                "point": point,
+                **{score: (100.0 + 10.0 * rng.normal(size=len(seeds))).tolist() for score in tuned_cells.SCORES},
+                "curves": {"eval/return_deterministic": [1.0, 2.0]},
+                "diagnostics": {},
+                "skipped_steps": [0] * len(seeds),
+            }
+            for point in points
+        ]
+        result = {"spec": tuned_cells.cell_spec(preset, cell, tmp_path), "seconds": 1.0, "points": made}
+        if cell.is_search:
+            result["best"] = tuned_cells.pick_winner(made)
+        path = tuned_cells.cell_path(tmp_path, cell)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result))
+    monkeypatch.setattr(report_module, "is_current", lambda *args: True)  # no program is lowered here
+    collected = report_module.collect(preset, tmp_path)
+    assert collected.missing == [] and collected.incomplete == []
+    rows = [r for r in collected.rows if r.rule == "cluster"]
+    assert {(r.method, r.setting, r.lag, r.held_out, r.regime) for r in rows} == {
+        (m, s, "Geom(0.25)≤20", None, "aggressive-cluster") for m in smoke.methods for s in ("tuned", "tuned-at-fleet")
+    }
+    tuned_comparisons.statistics(collected)
+    against = tuned_comparisons.against_fleet(collected.rows)
+    assert len(against) == 4 and {a["fleet_lag"] for a in against} == {"U{0..4}"}
+    for entry in against:
+        here = next(r for r in rows if (r.method, r.setting) == (entry["method"], entry["setting"]))
+        rule = "mode" if entry["setting"] == "tuned" else "own-lag"
+        fleet = next(
+            r
+            for r in collected.rows
+            if (r.method, r.rule, r.lag, r.regime) == (entry["method"], rule, "U{0..4}", "aggressive")
+            and (r.primary or rule == "own-lag")
+        )
+        want = tuned_comparisons.paired_comparison(here.per_seed["learner_auc"], fleet.per_seed["learner_auc"])
+        assert entry["pi"]["p"] == want["p"]
+    m2po = [r for r in rows if r.method == "m2po"]
+    assert all("learner_auc" in r.comparisons for r in m2po)  # against decoupled PPO of its configuration kind

@@ -229,11 +229,12 @@ def _names_an_unknown_group(message: str) -> bool:
 
 
 @contextlib.contextmanager
-def _exclusive(directory: Path, flag: str = "--out-dir"):
+def _exclusive(directory: Path | None, flag: str = "--out-dir"):
     """The output directory's lock (:meth:`vaco_jax.runs.run_directory.RunDirectory.lock`), held by the process
-    that writes: in a multi-process run process 0, which tells the others if it cannot take it."""
+    that writes: in a multi-process run process 0, which tells the others if it cannot take it. None: no lock (the
+    command writes nothing)."""
     with contextlib.ExitStack() as held:
-        if distributed.is_primary():
+        if directory is not None and distributed.is_primary():
             try:
                 RunDirectory(directory).check_location(flag)  # what cannot be written is said as such, not as a lock
                 held.enter_context(RunDirectory(directory).lock())
@@ -244,8 +245,12 @@ def _exclusive(directory: Path, flag: str = "--out-dir"):
         yield
 
 
-def _directory_written(args) -> Path:
-    """The output directory a command writes into (and holds the lock of while it runs)."""
+def _directory_written(args) -> Path | None:
+    """The output directory a command writes into (and holds the lock of while it runs); None where it writes
+    nothing and creates nothing (``--print-config``)."""
+    output = getattr(args, "output", None)
+    if output is not None and output.print_config:
+        return None
     if isinstance(args, EvalArgs | RenderArgs):
         return args.run_dir
     if isinstance(args, CalibrateArgs | TuneArgs):

@@ -65,8 +65,8 @@ def lag_k_axis_for_the_kind(grid: dict[str, list], config: Config, argv: list[st
         )
     if distributed.is_primary():
         print(
-            f"vaco-jax: lag.kind={kind} never reads lag.k (its lags come from {sets}): the default grid's lag.k axis "
-            "is dropped",
+            f"vaco-jax: lag.kind={kind} never reads lag.k (its lags come from {sets}): the grid's lag.k axis (the "
+            "command's default, or a --config record's) is dropped",
             file=sys.stderr,
         )
     return {path: values for path, values in grid.items() if path != "lag.k"}

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Union
 
 import tyro
 
+from vaco_jax.cli.checks import flag_given
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs, configured_commands
 from vaco_jax.core.config import ConfigError, config_class, config_from_dict
 from vaco_jax.core.config_fields import check_choice
@@ -25,6 +26,7 @@ from vaco_jax.runs.comparison import recorded_demo
 from vaco_jax.runs.output_options import RESUMED_OUTPUT_OPTIONS, Output
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.saved import recorded_run
+from vaco_jax.training import distributed
 from vaco_jax.training.asynchronous import AsyncOptions
 
 
@@ -57,7 +59,8 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
         )
     args = defaults[command]
     loaded = read_config_file(path, base=args.config)
-    changes: dict[str, Any] = {"config_file": path, "config": loaded.config, **_recorded_runs(path, loaded, args)}
+    changes: dict[str, Any] = {"config_file": path, "config": loaded.config}
+    changes |= _recorded_runs(path, loaded, args, command, argv)
     if loaded.asynchronous is not None:
         if command != "train":
             raise ConfigError(
@@ -68,22 +71,33 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
     return {**defaults, command: dataclasses.replace(args, **changes)}
 
 
-def _recorded_runs(path: Path, loaded: ConfigFile, args: Any) -> dict[str, Any]:
+RUNS_COMMANDS = ("train", "sweep", "demo")
+"""The commands that take a run record's grid and seeds (``runs``) with ``--config``: those whose seeds and grid
+mean what the record's did (calibrate's and tune's seeds are their own)."""
+
+
+def _recorded_runs(path: Path, loaded: ConfigFile, args: Any, command: str, argv: list[str]) -> dict[str, Any]:
     """The runs a run's config.json recorded (its grid and seeds) as the command's defaults, so that ``--config``
-    trains the same runs again (flags still override them). ``train`` has no grid: given a sweep's record it trains
-    the base config, and says so."""
-    runs = loaded.runs or {}
-    changes = {key: int(runs[key]) for key in ("seed", "num_seeds") if key in runs and hasattr(args, key)}
-    grid = runs.get("grid") or {}
-    if grid and hasattr(args, "grid"):
-        changes["grid"] = _grid_flags(grid)
-    elif grid:
-        axes = " ".join(_grid_flags(grid))
-        print(
-            f"vaco-jax: {path} recorded a sweep (--grid {axes}); train runs its base config alone (vaco-jax sweep "
-            f"--config {path} runs the sweep again)",
-            file=sys.stderr,
+    trains the same runs again. Flags still override them: ``--grid`` replaces the grid, and a recorded axis's own
+    flag drops that axis (said). ``train`` has no grid: given a sweep's record it trains the base config (said)."""
+    if loaded.runs is None or command not in RUNS_COMMANDS:
+        return {}
+    runs = loaded.runs
+    changes = {key: runs[key] for key in ("seed", "num_seeds") if key in runs and hasattr(args, key)}
+    grid = dict(runs.get("grid", {}))
+    notes = []
+    if hasattr(args, "grid") and "grid" in runs and not flag_given(argv, "--grid"):
+        flagged = [axis for axis in grid if flag_given(argv, f"--{axis}")]
+        if flagged:
+            notes.append(f"its grid axes {', '.join(flagged)} are set by their flags instead")
+        changes["grid"] = _grid_flags({axis: values for axis, values in grid.items() if axis not in flagged})
+    elif not hasattr(args, "grid") and grid:
+        notes.append(
+            f"it recorded a sweep (--grid {' '.join(_grid_flags(grid))}): {command} runs its base config alone "
+            f"(vaco-jax sweep --config {path} runs the sweep again)"
         )
+    if notes and distributed.is_primary():
+        print(f"vaco-jax: --config {path}: {'; '.join(notes)}", file=sys.stderr)
     return changes
 
 

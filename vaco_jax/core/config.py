@@ -362,8 +362,9 @@ def _unknown_here(data: Mapping[str, Any]) -> list[str]:
     return [f"option group {group}" for group in groups] + ([f"algorithm {algorithm}"] if unknown_algorithm else [])
 
 
-RECORD_ONLY_KEYS = ("presets", "plugins")
-"""Keys of a config.json that record how its config was made, not fields of it."""
+RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs")
+"""Keys of a config.json that record how its config was made, not fields of it (``runs``: its grid and seeds,
+which ``--config`` takes as the command's defaults)."""
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any
 
 from vaco_jax.core.config import (
     MISSING,
+    RECORD_ONLY_KEYS,
     Config,
     ConfigError,
     all_fields,
@@ -46,9 +47,9 @@ from vaco_jax.core.config import (
 )
 
 FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
-RECORD_KEYS = ("presets", "plugins", "program_changes", "async", "runs")
-"""Keys of a run's config.json that record how the run was made rather than set a field (``runs``: its grid and
-seeds, which ``--config`` takes as the command's defaults)."""
+RECORD_KEYS = RECORD_ONLY_KEYS
+"""Keys of a run's config.json that record how the run was made rather than set a field
+(:data:`vaco_jax.core.config.RECORD_ONLY_KEYS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,20 +74,20 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
         if not all(group in data for group in ("algorithm", "env", "ppo")):  # every config.json has these
             raise ConfigError(
                 f"--config {path}: {', '.join(recorded)} is what a run's config.json records beside its fields "
-                "(presets: those that made it, already applied), and this file is not one (it lacks algorithm, env "
-                "or ppo); drop the key, and give presets as --preset NAME beside --config"
+                "(presets: those that made it, already applied; runs: its grid and seeds), and this file is not one "
+                "(it lacks algorithm, env or ppo); drop the key, and give presets as --preset NAME, a grid as --grid "
+                "and seeds as --seed and --num-seeds beside --config"
             )
         load_plugins_of(data)  # the plugins its algorithm and option groups came from
         fields = {key: value for key, value in data.items() if key not in RECORD_KEYS}
         _refuse_unknown(fields, path)
         asynchronous = data.get("async")
-        runs = data.get("runs")
         return ConfigFile(
             path,
             config_from_dict(fields),
             True,
             dict(asynchronous) if asynchronous else None,
-            dict(runs) if runs else None,
+            _recorded_runs(path, data.get("runs")),
         )
     _refuse_unknown(data, path)
     config = config_class()() if base is None else extended(base)
@@ -97,6 +98,26 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
             default, annotation = get_field(config, field), field_annotation(config, field)
             overrides[field] = typed_value(field, value, default, path, annotation)
     return ConfigFile(path, with_overrides(config, overrides), False)
+
+
+def _recorded_runs(path: Path, runs: Any) -> dict[str, Any] | None:
+    """A run record's ``runs`` (its grid, first seed and number of seeds), checked: a grid of lists of numbers (an
+    infinite value, which strict JSON writes as the string "inf", read back as the number) and whole seeds."""
+    if runs is None:
+        return None
+    grid, seed, num_seeds = runs.get("grid", {}), runs.get("seed", 0), runs.get("num_seeds", 1)
+    bad = not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values())
+    bad = bad or not all(isinstance(n, int) and not isinstance(n, bool) for n in (seed, num_seeds)) or num_seeds < 1
+    try:
+        grid = {axis: [float(v) if isinstance(v, str) else v for v in values] for axis, values in grid.items()}
+    except (ValueError, AttributeError):
+        bad = True
+    if bad:
+        raise ConfigError(
+            f"--config {path}: its runs record is malformed (want a grid of lists of numbers, a whole seed and "
+            f"num_seeds >= 1; got {runs!r}); drop it to train the config with the command's own seeds and grid"
+        )
+    return {**runs, "grid": grid}
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:

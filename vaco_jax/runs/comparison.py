@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,14 @@ def compare(
         plans[name] = RunPlan.build(
             variant_config(config, name), grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program
         )
-    if output.dry_run or output.print_config:  # each variant's memory, or its config (named: one JSON each)
+    if output.dry_run or output.print_config:  # each variant's memory, or its config (one JSON each, named)
         for name in variants:
             if output.print_config:
-                print(f"vaco-jax: variant {name}:")
-            execute(variant_config(config, name), grid, num_seeds, seed, output, plan=plans[name])
-            print()
+                print(f"vaco-jax: variant {name}:", file=sys.stderr, flush=True)
+            presets = (name,) if name in PRESETS else ()
+            execute(variant_config(config, name), grid, num_seeds, seed, output, presets=presets, plan=plans[name])
+            if output.dry_run:
+                print()
         return {}
     if output.resume is not None:
         if not staging.exists():

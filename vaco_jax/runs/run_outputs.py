@@ -72,12 +72,11 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         {**row, "metric": metric, "iterations_done": done, "partial": partial, "run_id": run_id}
         for row in result.summary(metric)
     ]
-    record = run_config_record(result.config, result.extra.get("presets", []), result.grid, result.seeds)
+    presets = result.extra.get("presets", [])
+    record = run_config_record(result.config, presets, result.grid, result.seeds, result.extra.get("async"))
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
-    if "async" in result.extra:
-        record["async"] = result.extra["async"]
     writers.write_text_atomic(out / "config.json", json.dumps(record, indent=2))
     result.extra["run_id"] = run_id
     writers.write_json(result, out / "metrics.json", rows)
@@ -90,13 +89,19 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
 
 
 def run_config_record(
-    config: Config, presets: Sequence[str], grid: dict[str, list[Any]], seeds: Sequence[int]
+    config: Config,
+    presets: Sequence[str],
+    grid: dict[str, list[Any]],
+    seeds: Sequence[int],
+    asynchronous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """config.json's content (``--print-config`` prints it before a run): the config's fields, the presets that made
-    it, the plugins its algorithm came from, and under ``runs`` the grid and the seeds (the first and how many: a
-    command's seeds are consecutive), so that ``--config`` trains the same runs again."""
+    it, the plugins its algorithm came from, under ``runs`` the grid and the seeds (the first and how many: a
+    command's seeds are consecutive), so that ``--config`` trains the same runs again, and an asynchronous run's
+    options (``async``)."""
     runs: dict[str, Any] = {"grid": strict_json(grid)}
     seeds = [int(seed) for seed in seeds]
     if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
         runs |= {"seed": seeds[0], "num_seeds": len(seeds)}
-    return {**config_dict(config), "presets": list(presets), **plugins.record(), "runs": runs}
+    record = {**config_dict(config), "presets": list(presets), **plugins.record(), "runs": runs}
+    return record | ({"async": asynchronous} if asynchronous is not None else {})

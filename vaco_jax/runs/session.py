@@ -31,12 +31,7 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
 from vaco_jax.runs.readings import readings_report
 from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
-from vaco_jax.runs.run_outputs import (  # noqa: F401  (write_results re-exported)
-    finish_writers,
-    open_writers,
-    run_config_record,
-    write_results,
-)
+from vaco_jax.runs.run_outputs import finish_writers, open_writers, run_config_record, write_results  # noqa: F401
 from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
@@ -134,8 +129,10 @@ def execute(
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
     if request.output.print_config:
+        asynchronous = dataclasses.asdict(request.asynchronous) if request.asynchronous is not None else None
+        record = run_config_record(plan.config, request.presets, plan.grid, plan.seeds, asynchronous)
         if distributed.is_primary():
-            print(json.dumps(run_config_record(plan.config, request.presets, plan.grid, plan.seeds), indent=2))
+            print(json.dumps(record, indent=2))
         return None
     if request.output.dry_run:
         _dry_run(plan, request.output)
@@ -179,6 +176,7 @@ def _run_record(request: RunRequest) -> dict[str, Any]:
         meta["async"] = dataclasses.asdict(request.asynchronous)
     resumes = str(output.resume) if output.resume is not None else None
     command = {**meta, "out_dir": str(output.out_dir), "dry_run": output.dry_run, "resume": resumes}
+    command["print_config"] = output.print_config
     if output.resume is not None:  # a directory some processes cannot read (not on a shared filesystem), or see
         step = RunDirectory(output.resume).newest_checkpoint()  # at another step (NFS caching)
         command["resume_checkpoint"], command["resume_step"] = step is not None, step

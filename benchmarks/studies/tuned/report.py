@@ -137,7 +137,8 @@ def collect(preset, out_dir: Path) -> Collected:
                     # what the block reports: the tuned configuration where there is one, else the default
                     primary=setting == ("tuned" if source is not None else "default"),
                     rule=cell.rule,
-                    held_out=cell.block.tune_from,
+                    # a high-staleness or cluster-like block tests its own env's searches: not held out
+                    held_out=cell.block.tune_from if cell.block.tune_from != cell.block.env else None,
                     knobs=knobs,
                     lag=_lag_label(point["point"], cell.stage, block_lags(preset, cell.block)[1]),
                     per_seed={k: point[k] for k in SCORES},
@@ -165,30 +166,29 @@ def _block_of(cell) -> tuple[str, str]:
 
 
 def dropped_blocks(out_dir: Path, rows: list[Row]) -> list[str]:
-    """The blocks whose rows ``out_dir``'s record (``tuned.json``) holds and ``rows`` would not: a report from cells
-    made for another spec (stale at this checkout, so read as missing) would overwrite a record it cannot remake."""
+    """The blocks (and winner rules) whose rows ``out_dir``'s record (``tuned.json``) holds and ``rows`` would not: a
+    report from cells made for another spec (read as missing) would overwrite tables it cannot remake."""
     record = out_dir / "tuned.json"
     if not record.is_file():
         return []
-    recorded = {(r["env"], r["regime"]) for r in json.loads(record.read_text()).get("rows", [])}
-    return sorted(f"{env}/{regime}" for env, regime in recorded - {r.block for r in rows})
+    recorded = {(r["env"], r["regime"], r.get("rule", "mode")) for r in json.loads(record.read_text()).get("rows", [])}
+    now = {(r.env, r.regime, r.rule) for r in rows}
+    return sorted(f"{env}/{regime} ({rule} rule)" for env, regime, rule in recorded - now)
 
 
-def report(
-    preset_name: str, preset, out_dir: Path, readme: Path | None = None, keep_recorded: bool = False
-) -> dict[str, Any]:
+def report(preset_name: str, preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]:
     """Statistics, tables and figures from the cells on disk, written to ``out_dir`` (``tuned.json``, ``verdict.md``,
-    the figures) and, given ``readme``, into its tables. ``keep_recorded``: refuse (SystemExit) rather than drop a
-    block the record holds (:func:`dropped_blocks`; ``--report``, where nothing was just run)."""
+    the figures) and, given ``readme``, into its tables; refused (SystemExit) where it would drop rows the record
+    holds (:func:`dropped_blocks`: the cells just made are on disk all the same)."""
     collected = collect(preset, out_dir)
     statistics(collected)
     rows = collected.rows
-    dropped = dropped_blocks(out_dir, rows) if keep_recorded else []
+    dropped = dropped_blocks(out_dir, rows)
     if dropped:
         raise SystemExit(
             f"{out_dir / 'tuned.json'} holds the rows of {', '.join(dropped)}, which the cells on disk no longer give "
-            "(missing, or made for another spec): a report would drop them. --restate re-reads the record with "
-            "today's statistics; to write a report without them, move tuned.json away first"
+            "(missing, or made for another spec): a report would drop them (the cells on disk are kept). --restate "
+            "re-reads the record with today's statistics; to write a report without them, move tuned.json away first"
         )
     mode_comparisons = collected.comparisons_by_rule.get("mode", 0)  # the first rule's tables (both readings)
     payload = {
@@ -290,9 +290,9 @@ def report(
         "Mostly small lags with a long thin tail, as a real cluster's, instead of the fleet's uniform U{0..16} "
         f"({CLUSTER_LAG['num_actors']} actor groups, redrawn every iteration; pre-registered before any of its "
         "results). Each method at its lag-4 configuration (tuned) and at its fleet-search winner (tuned-at-fleet), "
-        "on the blocks' test seeds; P against decoupled PPO in the same configuration, Holm over the block's "
-        "comparisons; beside, the same configuration under the uniform fleet and P(this lag > the fleet) paired by "
-        "seed, Holm over those comparisons.",
+        "on the blocks' test seeds; P against decoupled PPO in the same configuration, Holm over both blocks' "
+        "comparisons (one family); beside, the same configuration under the uniform fleet and P(this lag > the "
+        "fleet) paired by seed, Holm over those comparisons.",
         "",
         *cluster_table(rows, payload["cluster_vs_fleet"]),
         "",
@@ -350,6 +350,8 @@ def restate(preset, out_dir: Path, readme: Path | None = None) -> dict[str, Any]
         "comparisons_by_rule": collected.comparisons_by_rule,
         "families_by_rule": collected.families_by_rule,
         "aggregate": aggregate(rows),
+        "transfer": transfer_rows(rows),
+        "cluster_vs_fleet": against_fleet(rows),
         "restated": "comparisons recomputed from the rows' per-seed scores by report.restate: exact intervals, "
         "signed-rank direction, equivalence tests, Holm families of markable comparisons",
     }

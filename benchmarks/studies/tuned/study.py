@@ -603,7 +603,7 @@ def export_config(preset: TunedPreset, out_dir: Path, which: str) -> dict[str, A
             f"--export-config {which}: give ENV/REGIME/METHOD with a block of --preset {preset_name(preset)} "
             f"({', '.join(blocks)}) and one of its methods ({', '.join(methods)})"
         )
-    cell = Cell(blocks[env_regime], "test-fixed", method)
+    cell = Cell(blocks[env_regime], blocks[env_regime].test_stages[0], method)  # a cluster-like block: geometric
     absent = [source.id for source in source_cells(preset, cell) if not cell_path(out_dir, source).is_file()]
     if absent:
         refuse(f"--export-config {which}: its searches' cells {', '.join(absent)} are not in {out_dir / 'cells'} yet")
@@ -613,16 +613,30 @@ def export_config(preset: TunedPreset, out_dir: Path, which: str) -> dict[str, A
     source = tuning_cell(preset, cell)
     state = "" if source is None else cell_state(preset, source, out_dir, load_cell(out_dir, preset, source))
     others = [name for name in named if name not in (chosen, "default")]
+    lag = config.lag
+    if cell.kind == "test-geometric":  # the config as the block tests it, its lag histogram included
+        how, flag, overrides = (
+            f"with each of {lag.num_actors} actor groups' lags drawn geometrically (lag.p {lag.p:g}, up to "
+            f"{lag.max_lag})",
+            "",
+            named[chosen],
+        )
+    else:
+        how, flag, overrides = (
+            f"at lag.k {sorted({p['lag.k'] for p in points})} (fixed)",
+            " --lag.k K",
+            {**named[chosen], "lag.k": 0},
+        )
     print(
         f"{which}: its {chosen} configuration {named[chosen]}"
         + ("" if source is None else f", from {source.id} ({state})")
         + (f" (the block also tests {', '.join(others)})" if others else "")
-        + f"; the block tests it at lag.k {sorted({p['lag.k'] for p in points})} (fixed) on seeds {seeds[0]}.."
-        f"{seeds[-1]}, scored on the learner's evaluation: vaco-jax train --config FILE --lag.k K --seed {seeds[0]} "
-        f"--num-seeds {len(seeds)} --metric eval/return_deterministic",
+        + f"; the block tests it {how} on seeds {seeds[0]}..{seeds[-1]}, scored on the learner's evaluation: "
+        f"vaco-jax train --config FILE{flag} --seed {seeds[0]} --num-seeds {len(seeds)} --metric "
+        "eval/return_deterministic",
         file=sys.stderr,
     )
-    return config_dict(with_overrides(config, {**named[chosen], "lag.k": 0}))
+    return config_dict(with_overrides(config, overrides))
 
 
 def preset_name(preset: TunedPreset) -> str:
@@ -676,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.device_shard is not None:
             return  # a --devices worker: the process that started it reports
         if (out_dir / "cells").is_dir():
-            payload = report(args.preset, PRESETS[args.preset], out_dir, args.update_readme, keep_recorded=args.report)
+            payload = report(args.preset, PRESETS[args.preset], out_dir, args.update_readme)
             missing = payload["cells_missing"]
             if missing:  # e.g. the other shards' cells, until their folders are copied in
                 shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")

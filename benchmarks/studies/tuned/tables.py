@@ -115,8 +115,9 @@ def staleness_table(rows: list[Row]) -> list[str]:
 def cluster_table(rows: list[Row], fleet: list[dict[str, Any]]) -> list[str]:
     """A cluster-like block: per method and configuration (its lag-4 one, ``tuned``, and its fleet-search winner,
     ``tuned-at-fleet``), the learner AUC under the skewed lag histogram with P(> decoupled PPO in the same
-    configuration) and its marks (Holm over the block's own comparisons), beside the same configuration under the
-    uniform fleet and P(histogram > fleet) paired by seed (:func:`.comparisons.against_fleet`)."""
+    configuration) and its marks (Holm over the cluster-like blocks' comparisons, one family), beside the same
+    configuration under the uniform fleet and P(histogram > fleet) paired by seed
+    (:func:`.comparisons.against_fleet`)."""
     cluster = [r for r in rows if r.rule == "cluster"]
     if not cluster:
         return ["(no cluster-like block has all its cells yet)"]
