@@ -11,6 +11,11 @@ run, no error, a figure. A notebook edited without running this again fails ther
 
     .venv/bin/python notebooks/execute_for_docs.py                  # all of them
     .venv/bin/python notebooks/execute_for_docs.py 02_policy_lag    # one
+    .venv/bin/python notebooks/execute_for_docs.py --markdown-only  # text edits only: outputs kept, nothing run
+
+``--markdown-only`` copies the notebooks' markdown cells into their executed copies without running anything, and
+only where every code cell is unchanged (the outputs are then still the ones those cells give); it is refused
+otherwise, naming the notebook to run again. The record says when the text was synced and from which commit.
 """
 
 from __future__ import annotations
@@ -97,10 +102,51 @@ def execute(name: str) -> float:
     return seconds
 
 
+def sync_markdown(name: str) -> bool:
+    """Copy ``notebooks/<name>.ipynb``'s markdown cells into its executed copy, where the two have the same cells
+    in the same order and every code cell's source is unchanged; returns whether anything changed. SystemExit
+    otherwise, naming the command that runs it again."""
+    import nbformat
+
+    source = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    target_path = EXECUTED / f"{name}.ipynb"
+    if not target_path.is_file():
+        raise SystemExit(f"{name}: no executed copy to sync; run python notebooks/execute_for_docs.py {name}")
+    executed = nbformat.read(target_path, as_version=4)
+    kinds = [cell.cell_type for cell in source.cells] == [cell.cell_type for cell in executed.cells]
+    code = [c.source for c in source.cells if c.cell_type == "code"]
+    if not kinds or code != [c.source for c in executed.cells if c.cell_type == "code"]:
+        raise SystemExit(
+            f"{name}: its code cells (or its cells' order) changed since it was executed, so its outputs may have "
+            f"too: run python notebooks/execute_for_docs.py {name}"
+        )
+    changed = False
+    for mine, theirs in zip(source.cells, executed.cells, strict=True):
+        if mine.cell_type == "markdown" and mine.source != theirs.source:
+            theirs.source, changed = mine.source, True
+    if changed:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+        executed.metadata[RECORD_KEY]["markdown_synced"] = {
+            "commit": commit.strip(),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": f"python notebooks/execute_for_docs.py --markdown-only {name}",
+        }
+        nbformat.write(executed, target_path)
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="notebook names without .ipynb (default: every notebook)")
-    names = parser.parse_args().names or sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    parser.add_argument(
+        "--markdown-only", action="store_true", help="copy markdown edits into the executed copies; run nothing"
+    )
+    args = parser.parse_args()
+    names = args.names or sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    if args.markdown_only:
+        for name in names:
+            print(f"{name}: {'markdown synced' if sync_markdown(name) else 'unchanged'}", flush=True)
+        return
     for name in names:
         print(f"{name}: running at its full budget ...", flush=True)
         seconds = execute(name)

@@ -97,3 +97,36 @@ def test_readme_docs_and_notebooks_stand_alone():
                 path = (document.parent / target).resolve()
                 assert path.exists(), f"{document.name} links to a missing {target}"
                 assert ROOT in path.parents, f"{document.name} links out of the repository: {target}"
+
+
+def test_markdown_edits_sync_into_the_executed_copy_but_code_edits_need_a_run(tmp_path, monkeypatch):
+    """notebooks/execute_for_docs.py --markdown-only: a text edit is copied into the executed copy (outputs kept,
+    the sync recorded); an edited code cell is refused, naming the command that runs the notebook again."""
+    import importlib.util
+    import shutil
+
+    import nbformat
+
+    spec = importlib.util.spec_from_file_location("execute_for_docs", ROOT / "notebooks" / "execute_for_docs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "notebooks" / "03_extend.ipynb", tmp_path / "nb")
+    shutil.copy(ROOT / "docs" / "notebooks" / "03_extend.ipynb", tmp_path / "docs")
+    monkeypatch.setattr(script, "NOTEBOOKS", tmp_path / "nb")
+    monkeypatch.setattr(script, "EXECUTED", tmp_path / "docs")
+    notebook = nbformat.read(tmp_path / "nb" / "03_extend.ipynb", as_version=4)
+    text = next(c for c in notebook.cells if c.cell_type == "markdown")
+    text.source += "\n\nAn added sentence."
+    nbformat.write(notebook, tmp_path / "nb" / "03_extend.ipynb")
+    assert script.sync_markdown("03_extend") and not script.sync_markdown("03_extend")
+    executed = nbformat.read(tmp_path / "docs" / "03_extend.ipynb", as_version=4)
+    assert [c.source for c in executed.cells] == [c.source for c in notebook.cells]
+    assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")  # outputs kept
+    assert "markdown_synced" in executed.metadata["vaco_jax_executed"]
+    code = next(c for c in notebook.cells if c.cell_type == "code")
+    code.source += "\nprint('changed')"
+    nbformat.write(notebook, tmp_path / "nb" / "03_extend.ipynb")
+    with pytest.raises(SystemExit, match="run python notebooks/execute_for_docs.py 03_extend"):
+        script.sync_markdown("03_extend")
