@@ -144,6 +144,11 @@ def in_table(row: Row, rule: str | None = None) -> bool:
     return row.primary if row.rule == "mode" else row.setting.startswith("tuned")
 
 
+def learner_iqm(row: Row) -> float:
+    """A row's IQM over seeds of the learner's AUC, a diverged seed counted as the worst."""
+    return float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"]))))
+
+
 def transfer_rows(rows: list[Row]) -> list[dict[str, Any]]:
     """Robustness apart from transfer: per block, method and lag where a method was also tuned at that lag
     (``own-lag`` rows), its AUC with the configuration tuned at the preset's lag carried there (the primary row)
@@ -160,8 +165,8 @@ def transfer_rows(rows: list[Row]) -> list[dict[str, Any]]:
                 "regime": row.regime,
                 "method": row.method,
                 "lag": row.lag,
-                "carried": float(stats.iqm(stats.worst_filled(np.asarray(base.per_seed["learner_auc"])))),
-                "tuned_there": float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"])))),
+                "carried": learner_iqm(base),
+                "tuned_there": learner_iqm(row),
                 "knobs": row.knobs,
                 "pi": paired_comparison(row.per_seed["learner_auc"], base.per_seed["learner_auc"]),
             }
@@ -197,8 +202,8 @@ def against_fleet(rows: list[Row]) -> list[dict[str, Any]]:
                 "setting": row.setting,
                 "lag": row.lag,
                 "fleet_lag": base.lag,
-                "cluster": float(stats.iqm(stats.worst_filled(np.asarray(row.per_seed["learner_auc"])))),
-                "fleet": float(stats.iqm(stats.worst_filled(np.asarray(base.per_seed["learner_auc"])))),
+                "cluster": learner_iqm(row),
+                "fleet": learner_iqm(base),
                 "pi": paired_comparison(
                     row.per_seed["learner_auc"], base.per_seed["learner_auc"], equivalence_margin(row.env)
                 ),
