@@ -1483,3 +1483,25 @@ def test_the_report_reads_a_cluster_like_blocks_cells_as_its_own_rows_paired_wit
         assert entry["pi"]["p"] == want["p"]
     m2po = [r for r in rows if r.method == "m2po"]
     assert all("learner_auc" in r.comparisons for r in m2po)  # against decoupled PPO of its configuration kind
+
+
+def test_the_high_staleness_blocks_fixed_lags_are_a_cell_each(tmp_path):
+    """Pendulum-v1's high-staleness block trains each fixed lag in a cell of its own (both in one would outlast a
+    session on a 2-core CPU): lag 64's cell runs lag 64 alone with a buffer of 65 snapshots, both configurations."""
+    preset = tuned_specs.PRESETS["tuned"]
+    stale = [c for c in tuned_cells.cells_of(preset) if c.block.stale and c.method == "m2po"]
+    assert [c.stage for c in stale] == ["test-fixed-64", "test-fixed-256", "test-fleet"]
+    base = next(b for b in preset.blocks if (b.env, b.regime) == ("Pendulum-v1", "aggressive"))
+    winners = [{"ppo.learning_rate": 1e-3, "m2po.tau": 0.1}, {"ppo.learning_rate": 2e-3, "m2po.tau": 0.2}]
+    for stage, winner in zip(("tune", "tune-at-16"), winners, strict=True):
+        path = tuned_cells.cell_path(tmp_path, tuned_cells.Cell(base, stage, "m2po"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"best": {"point": winner}, "points": None}))
+    for cell, lag in zip(stale[:2], (64, 256), strict=True):
+        config, points, _ = tuned_cells.cell_plan(preset, cell, tmp_path)
+        assert (config.lag.kind, config.lag.max_lag) == ("fixed", lag)
+        assert points == [{**w, "lag.k": lag} for w in winners]
+    config, points, _ = tuned_cells.cell_plan(preset, stale[2], tmp_path)
+    assert (config.lag.kind, config.lag.max_lag, config.lag.k, points) == ("uniform", 256, 256, winners)
+    with pytest.raises(ValueError, match="lag 32 is not one of its block's test lags"):
+        tuned_cells.cell_plan(preset, dataclasses.replace(stale[0], stage="test-fixed-32"), tmp_path)

@@ -115,8 +115,8 @@ RULE_SUFFIX = ".{rule}-rule"  # a test stage of the winners of a rule other than
 @dataclasses.dataclass(frozen=True)
 class Cell:
     block: Block
-    # "tune", "test-fixed", "test-fleet", "test-geometric" (a cluster-like block's), a test stage of another winner
-    # rule ("test-fleet.stochastic-rule"), or
+    # "tune", "test-fixed" (or one fixed lag alone: "test-fixed-64"), "test-fleet", "test-geometric" (a cluster-like
+    # block's), a test stage of another winner rule ("test-fleet.stochastic-rule"), or
     # "probe" (the search winner's neighbourhood on fresh seeds: specs.probe_points)
     stage: str
     method: str
@@ -127,7 +127,8 @@ class Cell:
 
     @property
     def kind(self) -> str:
-        """The stage without its rule: "tune", "test-fixed", "test-fleet", "test-geometric" or "probe"."""
+        """The stage without its rule: "tune", "test-fixed" ("test-fixed-64"), "test-fleet", "test-geometric" or
+        "probe"."""
         return self.stage.split(".")[0]
 
     @property
@@ -290,7 +291,8 @@ def cell_plan(
     settings = [point for _, point in configuration_points(preset, cell, out_dir, unmade_winner)]
     seeds = test_seeds(preset, cell.block)
     lags, fleet_k = block_lags(preset, cell.block)
-    if cell.kind == "test-fixed":
+    if cell.kind.startswith("test-fixed"):
+        lags = fixed_lags(cell, lags)
         lag = LagConfig(kind="fixed", max_lag=max(lags), num_actors=1)
         points = [{**s, "lag.k": k} for s in settings for k in lags]
     elif cell.kind == "test-geometric":
@@ -300,6 +302,17 @@ def cell_plan(
         lag = fleet_lag(fleet_k)
         points = [dict(s) for s in settings]
     return base_config(preset, cell.block, method, lag), points, seeds
+
+
+def fixed_lags(cell: Cell, lags: tuple[int, ...]) -> tuple[int, ...]:
+    """The fixed lags a fixed-lag test cell runs: every lag of its block (``test-fixed``), or the one its stage
+    names (``test-fixed-64``: a block whose lags are too long to train in one cell)."""
+    if cell.kind == "test-fixed":
+        return lags
+    lag = int(cell.kind.removeprefix("test-fixed-"))
+    if lag not in lags:
+        raise ValueError(f"{cell.id}: lag {lag} is not one of its block's test lags {lags}")
+    return (lag,)
 
 
 def test_seeds(preset: TunedPreset, block: Block) -> list[int]:

@@ -183,7 +183,8 @@ class Block:
     untuned: bool = False  # test the default configuration only (no search: brax on a CPU)
     methods: tuple[str, ...] | None = None  # the preset's methods unless given
     test_seeds: int | None = None  # the preset's test seeds unless given
-    # fixed lags, and the fleet; "test-geometric": a cluster-like block's lag histogram (CLUSTER_LAG)
+    # fixed lags (all in one cell, or "test-fixed-K": lag K alone), and the fleet; "test-geometric": a cluster-like
+    # block's lag histogram (CLUSTER_LAG)
     test_stages: tuple[str, ...] = ("test-fixed", "test-fleet")
     # this block's own search range for some knobs, (path, Knob) pairs replacing the common or the method's range
     # (a task whose budget wants larger steps); a knob a method does not search is left out for that method
@@ -305,12 +306,15 @@ PRESETS: dict[str, TunedPreset] = {
             # a third held-out task, pre-registered with Breakout-MinAtar: brax's reacher, Pendulum-v1's winners
             Block("brax/reacher", "aggressive", 100, tune_from="Pendulum-v1"),
             # staleness far beyond 16 (issue 49): lag 64 and 256 and a fleet U{0..256} over 5x Pendulum-v1's budget,
-            # every method at its lag-4 configuration and at its lag-16 one (continuous actions: the ESS is logged)
+            # every method at its lag-4 configuration and at its lag-16 one (continuous actions: the ESS is logged);
+            # each fixed lag a cell of its own (both in one cell would take up to 2.5 h on a 2-core CPU: longer, with
+            # the --until margin, than a session whose end would lose it)
             Block(
                 "Pendulum-v1",
                 "aggressive" + STALE,
                 500,
                 tune_from="Pendulum-v1",
+                test_stages=("test-fixed-64", "test-fixed-256", "test-fleet"),
                 test_lags=(64, 256),
                 fleet_k=256,
                 configurations=("tuned", "tuned-at-16"),
