@@ -1068,6 +1068,9 @@ def test_the_lag_probe_of_a_held_out_block_trains_there_and_steps_in_its_source_
     assert searched.ranges and searched.ranges != trained.ranges  # the steps come from Pendulum-v1's ranges
     trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", "aggressive")
     assert trained is searched and trained.env == "Pendulum-v1"
+    for regime in ("aggressive-stale", "aggressive-cluster"):  # a block testing its own env's search, elsewhere
+        trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", regime)
+        assert (trained.regime, searched.regime, searched.tuned_here) == (regime, "aggressive", True)
     with pytest.raises(SystemExit, match="no search runs on that block"):
         trained_and_searched_blocks(PRESETS["tuned"], "brax/hopper", "brax")  # untuned: no search anywhere
 

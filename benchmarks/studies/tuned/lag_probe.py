@@ -162,11 +162,11 @@ def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
 
 def trained_and_searched_blocks(preset: TunedPreset, env: str, regime: str) -> tuple[Block, Block]:
     """The block to train on at ``env`` x ``regime`` and the block whose search picked its configurations: the
-    same block where a search runs, or, for a held-out block, the block it takes its tuned configurations from
-    (whose ranges set the probe's steps)."""
+    same block where a search runs, or, for a held-out, high-staleness or cluster-like block, the block it takes its
+    tuned configurations from (whose ranges set the probe's steps)."""
     for block in preset.blocks:
         if (block.env, block.regime) == (env, regime) and block.tune_from is not None:
-            return block, searched_block(preset, block.tune_from, regime)
+            return block, searched_block(preset, block.tune_from, block.source_regime)
     block = searched_block(preset, env, regime)
     return block, block
 
