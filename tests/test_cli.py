@@ -611,7 +611,10 @@ def _read_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
             event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
             offset += 12 + length + 4
             for value in event.summary.value:
-                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+                if value.HasField("tensor"):  # a text summary: its string
+                    scalars.setdefault(value.tag, {})[event.step] = value.tensor.string_val[0].decode()
+                else:
+                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
     return scalars
 
 
@@ -629,6 +632,11 @@ def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
     speed = scalars["time/env_steps_per_second"]
     assert sorted(speed) == [steps[5]] and speed[steps[5]] > 0  # 6 iterations in chunks of 3: the second's end
     assert "time/env_steps_per_second" not in payload["metrics"]
+    # the run's hyperparameters as a text table (CleanRL's): every field, this run's grid point and seed
+    (text,) = scalars["hyperparameters/text_summary"].values()
+    rows = dict(line[1:-1].split("|", 1) for line in text.splitlines()[2:])
+    assert (rows["lag.k"], rows["seed"], rows["algorithm"]) == ("4", "1", payload["config"]["algorithm"])
+    assert rows["ppo.learning_rate"] == str(payload["config"]["ppo"]["learning_rate"])
 
 
 def test_the_readme_driver_overlap_table_is_the_committed_measurement():

@@ -53,7 +53,9 @@ def _tensorboard_writer(run_dir: RunDirectory, plan: RunPlan, offset: int) -> wr
     """TensorBoard files written as the run goes (``tensorboard --logdir <out>/tb`` shows it while it trains); a
     resumed run first rewrites the events up to its checkpoint, since the interrupted run's files may hold later
     ones."""
-    tensorboard = writers.TensorBoardWriter(run_dir.tensorboard, plan.grid, plan.seeds, plan.config.steps_per_iteration)
+    tensorboard = writers.TensorBoardWriter(
+        run_dir.tensorboard, plan.grid, plan.seeds, plan.config.steps_per_iteration, plan.config
+    )
     if offset:
         run_dir.reset_folder(TENSORBOARD_SUBDIR)
         store = MetricsStore(run_dir.metrics)

@@ -12,6 +12,7 @@ import numpy as np
 from vaco_jax.core.config import config_dict, json_default, strict_json
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
+from vaco_jax.core.nested import dotted_keys, nested_value
 from vaco_jax.runs.progress import ChunkTimer
 from vaco_jax.training.sweep import SweepResult, metrics_length
 
@@ -118,7 +119,9 @@ class TensorBoardWriter:
     logs :data:`SPEED_TAG` at each chunk after the first (whose time includes compilation).
 
     Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
-    or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes.
+    or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes. Given
+    the run's ``config``, each TensorBoard run also shows its hyperparameters as a text table (CleanRL's
+    ``hyperparameters``): every config field, its grid point's values and its seed.
     """
 
     def __init__(
@@ -127,10 +130,12 @@ class TensorBoardWriter:
         grid: dict[str, list[Any]],
         seeds: list[int],
         steps_per_iteration: int,
+        config: Any = None,
     ):
         self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
         self.done = 0  # iterations written so far: where the next chunk starts
         self.labels = run_labels(grid, seeds)
+        self._tables = hyperparameter_tables(config, grid, seeds) if config is not None else None
         self._writers: list[Any] | None = None
         self._timer: ChunkTimer | None = None
 
@@ -151,6 +156,8 @@ class TensorBoardWriter:
             from tensorboardX import SummaryWriter
 
             self._writers = [SummaryWriter(str(self.directory / label)) for label in self.labels]
+            for writer, table in zip(self._writers, self._tables or [], strict=False):
+                writer.add_text(HYPERPARAMETERS_TAG, table)
         for name, values in metrics.items():
             values = np.asarray(values, np.float64).reshape(len(self.labels), -1)
             for writer, run in zip(self._writers, values, strict=True):
@@ -170,6 +177,23 @@ class TensorBoardWriter:
         self.close()
 
 
+HYPERPARAMETERS_TAG = "hyperparameters"
+"""The TensorBoard text of each run's hyperparameters (CleanRL's tag)."""
+
+
+def hyperparameter_tables(config: Any, grid: dict[str, list[Any]], seeds: list[int]) -> list[str]:
+    """Per run (grid points x seeds, as :func:`run_labels`), a markdown table of every config field (dotted) with
+    the value that run trained with: its grid point's where the grid sets the field, then its seed."""
+    record = config_dict(config)
+    fields = {key: nested_value(record, key) for key in dotted_keys(record)}
+    tables = []
+    for point in grid_points(grid):
+        for seed in seeds:
+            values = {**fields, **point, "seed": seed}
+            tables.append("|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in values.items()))
+    return tables
+
+
 SPEED_TAG = "time/env_steps_per_second"
 """One run's env steps per second over a chunk (every run of the program trains at once: the program's throughput
 is this times its runs), CleanRL's ``charts/SPS``; timing, so TensorBoard's alone, never in the metric files."""
@@ -178,7 +202,7 @@ is this times its runs), CleanRL's ``charts/SPS``; timing, so TensorBoard's alon
 def write_tensorboard(result: SweepResult, directory: str | Path) -> Path:
     """One TensorBoard run per (grid point, seed), scalars indexed by env steps (tensorboardX), written block by
     block of iterations (memory for one block only)."""
-    writer = TensorBoardWriter(directory, result.grid, result.seeds, result.config.steps_per_iteration)
+    writer = TensorBoardWriter(directory, result.grid, result.seeds, result.config.steps_per_iteration, result.config)
     try:
         for first, block in result.iteration_blocks():
             writer.write(first, {name: values.reshape(-1, values.shape[-1]) for name, values in block.items()})
