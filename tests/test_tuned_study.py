@@ -1068,9 +1068,22 @@ def test_the_lag_probe_of_a_held_out_block_trains_there_and_steps_in_its_source_
     assert searched.ranges and searched.ranges != trained.ranges  # the steps come from Pendulum-v1's ranges
     trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", "aggressive")
     assert trained is searched and trained.env == "Pendulum-v1"
-    for regime in ("aggressive-stale", "aggressive-cluster"):  # a block testing its own env's search, elsewhere
-        trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", regime)
-        assert (trained.regime, searched.regime, searched.tuned_here) == (regime, "aggressive", True)
+    # a high-staleness block probes around its source block's search, on its own budget; a cluster-like block's
+    # probe would be its source block's program (the probe's lag is fixed): refused, naming that block
+    trained, searched = trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", "aggressive-stale")
+    assert (trained.regime, trained.iterations, searched.regime, searched.tuned_here) == (
+        "aggressive-stale",
+        500,
+        "aggressive",
+        True,
+    )
+    with pytest.raises(SystemExit, match="probe --regime aggressive"):
+        trained_and_searched_blocks(PRESETS["tuned"], "Pendulum-v1", "aggressive-cluster")
+    from benchmarks.studies.tuned.lag_probe import probe_name
+
+    command = "python -m benchmarks.studies.tuned.lag_probe --env Pendulum-v1 --regime {} --method m2po --lag 64"
+    assert probe_name({"command": command.format("aggressive")}) == "Pendulum-v1, m2po"
+    assert probe_name({"command": command.format("aggressive-stale")}) == "Pendulum-v1 (aggressive-stale), m2po"
     with pytest.raises(SystemExit, match="no search runs on that block"):
         trained_and_searched_blocks(PRESETS["tuned"], "brax/hopper", "brax")  # untuned: no search anywhere
 
@@ -1508,3 +1521,8 @@ def test_the_high_staleness_blocks_fixed_lags_are_a_cell_each(tmp_path):
     assert (config.lag.kind, config.lag.max_lag, config.lag.k, points) == ("uniform", 256, 256, winners)
     with pytest.raises(ValueError, match="lag 32 is not one of its block's test lags"):
         tuned_cells.cell_plan(preset, dataclasses.replace(stale[0], stage="test-fixed-32"), tmp_path)
+    # --export-config: a buffer for both lags, whatever cells they are trained in
+    from benchmarks.studies.tuned.study import export_config
+
+    exported = export_config(preset, tmp_path, "Pendulum-v1/aggressive-stale/m2po")
+    assert (exported["lag"]["kind"], exported["lag"]["max_lag"], exported["lag"]["k"]) == ("fixed", 256, 0)

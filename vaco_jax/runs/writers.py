@@ -135,7 +135,7 @@ class TensorBoardWriter:
         self.directory, self.steps_per_iteration = Path(directory), steps_per_iteration
         self.done = 0  # iterations written so far: where the next chunk starts
         self.labels = run_labels(grid, seeds)
-        self._tables = hyperparameter_tables(config, grid, seeds) if config is not None else None
+        self._hyperparameters = (config, grid, seeds) if config is not None else None  # tabled when written
         self._writers: list[Any] | None = None
         self._timer: ChunkTimer | None = None
 
@@ -156,7 +156,8 @@ class TensorBoardWriter:
             from tensorboardX import SummaryWriter
 
             self._writers = [SummaryWriter(str(self.directory / label)) for label in self.labels]
-            for writer, table in zip(self._writers, self._tables or [], strict=False):
+            tables = hyperparameter_tables(*self._hyperparameters) if self._hyperparameters is not None else []
+            for writer, table in zip(self._writers, tables, strict=False):
                 writer.add_text(HYPERPARAMETERS_TAG, table)
         for name, values in metrics.items():
             values = np.asarray(values, np.float64).reshape(len(self.labels), -1)

@@ -56,6 +56,7 @@ from benchmarks.studies.tuned.comparisons import mean_diverged_as_worst
 from benchmarks.studies.tuned.specs import (
     METHODS,
     PRESETS,
+    STALE,
     Block,
     PresetName,
     TunedPreset,
@@ -147,7 +148,9 @@ def command_options(record: dict[str, Any]) -> dict[str, str]:
 def probe_name(record: dict[str, Any]) -> str:
     """ "task, method" of a probe record, read from the command that made it (a file name cannot hold brax's "/")."""
     option = command_options(record)
-    return f"{option['--env']}, {option['--method']}"
+    regime = option.get("--regime", "")
+    block = f" ({regime})" if regime.endswith(STALE) else ""  # a high-staleness block's probe, not its source's
+    return f"{option['--env']}{block}, {option['--method']}"
 
 
 def searched_block(preset: TunedPreset, env: str, regime: str) -> Block:
@@ -165,6 +168,11 @@ def trained_and_searched_blocks(preset: TunedPreset, env: str, regime: str) -> t
     same block where a search runs, or, for a held-out, high-staleness or cluster-like block, the block it takes its
     tuned configurations from (whose ranges set the probe's steps)."""
     for block in preset.blocks:
+        if (block.env, block.regime) == (env, regime) and block.cluster:
+            raise SystemExit(
+                f"--env {env} --regime {regime}: a cluster-like block trains under its lag histogram and the probe "
+                f"at a fixed lag, which is its source block's program: probe --regime {block.source_regime}"
+            )
         if (block.env, block.regime) == (env, regime) and block.tune_from is not None:
             return block, searched_block(preset, block.tune_from, block.source_regime)
     block = searched_block(preset, env, regime)
@@ -186,8 +194,9 @@ def current_search(
     search = load_cell(results, preset, Cell(searched, "tune", method))
     if search is None:
         raise SystemExit(
-            f"{searched.env}/{regime} {method}: no current search cell in {results / 'cells'} (run the study's "
-            f"search first: python -m benchmarks.studies.tuned --preset {preset_name} --block {searched.env}/{regime})"
+            f"{searched.env}/{searched.regime} {method}: no current search cell in {results / 'cells'} (run the "
+            f"study's search first: python -m benchmarks.studies.tuned --preset {preset_name} --block "
+            f"{searched.env}/{searched.regime})"
         )
     return block, searched, search
 

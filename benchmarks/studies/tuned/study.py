@@ -603,7 +603,8 @@ def export_config(preset: TunedPreset, out_dir: Path, which: str) -> dict[str, A
             f"--export-config {which}: give ENV/REGIME/METHOD with a block of --preset {preset_name(preset)} "
             f"({', '.join(blocks)}) and one of its methods ({', '.join(methods)})"
         )
-    cell = Cell(blocks[env_regime], blocks[env_regime].test_stages[0], method)  # a cluster-like block: geometric
+    stage = blocks[env_regime].test_stages[0]  # a cluster-like block's: geometric; a fixed lag's: every fixed lag
+    cell = Cell(blocks[env_regime], "test-fixed" if stage.startswith("test-fixed") else stage, method)
     absent = [source.id for source in source_cells(preset, cell) if not cell_path(out_dir, source).is_file()]
     if absent:
         refuse(f"--export-config {which}: its searches' cells {', '.join(absent)} are not in {out_dir / 'cells'} yet")
