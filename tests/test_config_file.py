@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from vaco_jax.cli import main, parse_args
-from vaco_jax.core.config import Config, ConfigError, config_dict, config_from_dict
-from vaco_jax.core.config_file import RECORD_KEYS, read_config_file
+from vaco_jax.core.config import RECORD_ONLY_KEYS, Config, ConfigError, config_dict, config_from_dict
+from vaco_jax.core.config_file import read_config_file
 from vaco_jax.training.trainer import resolve_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_
     assert written["ppo"]["learning_rate"] == 3e-3 and written["network"]["actor_hidden"] == [8]
     assert written["runs"] == {"grid": {}, "seed": 7, "num_seeds": 1}
     again = parse_args(["train", "--config", str(out / "config.json")])
-    assert config_dict(again.config) == {key: value for key, value in written.items() if key not in RECORD_KEYS}
+    assert config_dict(again.config) == {key: value for key, value in written.items() if key not in RECORD_ONLY_KEYS}
     assert again.config == resolve_defaults(parse_args(argv).config)  # the run's config, its defaults resolved
     assert (again.seed, again.num_seeds) == (7, 1)  # the same runs, not the command's default seeds
 

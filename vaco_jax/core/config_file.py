@@ -12,7 +12,7 @@ holds, nested as there::
     learning_rate = 1e-3
 
 A field the file leaves out keeps the command's default, except in a run's ``config.json`` (recognised by its records
-beside the fields, :data:`RECORD_KEYS`), where it takes what that run had
+beside the fields, :data:`RECORD_ONLY_KEYS`), where it takes what that run had
 (:func:`vaco_jax.core.config.config_from_dict`: a field added after the file was written keeps the behaviour its
 run trained with). Values are typed like the field: an int where a float is due is that float; anything else of
 the wrong type is refused naming the field.
@@ -47,9 +47,6 @@ from vaco_jax.core.config import (
 )
 
 FORMATS = {".json": "JSON", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
-RECORD_KEYS = RECORD_ONLY_KEYS
-"""Keys of a run's config.json that record how the run was made rather than set a field
-(:data:`vaco_jax.core.config.RECORD_ONLY_KEYS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +66,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
     and says what to change otherwise."""
     path = Path(path)
     data = _read_mapping(path)
-    recorded = sorted(key for key in RECORD_KEYS if key in data)
+    recorded = sorted(key for key in RECORD_ONLY_KEYS if key in data)
     if recorded:
         if not all(group in data for group in ("algorithm", "env", "ppo")):  # every config.json has these
             raise ConfigError(
@@ -79,7 +76,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
                 "and seeds as --seed and --num-seeds beside --config"
             )
         load_plugins_of(data)  # the plugins its algorithm and option groups came from
-        fields = {key: value for key, value in data.items() if key not in RECORD_KEYS}
+        fields = {key: value for key, value in data.items() if key not in RECORD_ONLY_KEYS}
         _refuse_unknown(fields, path)
         asynchronous = data.get("async")
         return ConfigFile(

@@ -1,6 +1,6 @@
 """Nested mappings as config records hold them (config.json, TOML, YAML): dotted paths into them
-(:func:`nested_value`, :func:`dotted_keys`), and strict JSON of what a record holds (non-finite floats as strings,
-numpy values as Python's). :mod:`vaco_jax.core.config` re-exports them."""
+(:func:`nested_value`, :func:`dotted_keys`, :func:`flat_items`), and strict JSON of what a record holds
+(non-finite floats as strings, numpy values as Python's). :mod:`vaco_jax.core.config` re-exports them."""
 
 from __future__ import annotations
 
@@ -52,3 +52,14 @@ def dotted_keys(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
             yield from dotted_keys(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}"
+
+
+def flat_items(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested record as ``{dotted.path: leaf}`` (lists and empty mappings are leaves)."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(flat_items(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -30,6 +30,11 @@ def variant_config(config: Config, name: str) -> Config:
     return apply_preset(name, config) if name in PRESETS else config.replace(algorithm=name)
 
 
+def variant_presets(name: str) -> tuple[str, ...]:
+    """The presets that made a variant's config (recorded in its config.json): the variant's name where it is one."""
+    return (name,) if name in PRESETS else ()
+
+
 def compare(
     config: Config,
     variants: tuple[str, ...],
@@ -78,7 +83,7 @@ def compare(
         for name in variants:
             if output.print_config:
                 print(f"vaco-jax: variant {name}:", file=sys.stderr, flush=True)
-            presets = (name,) if name in PRESETS else ()
+            presets = variant_presets(name)
             execute(variant_config(config, name), grid, num_seeds, seed, output, presets=presets, plan=plans[name])
             if output.dry_run:
                 print()
@@ -132,7 +137,7 @@ def compare(
             seed,
             sub,
             stop,
-            presets=(name,) if name in PRESETS else (),
+            presets=variant_presets(name),
             variant=Variant(run_id=run_id, set_dir=target.path, published_as=target / name, label=name),
             plan=plans[name],
         )

@@ -128,9 +128,8 @@ def execute(
     request = RunRequest(config, grid, num_seeds, seed, _resolved(output), presets, asynchronous, variant)
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
-    if request.output.print_config:
-        asynchronous = dataclasses.asdict(request.asynchronous) if request.asynchronous is not None else None
-        record = run_config_record(plan.config, request.presets, plan.grid, plan.seeds, asynchronous)
+    if request.output.print_config:  # the async options as the run's record holds them
+        record = run_config_record(plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"))
         if distributed.is_primary():
             print(json.dumps(record, indent=2))
         return None

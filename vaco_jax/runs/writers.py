@@ -12,7 +12,7 @@ import numpy as np
 from vaco_jax.core.config import config_dict, json_default, strict_json
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
-from vaco_jax.core.nested import dotted_keys, nested_value
+from vaco_jax.core.nested import flat_items
 from vaco_jax.runs.progress import ChunkTimer
 from vaco_jax.training.sweep import SweepResult, metrics_length
 
@@ -185,8 +185,7 @@ HYPERPARAMETERS_TAG = "hyperparameters"
 def hyperparameter_tables(config: Any, grid: dict[str, list[Any]], seeds: list[int]) -> list[str]:
     """Per run (grid points x seeds, as :func:`run_labels`), a markdown table of every config field (dotted) with
     the value that run trained with: its grid point's where the grid sets the field, then its seed."""
-    record = config_dict(config)
-    fields = {key: nested_value(record, key) for key in dotted_keys(record)}
+    fields = flat_items(config_dict(config))
     tables = []
     for point in grid_points(grid):
         for seed in seeds:

@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from vaco_jax.core.config import ConfigError
+from vaco_jax.core.nested import flat_items
 from vaco_jax.training.cluster import LocalDevices, cluster_environment, local_devices, parse_device_ids
 
 T = TypeVar("T")
@@ -297,17 +298,6 @@ def agree(ready: bool) -> None:
         )
 
 
-def _flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested record as ``{dotted.path: leaf}`` (lists are leaves)."""
-    flat: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _named(path: str) -> str:
     """A record path as the flag a user types (``config.ppo.learning_rate`` -> ``--ppo.learning-rate``)."""
     flag = path.removeprefix("config.").removeprefix("output.")
@@ -337,7 +327,7 @@ COMMAND_FIELDS = {
 def first_difference(records: list[Mapping[str, Any]]) -> str | None:
     """The first field (in sorted order) on which a process's record differs from process 0's, as one phrase
     naming the field, both values and how many other fields differ; None where every record is process 0's."""
-    flat = [_flatten(record) for record in records]
+    flat = [flat_items(record) for record in records]
     for index, other in enumerate(flat[1:], start=1):
         rank = {path: i for i, path in enumerate(FIRST_NAMED)}
         paths = sorted(set(flat[0]) | set(other), key=lambda path: (rank.get(path, len(rank)), path))
