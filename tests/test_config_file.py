@@ -242,7 +242,7 @@ def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_sti
     assert parse_args(["sweep", "--config", str(path)]).grid == ()
     older = write(tmp_path, "older.json", RUN_RECORD.read_text())  # written before runs were recorded
     assert parse_args(["sweep", "--config", str(older)]).grid == parse_args(["sweep"]).grid
-    for bad in ({"grid": [1, 2]}, {"grid": {}, "num_seeds": 0}, {"grid": {"lag.k": ["four"]}}):
+    for bad in ({"grid": [1, 2]}, {"grid": {}, "num_seeds": 0}, {"grid": {"lag.k": ["four"]}}, [1, 2]):
         bad_path = write(tmp_path, "bad.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": bad}))
         with pytest.raises(ConfigError, match="its runs record is malformed"):
             parse_args(["sweep", "--config", str(bad_path)])

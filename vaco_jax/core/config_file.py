@@ -102,8 +102,10 @@ def _recorded_runs(path: Path, runs: Any) -> dict[str, Any] | None:
     infinite value, which strict JSON writes as the string "inf", read back as the number) and whole seeds."""
     if runs is None:
         return None
-    grid, seed, num_seeds = runs.get("grid", {}), runs.get("seed", 0), runs.get("num_seeds", 1)
-    bad = not isinstance(grid, dict) or not all(isinstance(v, list) for v in grid.values())
+    fields = runs if isinstance(runs, dict) else {}
+    grid, seed, num_seeds = fields.get("grid", {}), fields.get("seed", 0), fields.get("num_seeds", 1)
+    bad = not isinstance(runs, dict) or not isinstance(grid, dict)
+    bad = bad or not all(isinstance(v, list) for v in grid.values())
     bad = bad or not all(isinstance(n, int) and not isinstance(n, bool) for n in (seed, num_seeds)) or num_seeds < 1
     try:
         grid = {axis: [float(v) if isinstance(v, str) else v for v in values] for axis, values in grid.items()}
@@ -114,7 +116,7 @@ def _recorded_runs(path: Path, runs: Any) -> dict[str, Any] | None:
             f"--config {path}: its runs record is malformed (want a grid of lists of numbers, a whole seed and "
             f"num_seeds >= 1; got {runs!r}); drop it to train the config with the command's own seeds and grid"
         )
-    return {**runs, "grid": grid}
+    return {**fields, "grid": grid}
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
