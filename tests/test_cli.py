@@ -568,7 +568,7 @@ def test_the_readme_peak_memory_table_is_the_committed_measurement():
     assert max(streamed.values()) < 1.25 * min(streamed.values())  # does not grow with the run's length
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "render", "calibrate", "tune"])
+@pytest.mark.parametrize("command", ["train", "sweep", "demo", "eval", "render", "calibrate", "tune", "compare"])
 def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch):
     from vaco_jax.algorithms.registry import ALGORITHMS
     from vaco_jax.core.config import LAG_KINDS
@@ -586,6 +586,7 @@ def test_every_flag_has_help_and_choices_are_listed(command, capsys, monkeypatch
     ]
     assert not bare, f"flags without help text: {bare}"
     text = " ".join(lines)
+    assert "``" not in text, "reStructuredText markup reaches the terminal: " + text[text.index("``") - 80 :][:200]
     if command in ("train", "sweep", "demo"):
         assert "{" + ",".join(LAG_KINDS) + "}" in text  # --lag.kind's choices
         algorithm_help = text[text.index("--algorithm ") :][:1200]  # the help is laid out in columns

@@ -102,7 +102,7 @@ def demo_config() -> Config:
 class DemoArgs:
     """The main job: PPO-clip, decoupled PPO and two readings of VACO across backward lag on CartPole-v1.
 
-    Lag 0, 4, 8 x 4 seeds each; ``vaco-paper`` is VACO as first specified, ``vaco-decoupled`` VACO's
+    Lag 0, 4, 8 x 4 seeds each; the preset vaco-paper is VACO as first specified, vaco-decoupled VACO's
     filter on GAE advantages with the decoupled off-policy weight (see vaco_jax.core.presets).
     """
 

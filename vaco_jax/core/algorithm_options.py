@@ -146,7 +146,7 @@ class GePPOConfig:
     v_t with vtrace.rho_bar, c_bar) or GAE."""
     own_step_weight: bool = static(False)
     """With advantages=vtrace: weight each sample's advantage by its own rho_t = min(rho_bar, pi_T/beta) (V-trace's
-    lambda form, this project's GePPO before 2026-12). false (the paper's code, ``gae_vtrace``): traces from the next
+    lambda form, this project's GePPO before 2026-12). false (the paper's code, its gae_vtrace): traces from the next
     step on only, A_t = delta_t + gamma * lambda * c_{t+1} * A_{t+1}, since the loss's ratio pi/beta already weights
     the sample (true weights samples with pi_T/beta < 1 twice)."""
     adaptive_lr: bool = static(True)

@@ -63,7 +63,7 @@ class EnvConfig:
     """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
     four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh reset for every
     environment at every step, as before this option existed). Past the pool's end starts are reused and counted
-    in ``env/reused_starts``."""
+    in the metric env/reused_starts."""
 
     def check(self) -> None:
         check_positive_integer("env.num_envs", self.num_envs)
