@@ -729,6 +729,39 @@ def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():
     )
 
 
+def test_a_flag_of_other_subcommands_is_said_to_be_theirs_not_suggested_as_itself(capsys):
+    """tyro suggests the very flag typed when another subcommand has it ("did you mean --print-config?" for
+    tune --print-config): the line says which subcommands have it instead."""
+    cases = [
+        (["tune", "--print-config"], "--print-config is an option of demo, sweep, train, not of tune"),
+        (["tune", "--dry-runs"], "did you mean --dry-run (an option of demo, sweep, train, not of tune)?"),
+        (["--print-config", "train"], "--print-config is an option of demo, sweep, train, after the subcommand"),
+        (["train", "--print-configs"], "did you mean --print-config? (see vaco-jax train --help)"),
+    ]
+    for argv, fragment in cases:
+        assert main(argv) == 2, argv
+        said = capsys.readouterr().err
+        assert fragment in said and "applied to" not in said and said.count("\n") == 1, said
+
+
+def test_help_into_a_pipe_whose_reader_ended_stops_without_a_traceback():
+    """vaco-jax tune --help | head: the reader closes the pipe before the help is written; the command ends with
+    the shell's code for it (128 + SIGPIPE) and says nothing (it printed a BrokenPipeError traceback)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "vaco_jax.cli", "tune", "--help"], stdout=write, stderr=subprocess.PIPE, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and not done.stderr, done.stderr.decode()[-2000:]
+
+
 def test_paths_and_lists_that_once_gave_a_traceback_or_a_surprise_are_one_line(tmp_path, capsys):
     """A name too long for the filesystem (or for the lock beside it), a newline, a dangling symbolic link, and an
     empty list of hidden layers (it trained a linear actor): exit 2, one line, nothing created."""

@@ -15,6 +15,9 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import os
+import re
+import select
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,30 @@ def load_plugins(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaco-jax`` script."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe: not this process's output
+        # the reader of standard output ended (vaco-jax train --help | head): stop as other command-line tools do,
+        # with no traceback, and no error at exit from flushing into the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not {"-h", "--help"} & set(argv):
+            print("vaco-jax: standard output was closed by its reader (a pipe): stopped there", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the closed pipe ended
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured output), or no poll
+        return False
+
+
+def _main(argv: list[str]) -> int:
     try:
         command = plugins.split_argv(argv)[1]  # the command without --plugin, which may come first
     except ConfigError:
@@ -172,6 +199,7 @@ def _parse(commands, argv: list[str]):
             args = tyro.cli(
                 commands,
                 args=argv,
+                prog="vaco-jax",  # the command as typed, not sys.argv[0] (a path that wraps tyro's rows)
                 description=DESCRIPTION,
             )
     except SystemExit as exit:
@@ -201,14 +229,17 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
         else:  # a rule between sections, the bottom, or a blank line
             sections.append([])
     sections = [section for section in sections if section]
+    sections = [section for section in sections if not section[0].startswith("For full helptext")]
+    message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
+    # tyro names the subcommand as "(applied to PROG COMMAND)", where PROG is "-" when tyro is called from here
+    message = re.sub(r" \(applied to [^)]*\)", "", message)
+    message = message.replace(" Arguments are applied to the directly preceding subcommand, so ordering can matter", "")
     hint = ""
     for section in sections[1:]:
         if section[0].startswith("Perhaps you meant") and len(section) > 1 and not hint:
-            hint = f"; did you mean {section[1].split()[0].rstrip(',')}?"  # a boolean's row: "--quiet, --no-quiet"
+            hint = _suggestion(section, message, command)
         elif section[0].startswith("Available subcommands") and not hint:
             hint = f"; {section[0][0].lower()}{section[0][1:]}"
-    sections = [section for section in sections if not section[0].startswith("For full helptext")]
-    message = " ".join(sections[0]).rstrip(".") if sections else "the command line could not be parsed"
     if message.startswith("Unrecognized options"):
         # PureJaxRL's or CleanRL's names: say each one's flag here (the closest spelling may be another option
         # altogether), and tyro's suggestion too where a flag is no reference's name
@@ -219,6 +250,18 @@ def condense_parse_error(box: str, command: str | None = None) -> str:
         if not hint and _names_an_unknown_group(message):
             hint = f"; {plugins.PLUGIN_HINT}"
     return f"{message}{hint} (see vaco-jax {command + ' ' if command else ''}--help)"
+
+
+def _suggestion(section: list[str], message: str, command: str | None) -> str:
+    """tyro's first "Perhaps you meant" flag as a hint. A flag that exists only on other subcommands (tyro suggests
+    the very flag typed, "in vaco-jax train --help") is said to be theirs, not suggested as a fix."""
+    flag = section[1].split()[0].rstrip(",")  # a boolean's row: "--quiet, --no-quiet"
+    owners = sorted({found.group(1) for row in section[2:] if (found := re.fullmatch(r"in (?:.+ )?(\w+) --help", row))})
+    typed = {token.rstrip(",").split("=")[0] for token in message.split() if token.startswith("--")}
+    if owners and command not in owners:
+        where = f"an option of {', '.join(owners)}" + (f", not of {command}" if command else ", after the subcommand")
+        return f"; {flag} is {where}" if flag in typed else f"; did you mean {flag} ({where})?"
+    return f"; did you mean {flag}?"
 
 
 def _names_an_unknown_group(message: str) -> bool:

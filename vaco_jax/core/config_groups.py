@@ -270,7 +270,7 @@ class ReuseConfig:
     """M: the batches each update trains on, this iteration's and the M - 1 before it, kept on the device with their
     behaviour log-probs; each is scored again under pi_T and given advantages with the critic V_T at every update
     (1: no reuse). The batches share the update equally (GePPO's uniform policy weights); until M batches exist,
-    the ones that do. Memory grows by about (M - 1) batches per run (see --dry-run); a minibatch holds M times as
+    the ones that do. Memory grows by about (M - 1) batches per run (see train --dry-run); a minibatch holds M times as
     many samples (the number of gradient steps stays ppo.num_epochs x ppo.num_minibatches)."""
 
     def check(self) -> None:
