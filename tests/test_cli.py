@@ -744,6 +744,22 @@ def test_a_flag_of_other_subcommands_is_said_to_be_theirs_not_suggested_as_itsel
         assert fragment in said and "applied to" not in said and said.count("\n") == 1, said
 
 
+def test_changing_the_policy_clip_alone_notes_that_the_value_clip_stays(capsys):
+    """PureJaxRL and CleanRL clip the value loss with the policy's eps; here it has its own: a run that changes
+    ppo.clip_eps alone is told, one that sets both (or clips no value) is not."""
+    cases = [
+        (["train", "--ppo.clip-eps", "0.1"], "--ppo.clip-eps 0.1 leaves the value loss's clip at --ppo.vf-clip-eps"),
+        (["sweep", "--grid", "ppo.clip_eps=0.1,0.3"], "the grid's ppo.clip_eps axis leaves the value loss's clip"),
+        (["train", "--ppo.clip-eps", "0.1", "--ppo.vf-clip-eps", "0.1"], None),
+        (["train", "--ppo.clip-eps=0.1", "--ppo.no-clip-value-loss"], None),
+        (["train"], None),
+    ]
+    for argv, note in cases:
+        assert main([*argv, "--print-config"]) == 0, argv
+        said = capsys.readouterr().err
+        assert (note in said and said.count("vaco-jax: note:") == 1) if note else "vaco-jax: note:" not in said, said
+
+
 def test_help_into_a_pipe_whose_reader_ended_stops_without_a_traceback():
     """vaco-jax tune --help | head: the reader closes the pipe before the help is written; the command ends with
     the shell's code for it (128 + SIGPIPE) and says nothing (it printed a BrokenPipeError traceback)."""

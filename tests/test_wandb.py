@@ -68,6 +68,9 @@ def test_every_run_and_iteration_reaches_wandb_as_the_run_wrote_it(tmp_path, mon
         assert init["config"]["grid_point"] == {"lag.k": point} and init["config"]["seed"] == seed
         assert init["config"]["algorithm"] == "ppo" and init["dir"] == str(out)
         assert [step for step, _ in run.logged] == [(i + 1) * steps_per_iteration for i in range(6)]
+        # each chunk's speed after the first (compilation's): 6 iterations in chunks of 3, at the second's end
+        speeds = [(step, values["time/env_steps_per_second"]) for step, values in run.logged if "time/" in str(values)]
+        assert [step for step, _ in speeds] == [6 * steps_per_iteration] and speeds[0][1] > 0, speeds
         returns = metrics["metrics"]["episode/return"][point][seed]
         for (_, values), expected in zip(run.logged, returns, strict=True):
             if expected is None or not math.isfinite(expected):

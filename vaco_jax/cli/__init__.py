@@ -27,6 +27,7 @@ import tyro
 from vaco_jax.cli.checks import (  # noqa: F401  (re-exported)
     flag_group,
     lag_k_axis_for_the_kind,
+    note_the_value_clip_stays,
     parse_grid,
     refuse_axes_the_algorithm_never_reads,
     refuse_contradictions,
@@ -352,6 +353,8 @@ def _run_command(args, argv: list[str]) -> int:
         refuse_axes_the_algorithm_never_reads(grid, args.config.algorithm)
     if isinstance(args, TrainArgs | SweepArgs):
         warn_of_flags_the_algorithm_never_reads(argv, args.config.algorithm)
+    if isinstance(args, TrainArgs | SweepArgs | DemoArgs):
+        note_the_value_clip_stays(args.config, grid, argv)
     if isinstance(args, DemoArgs) and args.output.resume_or_start:
         raise ConfigError(
             "--resume-or-start belongs to train and sweep; a demo resumes with --resume DIR, and starts again in a "

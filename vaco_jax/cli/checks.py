@@ -109,6 +109,24 @@ def warn_of_flags_the_algorithm_never_reads(argv: list[str], algorithm: str) -> 
             )
 
 
+def note_the_value_clip_stays(config: Config, grid: dict[str, list], argv: list[str]) -> None:
+    """PureJaxRL and CleanRL clip the value loss with the policy's eps; here it has its own, ppo.vf_clip_eps. A run
+    that changes ppo.clip_eps alone (its flag or a grid axis) is told so on stderr, with the flag that follows them."""
+    if not config.ppo.clip_value_loss or flag_given(argv, "--ppo.vf-clip-eps") or "ppo.vf_clip_eps" in grid:
+        return
+    if "ppo.clip_eps" in grid:
+        changed, follow = "the grid's ppo.clip_eps axis", "a grid crosses its axes, so ppo.vf_clip_eps cannot follow it"
+    elif flag_given(argv, "--ppo.clip-eps"):
+        changed, follow = f"--ppo.clip-eps {config.ppo.clip_eps:g}", "give --ppo.vf-clip-eps too to do as they do"
+    else:
+        return
+    print(
+        f"vaco-jax: note: {changed} leaves the value loss's clip at --ppo.vf-clip-eps {config.ppo.vf_clip_eps:g} "
+        f"(PureJaxRL and CleanRL clip both with one value; {follow})",
+        file=sys.stderr,
+    )
+
+
 def refuse_contradictions(output: Output, argv: list[str]) -> None:
     """Flags that ask for two things at once, refused rather than one of them silently winning."""
     if output.resume is None:

@@ -126,7 +126,8 @@ class PPOConfig:
     learning_rate: float = 2.5e-4
     """Adam step size (its initial value when annealed)."""
     anneal_lr: bool = static(True)
-    """Anneal the learning rate linearly to 0 over training."""
+    """Anneal the learning rate linearly to 0 over training, at every gradient step (PureJaxRL and CleanRL lower it
+    once per update: at every step the two differ by less than 1/num_iterations of the initial rate)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clipping of each minibatch step (PureJaxRL and CleanRL clip at 0.5; inf: none, as brax)."""
     gamma: float = 0.99

@@ -101,11 +101,13 @@ PRESETS |= {
         _CLASSIC_CONTROL,
     ),
     "cleanrl": Preset(
-        "CleanRL's ppo.py: the values of `purejaxrl`, which it shares",
+        "CleanRL's ppo.py: the values of `purejaxrl`, which it shares (a preset sets no seeds: CleanRL's one run of "
+        "seed 1 is --seed 1 --num-seeds 1, train's default 4 seeds from 0)",
         _CLASSIC_CONTROL,
     ),
     "purejaxrl-minatar": Preset(
-        "PureJaxRL's MinAtar notebook on Breakout-MinAtar (the game of its README's plots; another: --env.name): "
+        "PureJaxRL's MinAtar notebook on Breakout-MinAtar, the game of its README's plots (the notebook's own example "
+        "is SpaceInvaders-MinAtar: --env.name SpaceInvaders-MinAtar): "
         "64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, 1220 iterations (1e7 env steps), relu "
         "64-64 networks",
         {

@@ -3,11 +3,12 @@
 Each W&B run is named like its TensorBoard run (``lag.k=4_seed0``), carries the whole config, its grid point and
 seed as its W&B config, and the vaco-jax run id as its group (so a sweep's runs sit together, and a demo's variants
 are groups of their own). Metrics are logged once per chunk (a driver chunk callback, like TensorBoard's), indexed
-by env steps; the non-finite values (an iteration without a completed episode, or without an evaluation) are left
-out. At the end each run's summary gets its grid point's summary row (final return and AUC: IQM and interval over
-seeds) and the run is finished. A resumed run continues the same W&B runs (their ids are the vaco-jax run id and
-the run's index); iterations the interrupted process had logged past its checkpoint are not logged twice (W&B
-keeps the first value of a step).
+by env steps, with each chunk's speed after the first (``time/env_steps_per_second``, CleanRL's ``charts/SPS``, at
+the chunk's last iteration: as TensorBoard's, never in the metric files); the non-finite values (an iteration
+without a completed episode, or without an evaluation) are left out. At the end each run's summary gets its grid
+point's summary row (final return and AUC: IQM and interval over seeds) and the run is finished. A resumed run
+continues the same W&B runs (their ids are the vaco-jax run id and the run's index); iterations the interrupted
+process had logged past its checkpoint are not logged twice (W&B keeps the first value of a step).
 
 ``wandb`` is an optional dependency (``pip install wandb``, or the ``dev`` extra). W&B keeps its files under
 ``<out-dir>/wandb`` (``directory/wandb``), or ``WANDB_DIR``; ``--wandb-mode offline`` (or ``WANDB_MODE=offline``)
@@ -28,7 +29,8 @@ import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.grid import grid_points
-from vaco_jax.runs.writers import run_labels
+from vaco_jax.runs.progress import ChunkTimer
+from vaco_jax.runs.writers import SPEED_TAG, run_labels
 
 WandbMode = Literal["online", "offline", "disabled"]
 MODES = ("online", "offline", "disabled", "dryrun")  # what WANDB_MODE may say (dryrun: W&B's old name of offline)
@@ -114,6 +116,7 @@ class WandbWriter:
     ):
         wandb = _import_wandb()
         self.steps_per_iteration, self.done = config.steps_per_iteration, offset
+        self._timer: ChunkTimer | None = None
         record = config_dict(config)
         self.points = [point for point in grid_points(grid) for _ in seeds]
         self.runs = []
@@ -139,9 +142,14 @@ class WandbWriter:
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         table = {name: np.asarray(values, np.float64).reshape(len(self.runs), -1) for name, values in metrics.items()}
         length = max((values.shape[1] for values in table.values()), default=0)
+        if self._timer is None:  # as TensorBoard's: the first chunk's time includes compilation, so it is no speed
+            self._timer = ChunkTimer()
+        seconds, first = self._timer.lap()
+        speed = {} if first or not length else {SPEED_TAG: length * self.steps_per_iteration / seconds}
         for s, run in enumerate(self.runs):
             for i in range(length):
                 logged = {name: float(values[s, i]) for name, values in table.items() if math.isfinite(values[s, i])}
+                logged |= speed if i == length - 1 else {}  # at the chunk's last iteration
                 run.log(logged, step=(self.done + i + 1) * self.steps_per_iteration)
         self.done += length
 
