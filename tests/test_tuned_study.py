@@ -856,7 +856,13 @@ def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_on
     preset = study.PRESETS["tuned-smoke"]
     cells = tuned_cells.cells_of(preset)
     recorded = {c.id: json.loads(tuned_cells.cell_path(smoke, c).read_text())["fingerprint"] for c in cells}
-    monkeypatch.setattr(tuned_cells, "cell_fingerprint", lambda preset, cell, out_dir: recorded[cell.id])
+    lowered: set[str] = set()  # the cells whose programs adopt lowers (to see whether they are current)
+
+    def fingerprint(preset, cell, out_dir):
+        lowered.add(cell.id)
+        return recorded[cell.id]
+
+    monkeypatch.setattr(tuned_cells, "cell_fingerprint", fingerprint)
     source, committed = tmp_path / "worktree", tmp_path / "committed"
     shutil.copytree(smoke, source)
     shutil.copytree(smoke, committed)
@@ -894,6 +900,9 @@ def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_on
     assert outcome[stale_source.id].startswith("refused: stale")
     assert outcome[kept.id].startswith("refused: a current, clean committed cell has other numbers")
     assert len(outcome) == 6  # every other cell was the same file already
+    # and none of those lowered its programs (the committer adopts every 20 minutes from a folder of hundreds)
+    differing = [new, renewed, dirty_source, stale_source, replaced, kept]
+    assert lowered <= {c.id for cell in differing for c in (cell, *tuned_cells.source_cells(preset, cell))}, lowered
     for cell in (new, renewed, replaced):
         copied, original = (
             json.loads(tuned_cells.cell_path(folder, cell).read_text()) for folder in (committed, source)

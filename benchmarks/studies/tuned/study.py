@@ -381,16 +381,16 @@ def adopt(preset_name: str, source_dir: Path, out_dir: Path, blocks: Sequence[st
         source = load_cell(source_dir, preset, cell)
         if source is None:
             continue  # not made there (or made for another spec)
+        path = cell_path(out_dir, cell)
+        committed = json.loads(path.read_text()) if path.exists() else None
+        if committed == source:
+            continue  # already there (adopted before): nothing to copy, so no programs to lower for it
         if is_dirty(source.get("commit", "")):
             outcome[cell.id] = "refused: written from a tree with uncommitted changes"
             continue
         if not is_current(preset, cell, source_dir, source):
             outcome[cell.id] = "refused: stale at this checkout (made by other programs or host code)"
             continue
-        path = cell_path(out_dir, cell)
-        committed = json.loads(path.read_text()) if path.exists() else None
-        if committed == source:
-            continue  # already there
         if committed is None:
             outcome[cell.id] = ADOPTED[0]
         elif (committed.get("points"), committed.get("best")) == (source.get("points"), source.get("best")):
