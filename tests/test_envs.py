@@ -157,6 +157,28 @@ def test_truncated_step_bootstraps_from_the_pre_reset_observation():
         assert abs(critic(3.0) - critic(0.0)) > 1e-3  # bootstrapping from the reset state would be caught
 
 
+def test_without_bootstrap_on_truncation_a_time_limit_ends_the_return_like_a_termination():
+    """env.bootstrap_on_truncation=false (PureJaxRL's and CleanRL's handling): the truncating step is a termination
+    in the batch, and its value target is the reward alone, where the default adds gamma * V(s'_t) (test above)."""
+    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
+    config = tiny_config(env=EnvConfig(name="custom/counting", num_envs=4, num_steps=7, bootstrap_on_truncation=False))
+    config = set_field(config, "ppo.gae_lambda", 1.0)
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+    state, _ = jax.jit(lambda s: program.run(s, program.config, 1))(state)  # a critic that is not constant
+    rollout = rollout_with_lags(program, state, [0, 0], num_steps=7)
+    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    ends = np.asarray(rollout.terminations)
+    assert ends.any() and not np.asarray(rollout.truncations).any()
+    assert np.array_equal(np.nonzero(ends)[0], np.nonzero(np.asarray(rollout.next_observations)[..., 0] == 3.0)[0])
+    for t, e in zip(*np.nonzero(ends), strict=True):
+        np.testing.assert_allclose(batch.value_targets[t, e], 1.0, rtol=1e-6)  # no bootstrap at the time limit
+    # everything else is the wrapped environment's
+    wrapped = program.env
+    assert isinstance(wrapped, envs.TruncationAsTermination)
+    assert (wrapped.observation_size, wrapped.max_episode_steps) == (wrapped.env.observation_size, 3)
+
+
 def test_many_dimensional_actions_are_sampled_unclipped_scored_jointly_and_clipped_for_the_env():
     envs.register("custom/target6", lambda: TargetEnv(action_size=6), overwrite=True)
     config = tiny_config(env=EnvConfig(name="custom/target6", num_envs=8, num_steps=8))

@@ -15,13 +15,15 @@ from vaco_jax.training.trainer import validate_config
 from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, run_epochs
 
 
-@pytest.mark.parametrize("anneal", [True, False])
+@pytest.mark.parametrize("anneal", ["step", "update", False])
 def test_learning_rate_anneals_linearly_to_zero_over_all_gradient_steps(anneal):
-    """With a constant gradient, Adam's n-th update has magnitude lr_n (m_hat / sqrt(v_hat) = 1); annealing means
-    lr_n = lr_0 * (1 - n / N) with N = iterations x epochs x minibatches, else lr_n = lr_0."""
-    config = set_field(tiny_config(num_iterations=2), "ppo.anneal_lr", anneal)  # N = 2 x 2 x 2 = 8 steps
+    """With a constant gradient, Adam's n-th update has magnitude lr_n (m_hat / sqrt(v_hat) = 1); annealing at
+    every step means lr_n = lr_0 * (1 - n / N) with N = iterations x epochs x minibatches, once per update (PureJaxRL's
+    and CleanRL's) lr_n = lr_0 * (1 - floor(n / S) / iterations) with S = epochs x minibatches, else lr_n = lr_0."""
+    config = set_field(tiny_config(num_iterations=2), "ppo.anneal_lr", bool(anneal))  # N = 2 x 2 x 2 = 8 steps
     lr0, steps = 3e-3, 8
     config = set_field(config, "ppo.learning_rate", lr0)
+    config = set_field(config, "ppo.anneal_every", anneal or "step")
     optimizer = make_optimizer(config, config)
     params = {"w": jnp.zeros(3)}
     grads = {"w": jnp.array([0.1, -0.2, 0.05])}  # global norm < max_grad_norm: not rescaled
@@ -29,7 +31,7 @@ def test_learning_rate_anneals_linearly_to_zero_over_all_gradient_steps(anneal):
     for n in range(steps):
         updates, state = optimizer.update(grads, state, params)
         params = optax.apply_updates(params, updates)
-        expected = lr0 * (1 - n / steps) if anneal else lr0
+        expected = {"step": lr0 * (1 - n / steps), "update": lr0 * (1 - (n // 4) / 2), False: lr0}[anneal]
         np.testing.assert_allclose(np.abs(updates["w"]), expected, rtol=1e-3, atol=1e-9, err_msg=f"step {n}")
 
 

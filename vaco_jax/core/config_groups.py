@@ -23,6 +23,7 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 MINIBATCH_SPLITS = ("auto", "samples", "segments")
+ANNEAL_EVERY = ("step", "update")
 
 
 def check_positive_integer(path: str, value: Any) -> None:
@@ -55,6 +56,10 @@ class EnvConfig:
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
     """Time limit in env steps, after which an episode is truncated (0: the env's own; brax: 1000)."""
+    bootstrap_on_truncation: bool = static(True)
+    """Bootstrap from V(s') where an episode is truncated (its time limit): a time limit is not a terminal state.
+    false: a truncation ends the return like a termination, as PureJaxRL's and CleanRL's ppo.py (and brax's
+    bootstrap_on_timeout=False) do."""
     action_repeat: int = static(1)
     """brax only: env steps per agent step (the action is held, rewards are summed)."""
     backend: str = static("")
@@ -77,6 +82,10 @@ class EnvConfig:
             f"env.normalize_observations={self.normalize_observations!r} must be true, false or None (backend default)",
         )
         check_choice("env.normalizer_update", self.normalizer_update, NORMALIZER_UPDATES)
+        check(
+            isinstance(self.bootstrap_on_truncation, bool),
+            f"env.bootstrap_on_truncation={self.bootstrap_on_truncation!r} must be true or false",
+        )
         check(
             isinstance(self.action_repeat, int) and self.action_repeat >= 1,
             f"env.action_repeat={self.action_repeat!r} must be a positive integer",
@@ -126,8 +135,11 @@ class PPOConfig:
     learning_rate: float = 2.5e-4
     """Adam step size (its initial value when annealed)."""
     anneal_lr: bool = static(True)
-    """Anneal the learning rate linearly to 0 over training, at every gradient step (PureJaxRL and CleanRL lower it
-    once per update: at every step the two differ by less than 1/num_iterations of the initial rate)."""
+    """Anneal the learning rate linearly to 0 over training (ppo.anneal_every says how often it falls)."""
+    anneal_every: Literal["step", "update"] = static("step")
+    """When the annealed rate falls: at every gradient step (lr x (1 - step / all steps), reaching 0) or once per
+    update (lr x (1 - update / num_iterations), flat within an update, as PureJaxRL's and CleanRL's ppo.py). At every
+    step the two differ by less than 1/num_iterations of the initial rate."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clipping of each minibatch step (PureJaxRL and CleanRL clip at 0.5; inf: none, as brax)."""
     gamma: float = 0.99
@@ -164,6 +176,7 @@ class PPOConfig:
         check_positive_integer("ppo.num_epochs", self.num_epochs)
         check_positive_integer("ppo.num_minibatches", self.num_minibatches)
         check_choice("ppo.minibatch", self.minibatch, MINIBATCH_SPLITS)  # its sizes: trainer.resolve_minibatch
+        check_choice("ppo.anneal_every", self.anneal_every, ANNEAL_EVERY)
         check_number("ppo.learning_rate", self.learning_rate, low=0, low_open=True)
         check_number(
             "ppo.max_grad_norm", self.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" (inf: no clipping)"

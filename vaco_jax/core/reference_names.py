@@ -82,7 +82,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "ANNEAL_LR",
         "anneal_lr",
         "--ppo.anneal-lr",
-        "off: --ppo.no-anneal-lr; annealed here at every gradient step, by both scripts once per update",
+        "off: --ppo.no-anneal-lr; annealed here at every gradient step by default, by both scripts once per update "
+        "(--ppo.anneal-every update)",
     ),
     ReferenceName("GAMMA", "gamma", "--ppo.gamma", brax="discounting", rllib="gamma"),
     ReferenceName(
@@ -201,7 +202,12 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName("", "", "--env.episode-length", brax="episode_length"),
     ReferenceName("", "", "--env.action-repeat", brax="action_repeat"),
     ReferenceName(
-        "", "", "", "always here: a time limit's truncation is bootstrapped with V(s')", brax="bootstrap_on_timeout"
+        "",
+        "",
+        "--env.bootstrap-on-truncation",
+        "on by default here: a time limit's truncation is bootstrapped with V(s'); brax's default, and PureJaxRL's and "
+        "CleanRL's ppo.py, end the return there: --env.no-bootstrap-on-truncation",
+        brax="bootstrap_on_timeout",
     ),
     ReferenceName(
         "",

@@ -18,6 +18,7 @@ from vaco_jax.envs.base import (
     ActionSpec,
     Env,
     TimeStep,
+    TruncationAsTermination,
     init_episode_stats,
     random_policy_return,
     update_episode_stats,
@@ -27,6 +28,7 @@ __all__ = [
     "ActionSpec",
     "Env",
     "TimeStep",
+    "TruncationAsTermination",
     "BACKENDS",
     "make",
     "from_config",
@@ -193,10 +195,11 @@ def default_normalization(name: str) -> bool:
 
 def from_config(env: EnvConfig) -> Env:
     """The environment an :class:`~vaco_jax.core.config.EnvConfig` describes (name and options)."""
-    return make(
+    made = make(
         env.name,
         episode_length=env.episode_length,
         action_repeat=env.action_repeat,
         backend=env.backend,
         start_pool=env.start_pool,
     )
+    return made if env.bootstrap_on_truncation else TruncationAsTermination(made)

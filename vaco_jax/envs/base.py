@@ -69,6 +69,24 @@ class Env(Protocol):
     # start pool there). An env without it is left as it is (:func:`begin_rollout`).
 
 
+class TruncationAsTermination:
+    """``env`` with every truncation reported as a termination: an episode that reaches its time limit ends its
+    return there, with no bootstrap from V(s'), as PureJaxRL's and CleanRL's ``ppo.py`` do (and brax's PPO with
+    ``bootstrap_on_timeout=False``). ``env.bootstrap_on_truncation=false`` asks for it; the default bootstraps,
+    since a time limit is not a terminal state. Everything but ``step`` is the wrapped env's."""
+
+    def __init__(self, env: Env):
+        self.env = env
+
+    def __getattr__(self, name: str) -> Any:  # name, spaces, reset, begin_rollout where the env has it
+        return getattr(self.env, name)
+
+    def step(self, state: Any, actions: jax.Array, key: jax.Array) -> tuple[Any, TimeStep]:
+        state, ts = self.env.step(state, actions, key)
+        ended = jnp.logical_or(ts.terminated, ts.truncated)
+        return state, ts.replace(terminated=ended, truncated=jnp.zeros_like(ts.truncated))
+
+
 def begin_rollout(env: Env, state: Any, key: jax.Array) -> Any:
     """``env.begin_rollout(state, key)`` where the env has that hook, else ``state`` unchanged."""
     hook = getattr(env, "begin_rollout", None)

@@ -34,14 +34,22 @@ class Learner(NamedTuple):
     config: Config
 
 
+def learning_rate_schedule(config: Config, hparams: Config) -> optax.ScalarOrSchedule:
+    """The learning rate of each gradient step (optax counts the steps it applied): constant, or annealed linearly
+    to 0 at every step, or once per update as PureJaxRL and CleanRL do (``ppo.anneal_every``)."""
+    ppo = hparams.ppo
+    if not config.ppo.anneal_lr:
+        return ppo.learning_rate
+    steps_per_update = config.ppo.num_epochs * config.ppo.num_minibatches
+    if config.ppo.anneal_every == "step":
+        return optax.linear_schedule(ppo.learning_rate, 0.0, config.num_iterations * steps_per_update)
+    return lambda count: ppo.learning_rate * (1.0 - (count // steps_per_update) / config.num_iterations)
+
+
 def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
     """Adam (eps 1e-5) after global-norm clipping, learning rate optionally annealed to 0, NaN-guarded."""
     ppo = hparams.ppo
-    if config.ppo.anneal_lr:
-        total = config.num_iterations * config.ppo.num_epochs * config.ppo.num_minibatches
-        learning_rate = optax.linear_schedule(ppo.learning_rate, 0.0, total)
-    else:
-        learning_rate = ppo.learning_rate
+    learning_rate = learning_rate_schedule(config, hparams)
     adam = optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
     # NaN guard: a step with non-finite gradients is skipped (and counted), not applied.
     return optax.apply_if_finite(adam, max_consecutive_errors=1_000_000_000)
