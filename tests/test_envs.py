@@ -136,21 +136,28 @@ def test_gymnax_episode_length_sets_the_time_limit():
     assert np.array_equal(np.nonzero(np.asarray(ts.truncated)[:, 0])[0], [49, 99])
 
 
+def _counting_batch(bootstrap_on_truncation: bool):
+    """A batch of CountingEnv (truncated after 3 steps) with its value targets (GAE lambda 1), after one update (a
+    critic that is not constant): ``(program, state, rollout, batch)``."""
+    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
+    env = EnvConfig(name="custom/counting", num_envs=4, num_steps=7, bootstrap_on_truncation=bootstrap_on_truncation)
+    config = set_field(tiny_config(env=env), "ppo.gae_lambda", 1.0)
+    program = TrainProgram(config)
+    state = program.init(jax.random.key(0))
+    state, _ = jax.jit(lambda s: program.run(s, program.config, 1))(state)
+    rollout = rollout_with_lags(program, state, [0, 0], num_steps=7)
+    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    return program, state, rollout, batch
+
+
 def test_truncated_step_bootstraps_from_the_pre_reset_observation():
     """End to end through the trainer: at the truncating step the value target is r + gamma * V(s'_t), with s'_t
     the pre-reset observation (horizon), not the next row's reset observation (0)."""
-    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
-    config = tiny_config(env=EnvConfig(name="custom/counting", num_envs=4, num_steps=7))
-    config = set_field(config, "ppo.gae_lambda", 1.0)
-    program = TrainProgram(config)
-    state = program.init(jax.random.key(0))
-    state, _ = jax.jit(lambda s: program.run(s, program.config, 1))(state)  # a critic that is not constant
-    rollout = rollout_with_lags(program, state, [0, 0], num_steps=7)
-    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    program, state, rollout, batch = _counting_batch(bootstrap_on_truncation=True)
     critic = lambda x: float(program.networks.value(state.params.critic, state.obs_norm, jnp.array([[x]]))[0])  # noqa: E731
     truncations = np.asarray(rollout.truncations)
     assert truncations.any() and not np.asarray(rollout.terminations).any()
-    gamma = float(config.ppo.gamma)
+    gamma = float(program.config.ppo.gamma)
     for t, e in zip(*np.nonzero(truncations), strict=True):
         assert float(rollout.next_observations[t, e, 0]) == 3.0  # the pre-reset observation
         np.testing.assert_allclose(batch.value_targets[t, e], 1.0 + gamma * critic(3.0), rtol=1e-5)
@@ -160,14 +167,7 @@ def test_truncated_step_bootstraps_from_the_pre_reset_observation():
 def test_without_bootstrap_on_truncation_a_time_limit_ends_the_return_like_a_termination():
     """env.bootstrap_on_truncation=false (PureJaxRL's and CleanRL's handling): the truncating step is a termination
     in the batch, and its value target is the reward alone, where the default adds gamma * V(s'_t) (test above)."""
-    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
-    config = tiny_config(env=EnvConfig(name="custom/counting", num_envs=4, num_steps=7, bootstrap_on_truncation=False))
-    config = set_field(config, "ppo.gae_lambda", 1.0)
-    program = TrainProgram(config)
-    state = program.init(jax.random.key(0))
-    state, _ = jax.jit(lambda s: program.run(s, program.config, 1))(state)  # a critic that is not constant
-    rollout = rollout_with_lags(program, state, [0, 0], num_steps=7)
-    batch, _ = program.estimate_advantages(state, rollout, program.config)
+    program, _, rollout, batch = _counting_batch(bootstrap_on_truncation=False)
     ends = np.asarray(rollout.terminations)
     assert ends.any() and not np.asarray(rollout.truncations).any()
     assert np.array_equal(np.nonzero(ends)[0], np.nonzero(np.asarray(rollout.next_observations)[..., 0] == 3.0)[0])
