@@ -421,6 +421,15 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
     assert "<title>Brax visualizer</title>" in page and 'getElementById("brax-viewer")' in page
 
 
+def test_the_static_and_traced_table_lists_every_field_as_the_config_marks_it():
+    """docs/cli.md's static/traced table is the config's own marking (a field added without its row fails here)."""
+    from vaco_jax.core.config_fields import static_and_traced_table
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    start, end = text.index("<!-- static and traced: start -->\n"), text.index("\n<!-- static and traced: end -->")
+    assert text[start:end].splitlines()[1:] == static_and_traced_table()
+
+
 @pytest.mark.parametrize("page", ["README.md", "docs/cli.md"])
 def test_the_preset_tables_that_help_points_to_list_every_preset_as_it_is(page):
     """train --help points to the README's preset table: it exists, in the README and the CLI page, and is
@@ -965,6 +974,8 @@ def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_
     with pytest.raises(ConfigError, match="grid axis lag.k: lag.kind=empirical never reads lag.k"):
         lag_k_axis_for_the_kind({"lag.k": [0, 4]}, two, ["--grid", "lag.k=0,4"])
     assert lag_k_axis_for_the_kind({"lag.k": [0, 4]}, two, ["--resume", "DIR"]) == {"lag.k": [0, 4]}
+    with pytest.raises(ConfigError, match="--lag.k 2: lag.kind=empirical never reads lag.k"):  # it changed nothing
+        lag_k_axis_for_the_kind({}, two, ["--lag.kind", "empirical", "--lag.k", "2"])
     geometric_line = with_lag_buffer_for(Config(lag=LagConfig(kind="geometric", max_lag=4)), {}, [])
     assert geometric_line.lag.max_lag == 4 and "geometric draws lags up to lag.max_lag 4" in capsys.readouterr().err
     assert with_lag_buffer_for(Config(lag=LagConfig(k=3)), {}, []).lag.max_lag == 3  # train --lag.k 3

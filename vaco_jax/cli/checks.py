@@ -52,12 +52,19 @@ def refuse_flags_that_are_grid_axes(grid: dict[str, list], argv: list[str]) -> N
 def lag_k_axis_for_the_kind(grid: dict[str, list], config: Config, argv: list[str]) -> dict[str, list]:
     """``grid`` without a ``lag.k`` axis where the lag kind does not read it (geometric, empirical, replay): every
     point would train the same runs. The command's default grid (``sweep``'s and ``demo``'s are over lag.k) loses
-    the axis, in a line; a ``--grid`` given with it is refused, naming what sets that kind's lags. A resumed run
-    keeps the grid it started with."""
+    the axis, in a line; a ``--grid`` given with it is refused, naming what sets that kind's lags, and so is a
+    ``--lag.k`` flag (it would change nothing). A resumed run keeps the grid it started with."""
     kind = config.lag.kind
-    if "lag.k" not in grid or kind in LAG_KINDS_OF_K or flag_given(argv, "--resume"):
+    if kind in LAG_KINDS_OF_K or flag_given(argv, "--resume"):
         return grid
     sets = {"geometric": "lag.p (and lag.max_lag)", "empirical": "lag.weights", "replay": "lag.sequence"}[kind]
+    if flag_given(argv, "--lag.k"):  # config.json records k whatever the kind: only the typed flag is refused
+        raise ConfigError(
+            f"--lag.k {config.lag.k}: lag.kind={kind} never reads lag.k (its lags come from {sets}): drop the flag, "
+            f"or use a lag kind that reads it ({', '.join(LAG_KINDS_OF_K)})"
+        )
+    if "lag.k" not in grid:
+        return grid
     if flag_given(argv, "--grid"):
         raise ConfigError(
             f"grid axis lag.k: lag.kind={kind} never reads lag.k (its lags come from {sets}), so every point would "
