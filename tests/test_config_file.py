@@ -212,9 +212,34 @@ def test_train_from_a_file_records_the_config_that_trains_again_from_its_config_
     assert written["ppo"]["learning_rate"] == 3e-3 and written["network"]["actor_hidden"] == [8]
     assert written["runs"] == {"grid": {}, "seed": 7, "num_seeds": 1}
     again = parse_args(["train", "--config", str(out / "config.json")])
-    assert config_dict(again.config) == {key: value for key, value in written.items() if key not in RECORD_ONLY_KEYS}
-    assert again.config == resolve_defaults(parse_args(argv).config)  # the run's config, its defaults resolved
+    # the run's config with the defaults it resolved as it was given them (auto, None), resolved again the same way
+    assert written["given_defaults"] == {"env.normalize_observations": None, "ppo.minibatch": "auto"}
+    assert resolve_defaults(again.config) == resolve_defaults(parse_args(argv).config)
+    assert config_dict(resolve_defaults(again.config)) == {
+        key: value for key, value in written.items() if key not in RECORD_ONLY_KEYS
+    }
     assert (again.seed, again.num_seeds) == (7, 1)  # the same runs, not the command's default seeds
+
+
+def test_a_runs_record_trains_another_algorithm_or_env_with_that_ones_own_defaults(tmp_path, capsys):
+    """A record holds its resolved defaults (ppo's minibatches of samples, gymnax's raw observations) and, under
+    given_defaults, what it was given (auto, None): --config resolves those again for the command's algorithm and
+    env (the resolved samples refused --algorithm impact, whose minibatches are whole segments). A value given
+    explicitly stays: it is no default."""
+    records = {}
+    for name, flags in (("default", []), ("forced", ["--ppo.minibatch", "segments"])):
+        assert main(["train", *flags, "--print-config"]) == 0
+        records[name] = write(tmp_path, f"{name}.json", capsys.readouterr().out)
+    impact = parse_args(["train", "--config", str(records["default"]), "--algorithm", "impact"]).config
+    assert resolve_defaults(impact).ppo.minibatch == "segments"
+    brax = parse_args(["train", "--config", str(records["default"]), "--env.name", "brax/hopper"]).config
+    assert resolve_defaults(brax).env.normalize_observations is True  # brax's default, not gymnax's recorded false
+    forced = json.loads(records["forced"].read_text())
+    assert forced["ppo"]["minibatch"] == "segments" and "ppo.minibatch" not in forced["given_defaults"]
+    assert parse_args(["train", "--config", str(records["forced"])]).config.ppo.minibatch == "segments"
+    bad = write(tmp_path, "bad.json", json.dumps({**forced, "given_defaults": ["ppo.minibatch"]}))
+    with pytest.raises(ConfigError, match="given_defaults must be a table of dotted fields"):
+        read_config_file(bad)
 
 
 def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_still_win(tmp_path, capsys):

@@ -362,9 +362,10 @@ def _unknown_here(data: Mapping[str, Any]) -> list[str]:
     return [f"option group {group}" for group in groups] + ([f"algorithm {algorithm}"] if unknown_algorithm else [])
 
 
-RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs")
+RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs", "given_defaults")
 """Keys of a config.json that record how its config was made, not fields of it (``runs``: its grid and seeds,
-which ``--config`` takes as the command's defaults)."""
+which ``--config`` takes as the command's defaults; ``given_defaults``: the fields whose defaults the run resolved,
+as given, which ``--config`` takes instead of the resolved values)."""
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
         asynchronous = data.get("async")
         return ConfigFile(
             path,
-            config_from_dict(fields),
+            _given_defaults(config_from_dict(fields), data.get("given_defaults"), path),
             True,
             dict(asynchronous) if asynchronous else None,
             _recorded_runs(path, data.get("runs")),
@@ -95,6 +95,26 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
             default, annotation = get_field(config, field), field_annotation(config, field)
             overrides[field] = typed_value(field, value, default, path, annotation)
     return ConfigFile(path, with_overrides(config, overrides), False)
+
+
+def _given_defaults(config: Config, given: Any, path: Path) -> Config:
+    """``config`` (a run's record, its defaults resolved) with the values the run was given for the fields it
+    resolved (config.json's ``given_defaults``: ``ppo.minibatch=auto``, ``env.normalize_observations=None``): the
+    command resolves them again, for its own algorithm and environment (the record's resolved ``samples`` refused
+    ``--algorithm impact``, whose minibatches must be whole segments)."""
+    if given is None:
+        return config
+    if not isinstance(given, Mapping) or any(not isinstance(field, str) for field in given):
+        raise ConfigError(
+            f"--config {path}: given_defaults must be a table of dotted fields and their values, as config.json "
+            f"writes it, not {given!r}: drop the key (the fields above it then stand as recorded)"
+        )
+    overrides = {}
+    for field, value in given.items():
+        default = get_field(config, field)  # an unknown field is refused, naming it
+        annotation = field_annotation(config, field)
+        overrides[field] = typed_value(field, value, default, path, annotation)
+    return with_overrides(config, overrides)
 
 
 def _recorded_runs(path: Path, runs: Any) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, config_dict
-from vaco_jax.core.nested import strict_json
+from vaco_jax.core.nested import flat_items, strict_json
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.progress import ProgressLine
@@ -65,9 +65,12 @@ def _tensorboard_writer(run_dir: RunDirectory, plan: RunPlan, offset: int) -> wr
     return tensorboard
 
 
-def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> list[dict[str, Any]]:
+def write_results(
+    result: SweepResult, out: Path, metric: str, run_id: str, given: Config | None = None
+) -> list[dict[str, Any]]:
     """config.json, metrics.json, metrics.csv, summary.json and the plots of ``metric``; returns the summary rows
-    (``partial`` and ``iterations_done`` say whether the run ended early)."""
+    (``partial`` and ``iterations_done`` say whether the run ended early). ``given``: the config as the command
+    gave it, before its defaults were resolved (:func:`run_config_record`)."""
     done = result.num_iterations
     partial = done < result.config.num_iterations
     rows = [
@@ -75,7 +78,7 @@ def write_results(result: SweepResult, out: Path, metric: str, run_id: str) -> l
         for row in result.summary(metric)
     ]
     presets = result.extra.get("presets", [])
-    record = run_config_record(result.config, presets, result.grid, result.seeds, result.extra.get("async"))
+    record = run_config_record(result.config, presets, result.grid, result.seeds, result.extra.get("async"), given)
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
@@ -96,14 +99,25 @@ def run_config_record(
     grid: dict[str, list[Any]],
     seeds: Sequence[int],
     asynchronous: dict[str, Any] | None = None,
+    given: Config | None = None,
 ) -> dict[str, Any]:
-    """config.json's content (``--print-config`` prints it before a run): the config's fields, the presets that made
-    it, the plugins its algorithm came from, under ``runs`` the grid and the seeds (the first and how many: a
-    command's seeds are consecutive), so that ``--config`` trains the same runs again, and an asynchronous run's
-    options (``async``)."""
+    """config.json's content (``--print-config`` prints it before a run): the config's fields as the run resolved
+    them, the presets that made it, the plugins its algorithm came from, under ``runs`` the grid and the seeds (the
+    first and how many: a command's seeds are consecutive), so that ``--config`` trains the same runs again, an
+    asynchronous run's options (``async``), and under ``given_defaults`` each field whose default the run resolved
+    (``ppo.minibatch=auto`` to the split its algorithm uses, ``env.normalize_observations`` to its backend's
+    choice) with the value ``given`` had: ``--config`` takes those, so that the record trains another algorithm or
+    environment with that one's own resolution."""
     runs: dict[str, Any] = {"grid": strict_json(grid)}
     seeds = [int(seed) for seed in seeds]
     if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
         runs |= {"seed": seeds[0], "num_seeds": len(seeds)}
-    record = {**config_dict(config), "presets": list(presets), **plugins.record(), "runs": runs}
+    fields = config_dict(config)
+    record = {**fields, "presets": list(presets), **plugins.record(), "runs": runs}
+    if given is not None:
+        resolved = flat_items(fields)
+        unresolved = {
+            path: value for path, value in flat_items(config_dict(given)).items() if resolved.get(path, value) != value
+        }
+        record |= {"given_defaults": unresolved} if unresolved else {}
     return record | ({"async": asynchronous} if asynchronous is not None else {})

@@ -129,7 +129,9 @@ def execute(
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
     if request.output.print_config:  # the async options as the run's record holds them
-        record = run_config_record(plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"))
+        record = run_config_record(
+            plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"), given=request.config
+        )
         if distributed.is_primary():
             print(json.dumps(record, indent=2))
         return None
@@ -303,7 +305,7 @@ def _finish(
         print(f"\n{describe(result.metrics)}")
     result.extra["label"] = variant.label if variant is not None else run_label(config.algorithm, request.presets)
     try:
-        rows = write_results(result, run.run_dir.path, output.metric, run.run_id)
+        rows = write_results(result, run.run_dir.path, output.metric, run.run_id, given=request.config)
     except BaseException:
         finish_writers(run.live, None, failed=True)
         raise
