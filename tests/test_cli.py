@@ -423,7 +423,7 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
 
 def test_the_static_and_traced_table_lists_every_field_as_the_config_marks_it():
     """docs/cli.md's static/traced table is the config's own marking (a field added without its row fails here)."""
-    from vaco_jax.core.config_fields import static_and_traced_table
+    from vaco_jax.cli.checks import static_and_traced_table
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
     start, end = text.index("<!-- static and traced: start -->\n"), text.index("\n<!-- static and traced: end -->")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from vaco_jax.algorithms import registry
-from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.core.config import Config, ConfigError, all_fields, parse_value, traced_fields
 from vaco_jax.core.config_groups import LAG_KINDS_OF_K
 from vaco_jax.runs.output_options import Output
 from vaco_jax.training import distributed
@@ -31,6 +31,28 @@ def parse_grid(config: Config, specs: tuple[str, ...]) -> dict[str, list]:
                 "point of its own; list each value once (more seeds: --num-seeds)"
             )
     return grid
+
+
+def static_and_traced_table() -> list[str]:
+    """docs/cli.md's table of the built-in config's static fields (a change recompiles; no grid axis) and traced ones
+    (what a grid may sweep: an axis is a ``vmap``): a group whose fields are all static is ``group.*``."""
+    config = Config()
+    traced = traced_fields(config)
+    static_fields: list[str] = []
+    for path in all_fields(config):
+        if path in traced:
+            continue
+        head = path.split(".")[0]
+        whole = "." in path and not any(name.startswith(head + ".") for name in traced)
+        name = f"{head}.*" if whole else path
+        if name not in static_fields:
+            static_fields.append(name)
+    cell = lambda names: ", ".join(f"`{name}`" for name in names)  # noqa: E731
+    return [
+        "| static (changes shapes or loop lengths; recompiles) | traced (a sweep axis is a `vmap`) |",
+        "|---|---|",
+        f"| {cell(static_fields)} | {cell(traced)} |",
+    ]
 
 
 def flag_given(argv: list[str], flag: str) -> bool:

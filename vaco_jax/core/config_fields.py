@@ -24,30 +24,6 @@ def static(default: Any) -> Any:
     return struct.field(pytree_node=False, default=default)
 
 
-def static_and_traced_table() -> list[str]:
-    """docs/cli.md's table of the built-in config's static fields (a change recompiles) and traced ones (a sweep axis
-    is a ``vmap``): a group whose fields are all static is ``group.*``."""
-    from vaco_jax.core.config import Config, all_fields, traced_fields
-
-    config = Config()
-    traced = traced_fields(config)
-    static_fields: list[str] = []
-    for path in all_fields(config):
-        if path in traced:
-            continue
-        head = path.split(".")[0]
-        whole = "." in path and not any(name.startswith(head + ".") for name in traced)
-        name = f"{head}.*" if whole else path
-        if name not in static_fields:
-            static_fields.append(name)
-    cell = lambda names: ", ".join(f"`{name}`" for name in names)  # noqa: E731
-    return [
-        "| static (changes shapes or loop lengths; recompiles) | traced (a sweep axis is a `vmap`) |",
-        "|---|---|",
-        f"| {cell(static_fields)} | {cell(traced)} |",
-    ]
-
-
 def group(factory: type) -> Any:
     """A nested config group (a pytree node holding its own traced leaves)."""
     return struct.field(pytree_node=True, default_factory=factory)
