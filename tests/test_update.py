@@ -35,6 +35,12 @@ def test_learning_rate_anneals_linearly_to_zero_over_all_gradient_steps(anneal):
         np.testing.assert_allclose(np.abs(updates["w"]), expected, rtol=1e-3, atol=1e-9, err_msg=f"step {n}")
 
 
+def test_a_per_update_schedule_without_annealing_is_refused():
+    config = set_field(set_field(tiny_config(), "ppo.anneal_lr", False), "ppo.anneal_every", "update")
+    with pytest.raises(ConfigError, match="a constant learning rate is never lowered"):
+        validate_config(config)
+
+
 @pytest.mark.parametrize("max_grad_norm", [0.5, float("inf")])
 def test_gradient_clipping_rescales_large_gradients_and_inf_turns_it_off(max_grad_norm):
     """Adam after global-norm clipping: a step of norm 100 then one of norm 0.3 are Adam's steps on the gradients

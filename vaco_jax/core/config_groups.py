@@ -177,6 +177,11 @@ class PPOConfig:
         check_positive_integer("ppo.num_minibatches", self.num_minibatches)
         check_choice("ppo.minibatch", self.minibatch, MINIBATCH_SPLITS)  # its sizes: trainer.resolve_minibatch
         check_choice("ppo.anneal_every", self.anneal_every, ANNEAL_EVERY)
+        check(
+            self.anneal_lr or self.anneal_every == "step",
+            "ppo.anneal_every=update with ppo.anneal_lr off: a constant learning rate is never lowered; drop "
+            "--ppo.anneal-every or --ppo.no-anneal-lr",
+        )
         check_number("ppo.learning_rate", self.learning_rate, low=0, low_open=True)
         check_number(
             "ppo.max_grad_norm", self.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" (inf: no clipping)"
