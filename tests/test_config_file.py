@@ -101,13 +101,17 @@ def test_a_hand_written_file_applies_on_top_of_the_commands_own_defaults(tmp_pat
 
 
 def test_a_runs_config_json_is_read_as_its_run_had_it():
+    """Every field as the record holds it, but those whose defaults the run resolved (given_defaults), which are
+    read as given and resolve to the recorded values again."""
     record = json.loads(RUN_RECORD.read_text())
     loaded = read_config_file(RUN_RECORD)
     assert loaded.is_run_record and loaded.asynchronous is None
-    assert loaded.config == config_from_dict(record)
-    read = config_dict(loaded.config)
+    assert record["given_defaults"] == {"ppo.minibatch": "auto"}  # the demo sets normalize_observations itself
+    assert loaded.config == config_from_dict(record).replace(ppo=config_from_dict(record).ppo.replace(minibatch="auto"))
+    assert resolve_defaults(loaded.config) == resolve_defaults(config_from_dict(record))
+    read = config_dict(resolve_defaults(loaded.config))
     for group, value in record.items():  # every field the record holds, as it holds it (newer fields: see below)
-        if group != "presets":
+        if group not in RECORD_ONLY_KEYS:
             assert read[group] == value if not isinstance(value, dict) else {k: read[group][k] for k in value} == value
 
 
@@ -115,7 +119,7 @@ def test_a_runs_config_json_keeps_what_its_run_had_for_fields_added_since(tmp_pa
     """A record written before ppo.minibatch existed trained on segments: it must train on segments again (a
     hand-written file that leaves the field out gets today's default instead)."""
     record = json.loads(RUN_RECORD.read_text())
-    del record["ppo"]["minibatch"]
+    del record["ppo"]["minibatch"], record["given_defaults"]  # as a record written before either existed
     old = read_config_file(write(tmp_path, "config.json", json.dumps(record)))
     assert old.config.ppo.minibatch == "segments"
     hand_written = read_config_file(write(tmp_path, "mine.json", json.dumps({"ppo": {"num_epochs": 2}})))
@@ -265,7 +269,8 @@ def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_sti
     trained = {**runs, "grid": {}}
     path = write(tmp_path, "train.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": trained}))
     assert parse_args(["sweep", "--config", str(path)]).grid == ()
-    older = write(tmp_path, "older.json", RUN_RECORD.read_text())  # written before runs were recorded
+    unrecorded = {key: value for key, value in json.loads(RUN_RECORD.read_text()).items() if key != "runs"}
+    older = write(tmp_path, "older.json", json.dumps(unrecorded))  # written before runs were recorded
     assert parse_args(["sweep", "--config", str(older)]).grid == parse_args(["sweep"]).grid
     for bad in ({"grid": [1, 2]}, {"grid": {}, "num_seeds": 0}, {"grid": {"lag.k": ["four"]}}, [1, 2]):
         bad_path = write(tmp_path, "bad.json", json.dumps({**json.loads(RUN_RECORD.read_text()), "runs": bad}))
