@@ -760,6 +760,8 @@ def test_changing_the_policy_clip_alone_notes_that_the_value_clip_stays(capsys):
         (["train", "--ppo.clip-eps", "0.1"], "--ppo.clip-eps 0.1 leaves the value loss's clip at --ppo.vf-clip-eps"),
         (["sweep", "--grid", "ppo.clip_eps=0.1,0.3"], "the grid's ppo.clip_eps axis leaves the value loss's clip"),
         (["train", "--ppo.clip-eps", "0.1", "--ppo.vf-clip-eps", "0.1"], None),
+        (["train", "--ppo.clip-eps", "0.2"], None),  # the value clip's own: nothing differs
+        (["sweep", "--grid", "ppo.clip_eps=0.2"], None),
         (["train", "--ppo.clip-eps=0.1", "--ppo.no-clip-value-loss"], None),
         (["train"], None),
     ]
@@ -769,9 +771,11 @@ def test_changing_the_policy_clip_alone_notes_that_the_value_clip_stays(capsys):
         assert (note in said and said.count("vaco-jax: note:") == 1) if note else "vaco-jax: note:" not in said, said
 
 
-def test_help_into_a_pipe_whose_reader_ended_stops_without_a_traceback():
-    """vaco-jax tune --help | head: the reader closes the pipe before the help is written; the command ends with
-    the shell's code for it (128 + SIGPIPE) and says nothing (it printed a BrokenPipeError traceback)."""
+@pytest.mark.parametrize("argv, stderr_too", [(["tune", "--help"], False), (["train", "--print-config"], True)])
+def test_output_into_a_pipe_whose_reader_ended_stops_without_a_traceback(argv, stderr_too):
+    """vaco-jax tune --help | head (and train --print-config 2>&1 | head): the reader closes the pipe before the
+    output is written; the command ends with the shell's code for it (128 + SIGPIPE) and says nothing (it printed a
+    BrokenPipeError traceback; with stderr in the same pipe its own line raised again)."""
     import os
     import subprocess
     import sys
@@ -779,12 +783,11 @@ def test_help_into_a_pipe_whose_reader_ended_stops_without_a_traceback():
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written: every write fails
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "vaco_jax.cli", "tune", "--help"], stdout=write, stderr=subprocess.PIPE, timeout=120
-        )
+        stderr = write if stderr_too else subprocess.PIPE
+        done = subprocess.run([sys.executable, "-m", "vaco_jax.cli", *argv], stdout=write, stderr=stderr, timeout=120)
     finally:
         os.close(write)
-    assert done.returncode == 141 and not done.stderr, done.stderr.decode()[-2000:]
+    assert done.returncode == 141 and not done.stderr, (done.returncode, (done.stderr or b"").decode()[-2000:])
 
 
 def test_paths_and_lists_that_once_gave_a_traceback_or_a_surprise_are_one_line(tmp_path, capsys):
@@ -976,6 +979,7 @@ def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_
     assert lag_k_axis_for_the_kind({"lag.k": [0, 4]}, two, ["--resume", "DIR"]) == {"lag.k": [0, 4]}
     with pytest.raises(ConfigError, match="--lag.k 2: lag.kind=empirical never reads lag.k"):  # it changed nothing
         lag_k_axis_for_the_kind({}, two, ["--lag.kind", "empirical", "--lag.k", "2"])
+    assert lag_k_axis_for_the_kind({}, two, ["--lag.k", "2", "--resume-or-start"]) == {}  # a requeue stays accepted
     geometric_line = with_lag_buffer_for(Config(lag=LagConfig(kind="geometric", max_lag=4)), {}, [])
     assert geometric_line.lag.max_lag == 4 and "geometric draws lags up to lag.max_lag 4" in capsys.readouterr().err
     assert with_lag_buffer_for(Config(lag=LagConfig(k=3)), {}, []).lag.max_lag == 3  # train --lag.k 3

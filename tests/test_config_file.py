@@ -106,10 +106,11 @@ def test_a_runs_config_json_is_read_as_its_run_had_it():
     record = json.loads(RUN_RECORD.read_text())
     loaded = read_config_file(RUN_RECORD)
     assert loaded.is_run_record and loaded.asynchronous is None
-    assert record["given_defaults"] == {"ppo.minibatch": "auto"}  # the demo sets normalize_observations itself
-    assert loaded.config == config_from_dict(record).replace(ppo=config_from_dict(record).ppo.replace(minibatch="auto"))
-    assert resolve_defaults(loaded.config) == resolve_defaults(config_from_dict(record))
-    read = config_dict(resolve_defaults(loaded.config))
+    assert loaded.config == config_from_dict(record)
+    assert loaded.given_defaults == record["given_defaults"] == {"ppo.minibatch": "auto"}  # the demo sets the other
+    given = parse_args(["demo", "--config", str(RUN_RECORD)]).config  # the command line takes the given value back
+    assert given.ppo.minibatch == "auto" and resolve_defaults(given) == resolve_defaults(loaded.config)
+    read = config_dict(loaded.config)
     for group, value in record.items():  # every field the record holds, as it holds it (newer fields: see below)
         if group not in RECORD_ONLY_KEYS:
             assert read[group] == value if not isinstance(value, dict) else {k: read[group][k] for k in value} == value
@@ -241,9 +242,15 @@ def test_a_runs_record_trains_another_algorithm_or_env_with_that_ones_own_defaul
     forced = json.loads(records["forced"].read_text())
     assert forced["ppo"]["minibatch"] == "segments" and "ppo.minibatch" not in forced["given_defaults"]
     assert parse_args(["train", "--config", str(records["forced"])]).config.ppo.minibatch == "segments"
-    bad = write(tmp_path, "bad.json", json.dumps({**forced, "given_defaults": ["ppo.minibatch"]}))
-    with pytest.raises(ConfigError, match="given_defaults must be a table of dotted fields"):
-        read_config_file(bad)
+    # a field edited in the file since keeps the edited value: only an unedited resolved default is taken back
+    edited = json.loads(records["default"].read_text())
+    edited["ppo"]["minibatch"], edited["env"]["normalize_observations"] = "segments", True
+    mine = parse_args(["train", "--config", str(write(tmp_path, "edited.json", json.dumps(edited)))]).config
+    assert (mine.ppo.minibatch, mine.env.normalize_observations) == ("segments", True)
+    for bad in (["ppo.minibatch"], {"ppo.learning_rate": 1.0}):  # not a table, or not a resolved default
+        path = write(tmp_path, "bad.json", json.dumps({**forced, "given_defaults": bad}))
+        with pytest.raises(ConfigError, match="given_defaults must be a table of some of env.normalize_observations"):
+            read_config_file(path)
 
 
 def test_a_sweeps_config_json_sweeps_the_same_grid_and_seeds_again_and_flags_still_win(tmp_path, capsys):

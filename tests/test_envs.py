@@ -179,6 +179,26 @@ def test_without_bootstrap_on_truncation_a_time_limit_ends_the_return_like_a_ter
     assert (wrapped.observation_size, wrapped.max_episode_steps) == (wrapped.env.observation_size, 3)
 
 
+def test_without_bootstrap_on_truncation_a_physics_blow_up_stays_a_truncation():
+    """A step whose physics gave non-finite values is reset and reported as a truncation (brax): treating time
+    limits as terminations must not make it a terminal state of the task."""
+
+    class Stepped:
+        def step(self, state, actions, key):
+            return state, envs.TimeStep(
+                observation=jnp.zeros((3, 1)),
+                reward=jnp.zeros(3),
+                terminated=jnp.array([True, False, False]),
+                truncated=jnp.array([False, True, True]),  # a time limit, then a non-finite step
+                final_observation=jnp.zeros((3, 1)),
+                nonfinite=jnp.array([False, False, True]),
+            )
+
+    _, ts = envs.TruncationAsTermination(Stepped()).step(None, None, None)
+    assert np.asarray(ts.terminated).tolist() == [True, True, False]
+    assert np.asarray(ts.truncated).tolist() == [False, False, True]
+
+
 def test_many_dimensional_actions_are_sampled_unclipped_scored_jointly_and_clipped_for_the_env():
     envs.register("custom/target6", lambda: TargetEnv(action_size=6), overwrite=True)
     config = tiny_config(env=EnvConfig(name="custom/target6", num_envs=8, num_steps=8))

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import itertools
 import os
 import re
 import select
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         # with no traceback, and no error at exit from flushing into the closed pipe
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if not {"-h", "--help"} & set(argv):
-            print("vaco-jax: standard output was closed by its reader (a pipe): stopped there", file=sys.stderr)
+            with contextlib.suppress(OSError):  # stderr may be the same closed pipe (2>&1 | head)
+                print("vaco-jax: standard output was closed by its reader (a pipe): stopped there", file=sys.stderr)
         return 141  # 128 + SIGPIPE, what a shell reports for a tool the closed pipe ended
 
 
@@ -257,7 +259,8 @@ def _suggestion(section: list[str], message: str, command: str | None) -> str:
     """tyro's first "Perhaps you meant" flag as a hint. A flag that exists only on other subcommands (tyro suggests
     the very flag typed, "in vaco-jax train --help") is said to be theirs, not suggested as a fix."""
     flag = section[1].split()[0].rstrip(",")  # a boolean's row: "--quiet, --no-quiet"
-    owners = sorted({found.group(1) for row in section[2:] if (found := re.fullmatch(r"in (?:.+ )?(\w+) --help", row))})
+    rows = list(itertools.takewhile(lambda row: not row.startswith("--"), section[2:]))  # the first flag's rows
+    owners = sorted({found.group(1) for row in rows if (found := re.fullmatch(r"in (?:.+ )?(\w+) --help", row))})
     typed = {token.rstrip(",").split("=")[0] for token in message.split() if token.startswith("--")}
     if owners and command not in owners:
         where = f"an option of {', '.join(owners)}" + (f", not of {command}" if command else ", after the subcommand")

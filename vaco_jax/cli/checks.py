@@ -77,8 +77,8 @@ def lag_k_axis_for_the_kind(grid: dict[str, list], config: Config, argv: list[st
     the axis, in a line; a ``--grid`` given with it is refused, naming what sets that kind's lags, and so is a
     ``--lag.k`` flag (it would change nothing). A resumed run keeps the grid it started with."""
     kind = config.lag.kind
-    if kind in LAG_KINDS_OF_K or flag_given(argv, "--resume"):
-        return grid
+    if kind in LAG_KINDS_OF_K or flag_given(argv, "--resume") or flag_given(argv, "--resume-or-start"):
+        return grid  # a requeued command line stays as it was accepted
     sets = {"geometric": "lag.p (and lag.max_lag)", "empirical": "lag.weights", "replay": "lag.sequence"}[kind]
     if flag_given(argv, "--lag.k"):  # config.json records k whatever the kind: only the typed flag is refused
         raise ConfigError(
@@ -144,8 +144,10 @@ def note_the_value_clip_stays(config: Config, grid: dict[str, list], argv: list[
     if not config.ppo.clip_value_loss or flag_given(argv, "--ppo.vf-clip-eps") or "ppo.vf_clip_eps" in grid:
         return
     if "ppo.clip_eps" in grid:
+        if all(value == config.ppo.vf_clip_eps for value in grid["ppo.clip_eps"]):
+            return
         changed, follow = "the grid's ppo.clip_eps axis", "a grid crosses its axes, so ppo.vf_clip_eps cannot follow it"
-    elif flag_given(argv, "--ppo.clip-eps"):
+    elif flag_given(argv, "--ppo.clip-eps") and config.ppo.clip_eps != config.ppo.vf_clip_eps:
         changed, follow = f"--ppo.clip-eps {config.ppo.clip_eps:g}", "give --ppo.vf-clip-eps too to do as they do"
     else:
         return

@@ -17,7 +17,7 @@ import tyro
 
 from vaco_jax.cli.checks import flag_given
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs, configured_commands
-from vaco_jax.core.config import ConfigError, config_class, config_from_dict
+from vaco_jax.core.config import Config, ConfigError, config_class, config_from_dict, get_field, with_overrides
 from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.config_file import ConfigFile, read_config_file
 from vaco_jax.core.presets import PRESETS, apply_presets
@@ -28,6 +28,7 @@ from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.saved import recorded_run
 from vaco_jax.training import distributed
 from vaco_jax.training.asynchronous import AsyncOptions
+from vaco_jax.training.trainer import resolve_defaults
 
 
 def _presets_in(argv: list[str]) -> tuple[str, ...]:
@@ -59,7 +60,8 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
         )
     args = defaults[command]
     loaded = read_config_file(path, base=args.config)
-    changes: dict[str, Any] = {"config_file": path, "config": loaded.config}
+    config = unresolved_record(loaded.config, loaded.given_defaults) if loaded.given_defaults else loaded.config
+    changes: dict[str, Any] = {"config_file": path, "config": config}
     changes |= _recorded_runs(path, loaded, args, command, argv)
     if loaded.asynchronous is not None:
         if command != "train":
@@ -69,6 +71,18 @@ def _config_file_defaults(argv: list[str], defaults: dict[str, Any]) -> dict[str
             )
         changes |= {"asynchronous": True, "async_options": AsyncOptions(**loaded.asynchronous)}
     return {**defaults, command: dataclasses.replace(args, **changes)}
+
+
+def unresolved_record(recorded: Config, given: dict[str, Any]) -> Config:
+    """A run record's config with its resolved defaults back as given (``auto``, None), so that the command resolves
+    them for its own algorithm and env (a PPO record's ``samples`` refused ``--algorithm impact``): each where
+    resolving the given value for the record's own algorithm and env gives the recorded one again. A field edited
+    in the file since keeps the edited value."""
+    resolved = resolve_defaults(with_overrides(recorded, given))
+    unedited = {
+        field: value for field, value in given.items() if get_field(resolved, field) == get_field(recorded, field)
+    }
+    return with_overrides(recorded, unedited)
 
 
 RUNS_COMMANDS = ("train", "sweep", "demo")

@@ -362,6 +362,9 @@ def _unknown_here(data: Mapping[str, Any]) -> list[str]:
     return [f"option group {group}" for group in groups] + ([f"algorithm {algorithm}"] if unknown_algorithm else [])
 
 
+RESOLVED_DEFAULTS = ("env.normalize_observations", "ppo.minibatch")
+"""Fields whose default a run resolves (the backend's observation normalisation, the algorithm's minibatch split):
+config.json records them resolved, and as given under ``given_defaults``."""
 RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs", "given_defaults")
 """Keys of a config.json that record how its config was made, not fields of it (``runs``: its grid and seeds,
 which ``--config`` takes as the command's defaults; ``given_defaults``: the fields whose defaults the run resolved,

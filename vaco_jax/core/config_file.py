@@ -32,6 +32,7 @@ from typing import Any
 from vaco_jax.core.config import (
     MISSING,
     RECORD_ONLY_KEYS,
+    RESOLVED_DEFAULTS,
     Config,
     ConfigError,
     all_fields,
@@ -58,6 +59,7 @@ class ConfigFile:
     is_run_record: bool  # a run's config.json (fields it lacks take what its run had)
     asynchronous: dict[str, Any] | None = None  # an asynchronous run's recorded options (config.json's "async")
     runs: dict[str, Any] | None = None  # the run's grid, first seed and number of seeds (config.json's "runs")
+    given_defaults: dict[str, Any] | None = None  # the fields whose defaults the run resolved, as given
 
 
 def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile:
@@ -81,10 +83,11 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
         asynchronous = data.get("async")
         return ConfigFile(
             path,
-            _given_defaults(config_from_dict(fields), data.get("given_defaults"), path),
+            config := config_from_dict(fields),
             True,
             dict(asynchronous) if asynchronous else None,
             _recorded_runs(path, data.get("runs")),
+            _given_defaults(config, data.get("given_defaults"), path),
         )
     _refuse_unknown(data, path)
     config = config_class()() if base is None else extended(base)
@@ -97,24 +100,22 @@ def read_config_file(path: Path | str, base: Config | None = None) -> ConfigFile
     return ConfigFile(path, with_overrides(config, overrides), False)
 
 
-def _given_defaults(config: Config, given: Any, path: Path) -> Config:
-    """``config`` (a run's record, its defaults resolved) with the values the run was given for the fields it
-    resolved (config.json's ``given_defaults``: ``ppo.minibatch=auto``, ``env.normalize_observations=None``): the
-    command resolves them again, for its own algorithm and environment (the record's resolved ``samples`` refused
-    ``--algorithm impact``, whose minibatches must be whole segments)."""
+def _given_defaults(config: Config, given: Any, path: Path) -> dict[str, Any] | None:
+    """A run record's ``given_defaults``, checked and typed: the :data:`RESOLVED_DEFAULTS` fields as the run was
+    given them (``ppo.minibatch=auto``, ``env.normalize_observations=None``), which the command line takes back
+    where the record's value is still what they resolved to (:func:`vaco_jax.cli.defaults.unresolved_record`)."""
     if given is None:
-        return config
-    if not isinstance(given, Mapping) or any(not isinstance(field, str) for field in given):
+        return None
+    if not isinstance(given, Mapping) or not set(given) <= set(RESOLVED_DEFAULTS):
         raise ConfigError(
-            f"--config {path}: given_defaults must be a table of dotted fields and their values, as config.json "
-            f"writes it, not {given!r}: drop the key (the fields above it then stand as recorded)"
+            f"--config {path}: given_defaults must be a table of some of {', '.join(RESOLVED_DEFAULTS)} and the "
+            f"values the run was given, as config.json writes it, not {given!r}: drop the key (the fields then "
+            "stand as recorded)"
         )
-    overrides = {}
-    for field, value in given.items():
-        default = get_field(config, field)  # an unknown field is refused, naming it
-        annotation = field_annotation(config, field)
-        overrides[field] = typed_value(field, value, default, path, annotation)
-    return with_overrides(config, overrides)
+    return {
+        field: typed_value(field, value, get_field(config, field), path, field_annotation(config, field))
+        for field, value in given.items()
+    }
 
 
 def _recorded_runs(path: Path, runs: Any) -> dict[str, Any] | None:

@@ -139,7 +139,8 @@ class PPOConfig:
     anneal_every: Literal["step", "update"] = static("step")
     """When the annealed rate falls: at every gradient step (lr x (1 - step / all steps), reaching 0) or once per
     update (lr x (1 - update / num_iterations), flat within an update, as PureJaxRL's and CleanRL's ppo.py). At every
-    step the two differ by less than 1/num_iterations of the initial rate."""
+    step the two differ by less than 1/num_iterations of the initial rate. Both count the steps applied: a step the
+    NaN guard skips (counted in nonfinite/skipped_steps) delays the schedule by one step."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clipping of each minibatch step (PureJaxRL and CleanRL clip at 0.5; inf: none, as brax)."""
     gamma: float = 0.99

@@ -73,7 +73,8 @@ class TruncationAsTermination:
     """``env`` with every truncation reported as a termination: an episode that reaches its time limit ends its
     return there, with no bootstrap from V(s'), as PureJaxRL's and CleanRL's ``ppo.py`` do (and brax's PPO with
     ``bootstrap_on_timeout=False``). ``env.bootstrap_on_truncation=false`` asks for it; the default bootstraps,
-    since a time limit is not a terminal state. Everything but ``step`` is the wrapped env's."""
+    since a time limit is not a terminal state. A step whose physics gave non-finite values (reset, reported as a
+    truncation) stays one: it is no end of the task. Everything but ``step`` is the wrapped env's."""
 
     def __init__(self, env: Env):
         self.env = env
@@ -83,8 +84,10 @@ class TruncationAsTermination:
 
     def step(self, state: Any, actions: jax.Array, key: jax.Array) -> tuple[Any, TimeStep]:
         state, ts = self.env.step(state, actions, key)
-        ended = jnp.logical_or(ts.terminated, ts.truncated)
-        return state, ts.replace(terminated=ended, truncated=jnp.zeros_like(ts.truncated))
+        time_limit = jnp.logical_and(ts.truncated, jnp.logical_not(ts.nonfinite))  # a physics blow-up stays a cut
+        return state, ts.replace(
+            terminated=jnp.logical_or(ts.terminated, time_limit), truncated=jnp.logical_and(ts.truncated, ts.nonfinite)
+        )
 
 
 def begin_rollout(env: Env, state: Any, key: jax.Array) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vaco_jax.core import plugins
-from vaco_jax.core.config import Config, config_dict
+from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict
 from vaco_jax.core.nested import flat_items, strict_json
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
@@ -115,9 +115,7 @@ def run_config_record(
     fields = config_dict(config)
     record = {**fields, "presets": list(presets), **plugins.record(), "runs": runs}
     if given is not None:
-        resolved = flat_items(fields)
-        unresolved = {
-            path: value for path, value in flat_items(config_dict(given)).items() if resolved.get(path, value) != value
-        }
+        resolved, as_given = flat_items(fields), flat_items(config_dict(given))
+        unresolved = {path: as_given[path] for path in RESOLVED_DEFAULTS if as_given[path] != resolved[path]}
         record |= {"given_defaults": unresolved} if unresolved else {}
     return record | ({"async": asynchronous} if asynchronous is not None else {})
