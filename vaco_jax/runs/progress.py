@@ -44,6 +44,24 @@ class ChunkTimer:
         return seconds, self.chunks == 1
 
 
+class ChunkSpeed:
+    """One run's env steps per second over each chunk, as the live TensorBoard and W&B writers log it: None for the
+    first chunk (timed from its end, since its time is compilation's too), then each chunk's iterations over the
+    seconds since the chunk before."""
+
+    def __init__(self, steps_per_iteration: int) -> None:
+        self.steps_per_iteration = steps_per_iteration
+        self.timer: ChunkTimer | None = None
+
+    def of(self, iterations: int) -> float | None:
+        """The speed of the chunk that just ended, of ``iterations`` iterations (None for the first)."""
+        if self.timer is None:
+            self.timer = ChunkTimer()
+            return None
+        seconds, _ = self.timer.lap()
+        return iterations * self.steps_per_iteration / seconds
+
+
 class ProgressLine:
     """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``)."""
 
@@ -101,4 +119,4 @@ class ProgressLine:
         """Nothing to close: the results are printed by the session."""
 
 
-__all__ = ["ChunkTimer", "ProgressLine", "latest"]
+__all__ = ["ChunkSpeed", "ChunkTimer", "ProgressLine", "latest"]

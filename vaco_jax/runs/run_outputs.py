@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from vaco_jax.core import plugins
-from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict
-from vaco_jax.core.nested import flat_items, strict_json
+from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict, get_field
+from vaco_jax.core.nested import strict_json
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.progress import ProgressLine
@@ -112,10 +112,9 @@ def run_config_record(
     seeds = [int(seed) for seed in seeds]
     if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
         runs |= {"seed": seeds[0], "num_seeds": len(seeds)}
-    fields = config_dict(config)
-    record = {**fields, "presets": list(presets), **plugins.record(), "runs": runs}
+    record = {**config_dict(config), "presets": list(presets), **plugins.record(), "runs": runs}
     if given is not None:
-        resolved, as_given = flat_items(fields), flat_items(config_dict(given))
-        unresolved = {path: as_given[path] for path in RESOLVED_DEFAULTS if as_given[path] != resolved[path]}
+        unresolved = {path: get_field(given, path) for path in RESOLVED_DEFAULTS}
+        unresolved = {path: value for path, value in unresolved.items() if value != get_field(config, path)}
         record |= {"given_defaults": unresolved} if unresolved else {}
     return record | ({"async": asynchronous} if asynchronous is not None else {})

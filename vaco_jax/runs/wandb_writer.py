@@ -29,7 +29,7 @@ import numpy as np
 
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.grid import grid_points
-from vaco_jax.runs.progress import ChunkTimer
+from vaco_jax.runs.progress import ChunkSpeed
 from vaco_jax.runs.writers import SPEED_TAG, run_labels
 
 WandbMode = Literal["online", "offline", "disabled"]
@@ -116,7 +116,7 @@ class WandbWriter:
     ):
         wandb = _import_wandb()
         self.steps_per_iteration, self.done = config.steps_per_iteration, offset
-        self._timer: ChunkTimer | None = None
+        self._speed = ChunkSpeed(config.steps_per_iteration)
         record = config_dict(config)
         self.points = [point for point in grid_points(grid) for _ in seeds]
         self.runs = []
@@ -142,10 +142,8 @@ class WandbWriter:
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         table = {name: np.asarray(values, np.float64).reshape(len(self.runs), -1) for name, values in metrics.items()}
         length = max((values.shape[1] for values in table.values()), default=0)
-        if self._timer is None:  # as TensorBoard's: the first chunk's time includes compilation, so it is no speed
-            self._timer = ChunkTimer()
-        seconds, first = self._timer.lap()
-        speed = {} if first or not length else {SPEED_TAG: length * self.steps_per_iteration / seconds}
+        speed = self._speed.of(length)  # as TensorBoard's (None for the first chunk: its time is compilation's too)
+        speed = {} if speed is None else {SPEED_TAG: speed}
         for s, run in enumerate(self.runs):
             for i in range(length):
                 logged = {name: float(values[s, i]) for name, values in table.items() if math.isfinite(values[s, i])}

@@ -13,7 +13,7 @@ from vaco_jax.core.config import config_dict, json_default, strict_json
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.nested import flat_items
-from vaco_jax.runs.progress import ChunkTimer
+from vaco_jax.runs.progress import ChunkSpeed
 from vaco_jax.training.sweep import SweepResult, metrics_length
 
 
@@ -137,16 +137,13 @@ class TensorBoardWriter:
         self.labels = run_labels(grid, seeds)
         self._hyperparameters = (config, grid, seeds) if config is not None else None  # tabled when written
         self._writers: list[Any] | None = None
-        self._timer: ChunkTimer | None = None
+        self._speed = ChunkSpeed(steps_per_iteration)
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         """A chunk's metrics ``{name: [S, n]}`` (S = points x seeds, in that order), and the chunk's speed."""
-        if self._timer is None:  # timed from the first chunk's end: that chunk, compilation included, is no speed
-            self._timer = ChunkTimer()
-        seconds, first = self._timer.lap()
+        speed = self._speed.of(metrics_length(metrics))
         self.write(self.done, metrics)
-        if not first:
-            speed = metrics_length(metrics) * self.steps_per_iteration / seconds
+        if speed is not None:
             for writer in self._writers or []:
                 writer.add_scalar(SPEED_TAG, speed, self.done * self.steps_per_iteration)
                 writer.flush()
