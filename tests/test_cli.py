@@ -1066,6 +1066,12 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert "2 seeds can mark nothing here: even all 2 one way gives p = 0.5" in said
     rows = json.loads(out.read_text())
     assert [(r["lag.k"], r["p"], r["verdict"]) for r in rows] == [(0, 0.5, "undecided"), (4, 0.5, "undecided")]
+    assert "undecided is not level (--margin M tests equivalence)" in said
+    # with an equivalence margin: its column, its test, and that two seeds cannot show it either
+    assert main([*argv[:-2], "--margin", "25"]) == 0
+    said = capsys.readouterr().out
+    assert "equivalence Holm p (margin 25)" in said and "2 seeds can show no equivalence" in said, said
+    assert "two one-sided signed-rank tests show the paired AUC differences lie within +-25" in said
     # another learning rate, no evaluation: compared on the training return, P computed here from metrics.json
     other, reordered = tmp_path / "lr", tmp_path / "reordered"
     for out_dir, grid in ((other, "lag.k=0,4"), (reordered, "lag.k=4,0")):
@@ -1098,6 +1104,7 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     for refused, fragment in [
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),
+        ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive equivalence margin in the metric's units"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
         (["compare", str(sweep_dir), str(sweep_dir / ".." / sweep_dir.name)], "lists a run directory twice"),
         ([*argv[:3], "--metric", "eval/return_deterministic"], "logged no eval/return_deterministic"),

@@ -155,3 +155,30 @@ def test_a_demos_variants_are_marked_against_the_first_only_where_the_holm_corre
     assert markable_note(four).endswith("from --num-seeds 7, all seeds going one way could be marked")  # 2/2^7 < 0.025
     with pytest.raises(ValueError, match="do not pair by seed"):
         paired_comparisons({"ppo": results["ppo"], "short": _sweep([1.0, 2.0])}, "ppo")
+
+
+def test_with_a_margin_a_comparison_is_equivalent_only_where_the_holm_corrected_equivalence_test_holds():
+    from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
+
+    reference = np.arange(1.0, 9.0) * 10
+    alternating = reference + np.where(np.arange(8) % 2 == 0, 1.0, -1.0) * np.arange(1, 9)
+    results = {"ppo": _sweep(list(reference)), "up": _sweep(list(reference + 5)), "mixed": _sweep(list(alternating))}
+    # margin 10: every difference inside it, both one-sided tests at 1/2^8, Holm over the two equivalence tests
+    up, mixed = paired_comparisons(results, "ppo", margin=10.0)
+    assert up["equivalence_p"] == 0.5**8 and up["equivalence_holm_p"] == pytest.approx(2 * 0.5**8)
+    assert (up["verdict"], mixed["verdict"]) == ("ahead, within the margin", "equivalent")
+    # margin 3: +5 on every seed is outside it (the upper one-sided test cannot reject); -8..+7 straddle it
+    up, mixed = paired_comparisons(results, "ppo", margin=3.0)
+    assert up["equivalence_p"] == 1.0 and (up["verdict"], mixed["verdict"]) == ("ahead", "undecided")
+    assert mixed["equivalence_holm_p"] > 0.05
+    header, lines = comparison_cells([up, mixed], ["lag.k"])
+    assert header[-2:] == ["equivalence Holm p (margin 3)", "verdict"] and lines[0][-2:] == ["1", "ahead"]
+    assert "can show no equivalence" not in markable_note([up, mixed])  # 1/2^8 < 0.025
+    four = {name: _sweep(list(r.run_scores()[1].ravel()[:4])) for name, r in results.items()}
+    assert markable_note(paired_comparisons(four, "ppo", margin=10.0)).endswith(
+        "4 seeds can show no equivalence: even every difference inside the margin gives p = 0.0625 "
+        "(from --num-seeds 6, it could)"
+    )  # 1/2^6 < 0.025 <= 1/2^5
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="give a positive equivalence margin"):
+            paired_comparisons(results, "ppo", margin=bad)

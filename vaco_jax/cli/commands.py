@@ -252,12 +252,17 @@ class EvalArgs:
 class CompareArgs:
     """Compare saved runs trained on the same grid and seeds (e.g. one train run per algorithm), each against the
     first, paired by seed: P(AUC > first) with its exact 95% interval, and ahead or behind only where the exact
-    signed-rank test holds after Holm's correction over the table, else undecided. Writes nothing unless --out."""
+    signed-rank test holds after Holm's correction over the table, equivalent only where --margin is given and the
+    equivalence test holds, else undecided. Writes nothing unless --out."""
 
     run_dirs: tyro.conf.Positional[tuple[Path, ...]]
     """The --out-dir of each train or sweep run; the first is the reference."""
     metric: ReportedMetric = "episode/return"
     """The per-iteration metric whose AUC (mean over iterations) is compared (eval/...: runs that evaluated)."""
+    margin: float | None = None
+    """An equivalence margin in the metric's units (e.g. 24, 5% of CartPole-v1's return range): two one-sided
+    signed-rank tests, Holm-corrected, mark a run equivalent to the first where its AUC is shown within the margin.
+    Fix it before looking at the runs. Without it, nothing is called level: an unmarked difference is undecided."""
     out: Path | None = None
     """Also write every comparison as JSON here (an existing file only with --overwrite)."""
     overwrite: bool = False

@@ -5,6 +5,7 @@ against the first, paired by seed and tested)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs
@@ -108,6 +109,11 @@ def run_compare(args: CompareArgs) -> list[dict]:
     from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
     from vaco_jax.runs.saved import recorded_run, saved_result
 
+    if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
+        raise ConfigError(
+            f"--margin {args.margin}: give a positive equivalence margin in the metric's units (e.g. --margin 24 "
+            "for a return), or leave it out"
+        )
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
     if args.out is not None and args.out.exists() and not args.overwrite:
@@ -143,7 +149,7 @@ def run_compare(args: CompareArgs) -> list[dict]:
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
-    rows = paired_comparisons(results, names[0], args.metric)
+    rows = paired_comparisons(results, names[0], args.metric, args.margin)
     labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
     print(
         f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
@@ -171,6 +177,12 @@ def run_compare(args: CompareArgs) -> list[dict]:
     print(
         "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction; P counts the seeds "
         "won, so a verdict can stand where P's interval includes 0.5"
+        + (
+            f"; equivalent: two one-sided signed-rank tests show the paired AUC differences lie within "
+            f"+-{args.margin:g} (Holm-corrected as a family of their own)"
+            if args.margin is not None
+            else "; undecided is not level (--margin M tests equivalence)"
+        )
     )
     if args.out is not None:
         writers.write_text_atomic(args.out, json.dumps(strict_json(rows), indent=2))

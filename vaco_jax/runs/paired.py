@@ -3,14 +3,18 @@
 Variants trained on the same grid and seeds share every seed's environment and initialisation keys, so their scores
 pair by seed. Per grid point and variant against a reference variant: the paired P(X > reference) of the AUC with its
 exact interval, and the exact signed-rank test, Holm-corrected over every comparison of the table. A comparison is
-marked ``ahead`` or ``behind`` (the signed-rank statistic's side) only where the corrected test rejects at 5%;
-otherwise it is ``undecided``: not "level", since no equivalence is tested. Few seeds can never be marked, and the
-table says how many must go one way (:func:`vaco_jax.numerics.stats.fewest_one_way_to_reject`).
+marked ``ahead`` or ``behind`` (the signed-rank statistic's side) only where the corrected test rejects at 5%. Given
+an equivalence margin (in the metric's units), two one-sided signed-rank tests (TOST), Holm-corrected as a family of
+their own, mark ``equivalent`` where the AUCs are shown to differ by less than the margin; everything else is
+``undecided``: not "level". Few seeds can never be marked, and the table says how many must go one way
+(:func:`vaco_jax.numerics.stats.fewest_one_way_to_reject`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
@@ -21,12 +25,17 @@ SIGNIFICANCE = 0.05
 
 
 def paired_comparisons(
-    results: dict[str, SweepResult], reference: str, metric: str = "episode/return"
+    results: dict[str, SweepResult], reference: str, metric: str = "episode/return", margin: float | None = None
 ) -> list[dict[str, Any]]:
     """Every variant but ``reference`` against it, per grid point, on each run's AUC of ``metric`` (the mean over
     its iterations): ``p`` (paired P(X > reference)), ``ci_low``/``ci_high`` (exact 95%), ``wilcoxon_p``, ``holm_p``
-    (over all the comparisons returned) and ``verdict`` (``ahead``, ``behind`` or ``undecided``). The variants must
-    share the reference's grid and seeds."""
+    (over all the comparisons returned) and ``verdict`` (``ahead``, ``behind`` or ``undecided``). Given ``margin``
+    (in the AUC's units), also ``margin``, ``equivalence_p`` (:func:`vaco_jax.numerics.stats.equivalence_p`) and
+    ``equivalence_holm_p``, and the verdict ``equivalent`` where that holds (``ahead, within the margin`` where a
+    difference is shown and shown smaller than the margin). The variants must share the reference's grid and
+    seeds."""
+    if margin is not None and not (np.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin={margin}: give a positive equivalence margin in the metric's units, or none")
     base = results[reference]
     scores = {}
     for name, result in results.items():
@@ -39,42 +48,71 @@ def paired_comparisons(
         for name in results:
             if name == reference:
                 continue
-            rows.append(
-                {**point, "variant": name, "reference": reference, **stats.paired_comparison(scores[name][index], y)}
-            )
+            x = scores[name][index]
+            row = {**point, "variant": name, "reference": reference, **stats.paired_comparison(x, y)}
+            if margin is not None:
+                differences = stats.paired_differences(x, y)
+                row |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
+            rows.append(row)
     for row, adjusted in zip(rows, stats.holm_adjusted([row["wilcoxon_p"] for row in rows]), strict=True):
         row["holm_p"] = adjusted
-        marked = adjusted < SIGNIFICANCE and row["direction"] != 0
-        row["verdict"] = ("ahead" if row["direction"] > 0 else "behind") if marked else "undecided"
+    if margin is not None:
+        for row, adjusted in zip(rows, stats.holm_adjusted([row["equivalence_p"] for row in rows]), strict=True):
+            row["equivalence_holm_p"] = adjusted
+    for row in rows:
+        row["verdict"] = _verdict(row)
     return rows
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    """``ahead`` / ``behind`` where the Holm-corrected signed-rank test rejects (its statistic's side), ``equivalent``
+    where the Holm-corrected equivalence test does, both where both do, else ``undecided``."""
+    different = row["holm_p"] < SIGNIFICANCE and row["direction"] != 0
+    equivalent = row.get("equivalence_holm_p", 1.0) < SIGNIFICANCE
+    side = "ahead" if row["direction"] > 0 else "behind"
+    if different:
+        return f"{side}, within the margin" if equivalent else side
+    return "equivalent" if equivalent else "undecided"
 
 
 def markable_note(rows: list[dict[str, Any]]) -> str:
     """What it takes to mark a comparison of this table: the fewest seeds of N going one way for the first Holm
-    threshold (0.05 / comparisons), or that no outcome of N seeds can be marked, and how many seeds could."""
+    threshold (0.05 / comparisons), or that no outcome of N seeds can be marked, and how many seeds could; with an
+    equivalence margin, whether N seeds can show equivalence at all."""
     if not rows:
         return ""
     seeds, threshold = rows[0]["seeds"], SIGNIFICANCE / len(rows)
+    compared = f"{len(rows)} comparison{'s' if len(rows) > 1 else ''}"
     fewest = stats.fewest_one_way_to_reject(seeds, threshold)
     if fewest is not None:
-        compared = f"{len(rows)} comparison{'s' if len(rows) > 1 else ''}"
-        return (
+        note = (
             f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%; needed, not "
             "enough: the signed-rank test weighs the differences' sizes too)"
         )
-    enough = next(n for n in range(seeds + 1, 64) if stats.smallest_signed_rank_p(n) < threshold)
-    best = stats.smallest_signed_rank_p(seeds)
-    return (
-        f"{seeds} seeds can mark nothing here: even all {seeds} one way gives p = {best:.3g}, above the first Holm "
-        f"threshold {threshold:.3g} ({len(rows)} comparison{'s' if len(rows) > 1 else ''}); from --num-seeds "
-        f"{enough}, all seeds going one way could be marked"
-    )
+    else:
+        enough = next(n for n in range(seeds + 1, 64) if stats.smallest_signed_rank_p(n) < threshold)
+        best = stats.smallest_signed_rank_p(seeds)
+        note = (
+            f"{seeds} seeds can mark nothing here: even all {seeds} one way gives p = {best:.3g}, above the first Holm "
+            f"threshold {threshold:.3g} ({compared}); from --num-seeds {enough}, all seeds going one way could be "
+            "marked"
+        )
+    if "margin" in rows[0] and 0.5**seeds >= threshold:
+        enough = next(n for n in range(seeds + 1, 64) if 0.5**n < threshold)
+        note += (
+            f"; {seeds} seeds can show no equivalence: even every difference inside the margin gives p = "
+            f"{0.5**seeds:.3g} (from --num-seeds {enough}, it could)"
+        )
+    return note
 
 
 def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[str], list[list[str]]]:
     """The header and text cells of the comparisons' table."""
     reference = rows[0]["reference"] if rows else ""
-    header = [*axes, "variant", f"P(AUC > {reference})", "95% CI", "Holm p", "verdict"]
+    equivalence = bool(rows) and "margin" in rows[0]
+    header = [*axes, "variant", f"P(AUC > {reference})", "95% CI", "Holm p"]
+    header += [f"equivalence Holm p (margin {rows[0]['margin']:g})"] if equivalence else []
+    header += ["verdict"]
     lines = [
         [
             *(str(row[axis]) for axis in axes),
@@ -82,6 +120,7 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
             f"{row['p']:.2f}",
             f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
             f"{row['holm_p']:.3g}",
+            *([f"{row['equivalence_holm_p']:.3g}"] if equivalence else []),
             row["verdict"],
         ]
         for row in rows
