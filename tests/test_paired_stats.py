@@ -182,3 +182,28 @@ def test_with_a_margin_a_comparison_is_equivalent_only_where_the_holm_corrected_
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="give a positive equivalence margin"):
             paired_comparisons(results, "ppo", margin=bad)
+
+
+def test_the_pooled_paired_interval_covers_the_mean_over_blocks_that_differ():
+    """The aggregate over tasks pools every (block, seed) pair into one exact interval: where the blocks' own P
+    differ, the pooled count is a sum of binomials, and the interval covers their mean at least 95% of the time
+    (computed exactly: the count's law is the convolution of the blocks' binomials)."""
+
+    def coverage(block_p: list[float], seeds: int = 16) -> float:
+        law = np.array([1.0])
+        for p in block_p:
+            law = np.convolve(law, scipy_stats.binom.pmf(np.arange(seeds + 1), seeds, p))
+        n, mean = seeds * len(block_p), float(np.mean(block_p))
+        covered = 0.0
+        for count, chance in enumerate(law):
+            wins = np.arange(n) < count  # x ahead on `count` of the n pairs
+            low, high = stats.paired_improvement_interval(wins.astype(float), np.zeros(n) + 0.5)
+            covered += chance * (low <= mean <= high)
+        return covered
+
+    for block_p in ([1.0, 1.0, 1.0, 0.9], [0.0, 0.0, 1.0, 1.0], [0.95] * 6, [0.5, 0.55], [0.2, 0.9, 0.6, 0.99, 0.4]):
+        assert coverage(block_p) >= 0.95, block_p
+    x, y = np.array([[3.0, 1.0], [2.0, 2.0], [1.0, 5.0]]), np.array([[1.0, 2.0], [2.0, 1.0], [0.0, 4.0]])
+    pooled = stats.paired_probability_of_improvement(x.ravel(), y.ravel())  # 4 wins, 1 tie, 1 loss of 6 pairs
+    per_block = [stats.paired_probability_of_improvement(x[:, b], y[:, b]) for b in range(2)]
+    assert pooled == 4.5 / 6 == np.mean(per_block)

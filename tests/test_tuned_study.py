@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from benchmarks.studies.tuned import cells as tuned_cells
 from benchmarks.studies.tuned import comparisons as tuned_comparisons
@@ -322,7 +323,8 @@ def test_the_readme_quotes_the_committed_aggregate_over_tasks(report_module):
 
 def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
     """rliable's protocol by hand: scores on each task's range, the 8-seed block left out, the IQM of all runs, and
-    P(X > decoupled PPO) the mean over blocks of the unpaired P."""
+    P(X > decoupled PPO) paired by seed over every (block, seed) pair with its exact interval, and rliable's unpaired
+    P the mean over blocks of each block's all-pairs P."""
     from benchmarks.studies.tuned import aggregate
     from benchmarks.studies.tuned.specs import SCORE_RANGES
     from vaco_jax.numerics import stats
@@ -346,7 +348,13 @@ def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
     assert x["iqm"] == pytest.approx(float(stats.iqm(np.concatenate(normalised))))
     reference = [aggregate.normalised(r.env, r.per_seed["learner_auc"]) for r in rows[:4] if r.method != "x"]
     want = np.mean([stats.probability_of_improvement(a, b) for a, b in zip(normalised, reference, strict=True)])
-    assert x["p_improvement"] == pytest.approx(want) and x["p_improvement"] > 0.8
+    assert x["p_unpaired"] == pytest.approx(want) and x["p_unpaired"] > 0.8
+    wins = sum(int(np.sum(a > b)) for a, b in zip(normalised, reference, strict=True))  # no ties: continuous scores
+    assert x["p_paired"] == wins / 32 and x["p_paired"] != pytest.approx(x["p_unpaired"])
+    beta = scipy_stats.beta
+    want_low = beta.ppf(0.025, wins, 32 - wins + 1) if wins else 0.0
+    want_high = beta.ppf(0.975, wins + 1, 32 - wins) if wins < 32 else 1.0
+    assert x["p_paired_ci"] == pytest.approx([want_low, want_high])  # Clopper-Pearson over the 32 pairs
     assert x["ci"][0] <= x["iqm"] <= x["ci"][1]
     assert aggregate.aggregate_table(result)[2].startswith("| ppo_decoupled | 0.")
 

@@ -6,8 +6,13 @@ Each run's learner AUC is normalised by its task's score range (:data:`SCORE_RAN
 
 - the **aggregate IQM** of the normalised scores (all runs of all blocks pooled) with a 95% stratified bootstrap
   interval (runs resampled within each block, :func:`vaco_jax.numerics.stats.stratified_bootstrap_ci`);
-- the **probability of improvement** over tuned decoupled PPO, P(X > Y) averaged over the blocks, with its
-  stratified bootstrap interval (:func:`vaco_jax.numerics.stats.probability_of_improvement_ci`);
+- the **probability of improvement** over tuned decoupled PPO **paired by seed**, as every block's table reads it:
+  the share of (block, seed) pairs that X wins (ties count half), which is the mean of the blocks' own P, with the
+  exact (Clopper-Pearson) interval on the pooled count (:func:`vaco_jax.numerics.stats.paired_improvement_interval`
+  over all the pairs). Blocks may differ in their own P; the pooled count then varies less than a binomial one, so
+  the interval still covers the mean over these blocks (tests/test_paired_stats.py computes it exactly). rliable's
+  unpaired P (every run of X against every run of Y on a task, averaged over tasks) with its stratified bootstrap
+  interval, whose coverage is unchecked, stays in the record (``p_unpaired``, ``p_unpaired_ci``);
 - the **performance profile**: the fraction of runs whose normalised score exceeds tau.
 
 The 8-seed brax blocks stay out: a block's share of the pooled runs would otherwise depend on its seed count. The
@@ -55,8 +60,8 @@ def score_matrices(rows: list[Row]) -> tuple[list[str], dict[tuple[str, str], np
 
 
 def aggregate(rows: list[Row], num_resamples: int = 2000) -> dict[str, Any]:
-    """The aggregate IQM and the probability of improvement over :data:`REFERENCE`, per method and lag, with their
-    stratified bootstrap intervals."""
+    """The aggregate IQM with its stratified bootstrap interval, and the probability of improvement over
+    :data:`REFERENCE` paired by seed with its exact interval (and rliable's unpaired one), per method and lag."""
     blocks, matrices = score_matrices(rows)
     entries = []
     for (method, lag), matrix in matrices.items():
@@ -68,21 +73,26 @@ def aggregate(rows: list[Row], num_resamples: int = 2000) -> dict[str, Any]:
             "ci": [low, high],
         }
         reference = matrices.get((REFERENCE, lag))
-        if reference is not None and method != REFERENCE:
-            entry["p_improvement"] = stats.probability_of_improvement(matrix, reference)
-            entry["p_ci"] = list(stats.probability_of_improvement_ci(matrix, reference, num_resamples=num_resamples))
+        if reference is not None and method != REFERENCE:  # rows of both are the blocks' test seeds, in order
+            entry["p_paired"] = stats.paired_probability_of_improvement(matrix.ravel(), reference.ravel())
+            entry["p_paired_ci"] = list(stats.paired_improvement_interval(matrix.ravel(), reference.ravel()))
+            entry["p_unpaired"] = stats.probability_of_improvement(matrix, reference)
+            entry["p_unpaired_ci"] = list(
+                stats.probability_of_improvement_ci(matrix, reference, num_resamples=num_resamples)
+            )
         entries.append(entry)
     return {"blocks": blocks, "seeds": SEEDS, "score": SCORE, "reference": REFERENCE, "entries": entries}
 
 
 def aggregate_table(result: dict[str, Any]) -> list[str]:
-    """Method by lag: the aggregate normalised IQM [95% CI] and P(X > decoupled PPO) [95% CI] over the blocks."""
+    """Method by lag: the aggregate normalised IQM [95% CI] and the paired P(X > decoupled PPO) [exact 95% CI] over
+    the blocks."""
     entries = result["entries"]
     if not entries:
         return ["(no block of 16 seeds has all its cells yet)"]
     lags = list(dict.fromkeys(e["lag"] for e in entries))
     lines = [
-        "| method | " + " | ".join(f"lag {lag}: IQM, P(> {REFERENCE})" for lag in lags) + " |",
+        "| method | " + " | ".join(f"lag {lag}: IQM, paired P(> {REFERENCE})" for lag in lags) + " |",
         "|---|" + "---|" * len(lags),
     ]
     for method in dict.fromkeys(e["method"] for e in entries):
@@ -93,8 +103,8 @@ def aggregate_table(result: dict[str, Any]) -> list[str]:
                 cells.append("-")
                 continue
             text = f"{e['iqm']:.2f} [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}]"
-            if "p_improvement" in e:
-                text += f", {e['p_improvement']:.2f} [{e['p_ci'][0]:.2f}, {e['p_ci'][1]:.2f}]"
+            if "p_paired" in e:
+                text += f", {e['p_paired']:.2f} [{e['p_paired_ci'][0]:.2f}, {e['p_paired_ci'][1]:.2f}]"
             cells.append(text)
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return lines
