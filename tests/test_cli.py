@@ -1071,7 +1071,7 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert main([*argv[:-2], "--margin", "25"]) == 0
     said = capsys.readouterr().out
     assert "equivalence Holm p (margin 25)" in said and "2 seeds can show no equivalence" in said, said
-    assert "two one-sided signed-rank tests show the paired AUC differences lie within +-25" in said
+    assert "two one-sided signed-rank tests show the paired AUC differences centred within +-25" in said
     # another learning rate, no evaluation: compared on the training return, P computed here from metrics.json
     other, reordered = tmp_path / "lr", tmp_path / "reordered"
     for out_dir, grid in ((other, "lag.k=0,4"), (reordered, "lag.k=4,0")):

@@ -179,7 +179,7 @@ def test_with_a_margin_a_comparison_is_equivalent_only_where_the_holm_corrected_
         "4 seeds can show no equivalence: even every difference inside the margin gives p = 0.0625 "
         "(from --num-seeds 6, it could)"
     )  # 1/2^6 < 0.025 <= 1/2^5
-    for bad in (0.0, -1.0, float("nan")):
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="give a positive equivalence margin"):
             paired_comparisons(results, "ppo", margin=bad)
 

@@ -261,7 +261,8 @@ class CompareArgs:
     """The per-iteration metric whose AUC (mean over iterations) is compared (eval/...: runs that evaluated)."""
     margin: float | None = None
     """An equivalence margin in the metric's units (e.g. 24, 5% of CartPole-v1's return range): two one-sided
-    signed-rank tests, Holm-corrected, mark a run equivalent to the first where its AUC is shown within the margin.
+    signed-rank tests, Holm-corrected, mark a run equivalent to the first where its paired AUC differences are shown
+    centred within the margin (their pseudo-median; single seeds may differ by more).
     Fix it before looking at the runs. Without it, nothing is called level: an unmarked difference is undecided."""
     out: Path | None = None
     """Also write every comparison as JSON here (an existing file only with --overwrite)."""

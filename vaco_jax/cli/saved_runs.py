@@ -178,8 +178,9 @@ def run_compare(args: CompareArgs) -> list[dict]:
         "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction; P counts the seeds "
         "won, so a verdict can stand where P's interval includes 0.5"
         + (
-            f"; equivalent: two one-sided signed-rank tests show the paired AUC differences lie within "
-            f"+-{args.margin:g} (Holm-corrected as a family of their own)"
+            f"; equivalent: two one-sided signed-rank tests show the paired AUC differences centred within "
+            f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
+            "of their own (each family at 5%)"
             if args.margin is not None
             else "; undecided is not level (--margin M tests equivalence)"
         )

@@ -286,9 +286,11 @@ def paired_differences(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def equivalence_p(differences: np.ndarray, margin: float) -> float:
-    """Two one-sided signed-rank tests (TOST) that the paired differences lie within (-margin, margin): the larger
-    of the p-values of "the differences lean above -margin" and "they lean below +margin". Below alpha, the two
-    are equivalent within the margin at level alpha."""
+    """Two one-sided signed-rank tests (TOST) that the paired differences are centred within (-margin, margin): the
+    larger of the p-values of "the differences lean above -margin" and "they lean below +margin". Below alpha, the
+    two are equivalent within the margin at level alpha. The centre is the signed-rank test's location (the
+    differences' pseudo-median): single pairs may differ by more than the margin. Its smallest value, with every
+    difference strictly inside the margin, is 1 / 2^n."""
     if not margin > 0:
         raise ValueError(f"margin={margin} must be > 0")
     d = np.asarray(differences, np.float64)

@@ -1,13 +1,14 @@
 """Variants compared seed by seed: what a demo (or any set of sweeps on the same seeds) can claim, tested.
 
 Variants trained on the same grid and seeds share every seed's environment and initialisation keys, so their scores
-pair by seed. Per grid point and variant against a reference variant: the paired P(X > reference) of the AUC with its
-exact interval, and the exact signed-rank test, Holm-corrected over every comparison of the table. A comparison is
-marked ``ahead`` or ``behind`` (the signed-rank statistic's side) only where the corrected test rejects at 5%. Given
-an equivalence margin (in the metric's units), two one-sided signed-rank tests (TOST), Holm-corrected as a family of
-their own, mark ``equivalent`` where the AUCs are shown to differ by less than the margin; everything else is
-``undecided``: not "level". Few seeds can never be marked, and the table says how many must go one way
-(:func:`vaco_jax.numerics.stats.fewest_one_way_to_reject`).
+pair by seed. Per grid point and variant against a reference variant: the paired P(X > reference) of the AUC with
+its exact interval, and the exact signed-rank test, Holm-corrected over every comparison of the table. A comparison
+is marked ``ahead`` or ``behind`` (the signed-rank statistic's side) only where the corrected test rejects at 5%.
+Given an equivalence margin (in the metric's units), two one-sided signed-rank tests (TOST), Holm-corrected as a
+family of their own, mark ``equivalent`` where the paired AUC differences are shown centred within the margin (their
+signed-rank location, the pseudo-median: single seeds may differ by more); everything else is ``undecided``: not
+"level". Each family holds its error rate at 5%: a table's verdicts together, at most 10%. Few seeds can never be
+marked, and the table says how many must go one way (:func:`vaco_jax.numerics.stats.fewest_one_way_to_reject`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,11 @@ Each run's learner AUC is normalised by its task's score range (:data:`SCORE_RAN
 - the **probability of improvement** over tuned decoupled PPO **paired by seed**, as every block's table reads it:
   the share of (block, seed) pairs that X wins (ties count half), which is the mean of the blocks' own P, with the
   exact (Clopper-Pearson) interval on the pooled count (:func:`vaco_jax.numerics.stats.paired_improvement_interval`
-  over all the pairs). Blocks may differ in their own P; the pooled count then varies less than a binomial one, so
-  the interval still covers the mean over these blocks (tests/test_paired_stats.py computes it exactly). rliable's
+  over all the pairs). Blocks may differ in their own P; the pooled count is then a sum of binomials, which is no
+  more spread than one binomial of the same mean (Hoeffding 1956), so the interval still covers the mean over these
+  blocks (tests/test_paired_stats.py computes the coverage exactly for a few). The interval takes the pairs as
+  independent; every block draws its test runs from the same seed keys, so two blocks of one env (CartPole-v1's two
+  regimes) may be correlated, which the interval does not allow for. rliable's
   unpaired P (every run of X against every run of Y on a task, averaged over tasks) with its stratified bootstrap
   interval, whose coverage is unchecked, stays in the record (``p_unpaired``, ``p_unpaired_ci``);
 - the **performance profile**: the fraction of runs whose normalised score exceeds tau.
