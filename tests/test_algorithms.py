@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import rollout_with_lags, tiny_config
 from vaco_jax import TrainProgram, run_sweep
 from vaco_jax.algorithms import registry as algorithms
+from vaco_jax.algorithms.builtin import BUILT_IN
 from vaco_jax.core.types import ActorSnapshot
 from vaco_jax.numerics import advantages, lag
 from vaco_jax.training.update import Learner, make_optimizer, minibatch_loss, step_advantages
@@ -435,3 +436,45 @@ def test_topr_learns_per_trajectory_from_the_batchs_episode_ends():
         want = lrl.cispo_loss(log_probs, behaviour, advantages, eps_high=0.28, truncation=truncation, ends=ends)
         assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-6), truncation
         assert {k: float(v) for k, v in got[1].items()} == pytest.approx({k: float(v) for k, v in want[1].items()})
+
+
+@pytest.mark.parametrize(
+    "algorithm, options",
+    [
+        *((spec.name, {}) for spec in BUILT_IN),
+        ("m2po", {"m2po.form": "decoupled_mask"}),
+        ("cispo", {"cispo.truncation": "topr"}),
+    ],
+)
+def test_an_algorithm_says_whether_its_loss_reads_the_ppo_clip(algorithm, options):
+    """Algorithm.reads_clip_eps is what its policy loss does: the loss's gradient changes with ppo.clip_eps exactly
+    where it says so (the command line refuses a sweep axis of it, and warns of its flag, where it does not)."""
+    from vaco_jax.core.config import with_overrides
+    from vaco_jax.core.types import Transitions
+
+    rng = np.random.default_rng(0)
+    shape = (16, 4)
+    reference = jnp.asarray(np.log(rng.uniform(0.2, 0.9, shape)), jnp.float32)
+    log_probs = reference + jnp.asarray(rng.normal(scale=0.4, size=shape), jnp.float32)  # ratios far outside 0.05
+    behaviour = reference + jnp.asarray(rng.normal(scale=0.4, size=shape), jnp.float32)
+    advantages = jnp.asarray(rng.normal(size=shape), jnp.float32)
+    batch = Transitions(
+        observations=None,
+        actions=None,
+        ref_log_probs=reference,
+        behaviour_log_probs=behaviour,
+        terminations=jnp.asarray(rng.random(shape) < 0.1),
+        truncations=jnp.zeros(shape, bool),
+    )
+    config = with_overrides(tiny_config(algorithm=algorithm), options)
+    built = algorithms.build(config)
+    gradients = []
+    for eps in (0.05, 0.5):
+        hparams = config.replace(ppo=config.ppo.replace(clip_eps=eps))
+        state = built.init_state(hparams)
+
+        def loss(lp, hparams=hparams, state=state):
+            return built.policy_loss_fn(lp, None, batch, advantages, hparams, state)[0]
+
+        gradients.append(np.asarray(jax.grad(loss)(log_probs)))
+    assert built.reads_clip_eps == (not np.allclose(*gradients)), algorithm

@@ -771,6 +771,26 @@ def test_changing_the_policy_clip_alone_notes_that_the_value_clip_stays(capsys):
         assert (note in said and said.count("vaco-jax: note:") == 1) if note else "vaco-jax: note:" not in said, said
 
 
+def test_a_ppo_clip_its_algorithms_loss_never_reads_is_refused_as_an_axis_and_warned_of_as_a_flag(capsys, tmp_path):
+    """IMPALA, PPO-KL, VACO's filter and CISPO have no PPO clip: a sweep axis or tune knob of ppo.clip_eps would
+    train the same runs at every point (refused), its flag changes nothing (warned of, without the value-clip
+    note); M2PO's decoupled variant clips as decoupled PPO does, so it takes both."""
+    for command in (
+        ["sweep", "--algorithm", "impala", "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"],
+        ["tune", "--algorithm", "vaco", "--knob", "ppo.clip_eps=0.1:0.3", "--out-dir", str(tmp_path / "tune")],
+    ):
+        assert main(command) == 2, command
+        said = capsys.readouterr().err
+        assert f"ppo.clip_eps: algorithm={command[2]} never reads it (its loss has no PPO clip)" in said, said
+    assert not (tmp_path / "tune").exists()
+    assert main(["train", "--algorithm", "cispo", "--ppo.clip-eps", "0.1", "--print-config"]) == 0
+    said = capsys.readouterr().err
+    assert "warning: algorithm=cispo never reads --ppo.clip-eps" in said and "vaco-jax: note:" not in said, said
+    variant = ["--algorithm", "m2po", "--m2po.form", "decoupled_mask"]
+    assert main(["sweep", *variant, "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"]) == 0
+    assert "never reads" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, stderr_too", [(["tune", "--help"], False), (["train", "--print-config"], True)])
 def test_output_into_a_pipe_whose_reader_ended_stops_without_a_traceback(argv, stderr_too):
     """vaco-jax tune --help | head (and train --print-config 2>&1 | head): the reader closes the pipe before the

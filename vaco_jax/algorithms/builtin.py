@@ -279,7 +279,15 @@ def _ppo_decoupled_algorithm(config: Config) -> Algorithm:
 
 def _ppo_kl(config: Config) -> Algorithm:
     update = adapt_kl_coef if config.ppo.kl_adaptive else keep_state
-    return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", init_state=kl_state, update_state=update)
+    return Algorithm(
+        "ppo_kl",
+        gae_advantages,
+        _ppo_kl_loss,
+        "behaviour",
+        init_state=kl_state,
+        update_state=update,
+        reads_clip_eps=False,  # a KL penalty in place of the clip
+    )
 
 
 def _spo(config: Config) -> Algorithm:
@@ -294,6 +302,7 @@ def _impala(config: Config) -> Algorithm:
         "behaviour",
         advantages_every_step=True,
         needs_segments="impala re-estimates V-trace along each rollout segment at every gradient step",
+        reads_clip_eps=False,  # a plain policy gradient: V-trace's rho clip is vtrace.rho_bar
     )
 
 
@@ -311,8 +320,9 @@ def _impact(config: Config) -> Algorithm:
 
 
 def _m2po(config: Config) -> Algorithm:
-    ratio_ref = "behaviour" if config.m2po.form == "published" else "learner"
-    return Algorithm("m2po", gae_advantages, _m2po_loss(config), ratio_ref=ratio_ref)
+    published = config.m2po.form == "published"  # its second-moment mask alone; the variant clips as decoupled PPO
+    ratio_ref = "behaviour" if published else "learner"
+    return Algorithm("m2po", gae_advantages, _m2po_loss(config), ratio_ref=ratio_ref, reads_clip_eps=not published)
 
 
 def offpolicy_weights(batch: Transitions) -> jax.Array:
@@ -346,7 +356,9 @@ def _geppo(config: Config) -> Algorithm:
 def _cispo(config: Config) -> Algorithm:
     topr = config.cispo.truncation == "topr"
     reason = "cispo.truncation=topr takes each trajectory's ratio and sign along its rollout segment" if topr else None
-    return Algorithm("cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour", needs_segments=reason)
+    return Algorithm(
+        "cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour", needs_segments=reason, reads_clip_eps=False
+    )
 
 
 def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Config], Algorithm]:
@@ -357,7 +369,9 @@ def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Co
         estimator = vtrace_advantages(config.vtrace.advantage) if use_align else gae_advantages
         per_segment = config.vaco.tv_scope == "trajectory"
         reason = "vaco.tv_scope=trajectory estimates the TV over each rollout segment" if per_segment else None
-        return Algorithm(name, estimator, _vaco_loss(config, filtered), config.vaco.filter_ref, needs_segments=reason)
+        loss = _vaco_loss(config, filtered)
+        # the filter's trust region is vaco.tv_threshold, not PPO's clip
+        return Algorithm(name, estimator, loss, config.vaco.filter_ref, needs_segments=reason, reads_clip_eps=False)
 
     return build
 

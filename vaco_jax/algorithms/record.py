@@ -62,7 +62,9 @@ class Algorithm(NamedTuple):
     (with the live critic V_phi, for pi_theta or, ``every_step_policy="reference"``, for the batch's ratio
     reference pi_T) needs them too (:func:`segments_reason`). Every other loss takes minibatches of shuffled
     samples by default. ``lean_metrics`` are the metrics ``--diagnostics lean`` keeps for it (its
-    :class:`AlgorithmSpec`'s).
+    :class:`AlgorithmSpec`'s). ``reads_clip_eps`` says whether its policy loss reads ``ppo.clip_eps`` (PPO's clip
+    and the losses built on it); where it does not (IMPALA, PPO-KL, VACO's filter, CISPO), the command line refuses
+    a sweep axis of it and warns of its flag, either of which would change nothing the run does.
     """
 
     name: str
@@ -77,6 +79,7 @@ class Algorithm(NamedTuple):
     advantage_weights: Callable[[Transitions], jax.Array] | None = None
     needs_segments: str | None = None
     lean_metrics: tuple[str, ...] = ()  # set from its AlgorithmSpec by registry.build
+    reads_clip_eps: bool = True  # its policy loss reads ppo.clip_eps (tests/test_algorithms.py checks each built-in)
 
 
 def segments_reason(algorithm: Algorithm) -> str | None:

@@ -326,6 +326,7 @@ def _run_command(args, argv: list[str]) -> int:
         )
         return 0
     if isinstance(args, TuneArgs):
+        refuse_axes_the_algorithm_never_reads([spec.split("=", 1)[0] for spec in args.knob], args.config, "knob")
         tune_and_write(
             args.config,
             args.knob,
@@ -353,9 +354,9 @@ def _run_command(args, argv: list[str]) -> int:
         args = dataclasses.replace(args, config=with_lag_buffer_for(args.config, grid, argv))
     refuse_flags_that_are_grid_axes(grid, argv)
     if isinstance(args, SweepArgs):
-        refuse_axes_the_algorithm_never_reads(grid, args.config.algorithm)
+        refuse_axes_the_algorithm_never_reads(grid, args.config)
     if isinstance(args, TrainArgs | SweepArgs):
-        warn_of_flags_the_algorithm_never_reads(argv, args.config.algorithm)
+        warn_of_flags_the_algorithm_never_reads(argv, args.config)
     if isinstance(args, TrainArgs | SweepArgs | DemoArgs):
         note_the_value_clip_stays(args.config, grid, argv)
     if isinstance(args, DemoArgs) and args.output.resume_or_start:

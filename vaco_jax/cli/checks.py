@@ -101,17 +101,35 @@ def lag_k_axis_for_the_kind(grid: dict[str, list], config: Config, argv: list[st
     return {path: values for path, values in grid.items() if path != "lag.k"}
 
 
-def refuse_axes_the_algorithm_never_reads(grid: dict[str, list], algorithm: str) -> None:
-    """A sweep axis in another algorithm's option group would train the same runs at every point: refused."""
+def reads_clip_eps(config: Config) -> bool:
+    """Whether the algorithm ``config`` builds reads ``ppo.clip_eps`` (:class:`vaco_jax.algorithms.Algorithm`'s
+    ``reads_clip_eps``); True for an algorithm not registered here, which the config's own check refuses later with
+    what to load."""
+    if config.algorithm not in registry.ALGORITHMS:
+        return True
+    return registry.build(config).reads_clip_eps
+
+
+def refuse_axes_the_algorithm_never_reads(paths, config: Config, what: str = "grid axis") -> None:
+    """A sweep axis (or a tune knob: ``what``) in another algorithm's option group, or ``ppo.clip_eps`` for an
+    algorithm whose loss has no such clip, would train the same runs at every point: refused. ``paths``: the dotted
+    fields swept (a grid's keys)."""
+    algorithm = config.algorithm
+    if "ppo.clip_eps" in paths and not reads_clip_eps(config):
+        raise ConfigError(
+            f"{what} ppo.clip_eps: algorithm={algorithm} never reads it (its loss has no PPO clip), so every point "
+            "would train the same runs: drop it, or vary the algorithm's own trust region (e.g. vaco.tv_threshold, "
+            "ppo.kl_coef, cispo.eps_high)"
+        )
     unread = registry.unread_config_groups(algorithm)
-    for path in grid:
+    for path in paths:
         group = path.split(".")[0]
         if group in unread:
             readers = registry.algorithms_reading(group)
             raise ConfigError(
-                f"grid axis {path}: algorithm={algorithm} never reads the {group} options (those of "
+                f"{what} {path}: algorithm={algorithm} never reads the {group} options (those of "
                 f"{', '.join(readers)}), so every point would train the same runs: give --algorithm {readers[0]}, "
-                "or drop the axis"
+                "or drop it"
             )
 
 
@@ -123,9 +141,16 @@ def flag_group(arg: str) -> str | None:
     return arg.removeprefix("--").split(".")[0].replace("-", "_")
 
 
-def warn_of_flags_the_algorithm_never_reads(argv: list[str], algorithm: str) -> None:
-    """A flag in another algorithm's option group changes nothing the run does: said in a warning (not refused:
-    the config records it all the same)."""
+def warn_of_flags_the_algorithm_never_reads(argv: list[str], config: Config) -> None:
+    """A flag in another algorithm's option group, or ``--ppo.clip-eps`` for an algorithm whose loss has no such
+    clip, changes nothing the run does: said in a warning (not refused: the config records it all the same)."""
+    algorithm = config.algorithm
+    if flag_given(argv, "--ppo.clip-eps") and not reads_clip_eps(config):
+        print(
+            f"vaco-jax: warning: algorithm={algorithm} never reads --ppo.clip-eps (its loss has no PPO clip), so it "
+            "changes nothing this run does",
+            file=sys.stderr,
+        )
     unread = registry.unread_config_groups(algorithm)
     for arg in argv:
         group = flag_group(arg)
@@ -150,6 +175,8 @@ def note_the_value_clip_stays(config: Config, grid: dict[str, list], argv: list[
     elif flag_given(argv, "--ppo.clip-eps") and config.ppo.clip_eps != config.ppo.vf_clip_eps:
         changed, follow = f"--ppo.clip-eps {config.ppo.clip_eps:g}", "give --ppo.vf-clip-eps too to do as they do"
     else:
+        return
+    if not reads_clip_eps(config):  # nothing follows a clip the loss never reads (warned of elsewhere)
         return
     print(
         f"vaco-jax: note: {changed} leaves the value loss's clip at --ppo.vf-clip-eps {config.ppo.vf_clip_eps:g} "
