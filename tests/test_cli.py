@@ -782,6 +782,8 @@ def test_a_ppo_clip_its_algorithms_loss_never_reads_is_refused_as_an_axis_and_wa
         assert main(command) == 2, command
         said = capsys.readouterr().err
         assert f"ppo.clip_eps: algorithm={command[2]} never reads it (its loss has no PPO clip)" in said, said
+    assert main(["tune", "--knob", "vaco.tv_threshold=0.01:0.1", "--out-dir", str(tmp_path / "tune")]) == 2
+    assert "knob vaco.tv_threshold: algorithm=ppo never reads the vaco options" in capsys.readouterr().err
     assert not (tmp_path / "tune").exists()
     assert main(["train", "--algorithm", "cispo", "--ppo.clip-eps", "0.1", "--print-config"]) == 0
     said = capsys.readouterr().err
