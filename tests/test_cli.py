@@ -1089,10 +1089,18 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     rows = json.loads(out.read_text())
     assert [(r["lag.k"], r["p"], r["verdict"]) for r in rows] == [(0, 0.5, "undecided"), (4, 0.5, "undecided")]
     assert "undecided is not level (--margin M tests equivalence)" in said
-    # with an equivalence margin: its column, its test, and that two seeds cannot show it either
-    assert main([*argv[:-2], "--margin", "25"]) == 0
+    # the effect size: every pair tied, a shift of 0 (two pairs are too few for a finite 95% interval)
+    assert [(r["shift"], r["shift_ci_low"], r["auc"] == r["reference_auc"]) for r in rows] == [(0.0, "-inf", True)] * 2
+    # with an equivalence margin: its column, its test, that two seeds cannot show it either, the margin against the
+    # reference's own spread; --out into a folder not made yet
+    nested = tmp_path / "not" / "yet" / "compare.json"
+    assert main([*argv[:-2], "--margin", "25", "--out", str(nested)]) == 0
     said = capsys.readouterr().out
     assert "equivalence Holm p (margin 25)" in said and "2 seeds can show no equivalence" in said, said
+    assert "margin 25, in the AUC's units:" in said and len(json.loads(nested.read_text())) == 2
+    # the training return of runs that evaluated their learner: said
+    assert main(["compare", str(sweep_dir), str(twin)]) == 0
+    assert "note: these runs evaluated their learner" in capsys.readouterr().out
     assert "two one-sided signed-rank tests show the paired AUC differences centred within +-25" in said
     # another learning rate, no evaluation: compared on the training return, P computed here from metrics.json
     other, reordered = tmp_path / "lr", tmp_path / "reordered"
@@ -1126,11 +1134,12 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     for refused, fragment in [
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),
-        ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive equivalence margin in the metric's units"),
+        ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive, finite equivalence margin"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
+        (["compare", str(sweep_dir), str(tmp_path / "nope")], "nope does not exist"),
         (["compare", str(sweep_dir), str(sweep_dir / ".." / sweep_dir.name)], "lists a run directory twice"),
         ([*argv[:3], "--metric", "eval/return_deterministic"], "logged no eval/return_deterministic"),
-        (["compare", str(other), str(reordered)], "differ in grid ([('lag.k', [0, 4])] against [('lag.k', [4, 0])])"),
+        (["compare", str(other), str(reordered)], "differ in grid ([('lag.k', [4, 0])] against [('lag.k', [0, 4])])"),
     ]:
         refused = [str(other) if arg == str(twin) else arg for arg in refused]  # the runs without an evaluation
         assert main(refused) == 2, refused

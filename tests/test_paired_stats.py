@@ -207,3 +207,22 @@ def test_the_pooled_paired_interval_covers_the_mean_over_blocks_that_differ():
     pooled = stats.paired_probability_of_improvement(x.ravel(), y.ravel())  # 4 wins, 1 tie, 1 loss of 6 pairs
     per_block = [stats.paired_probability_of_improvement(x[:, b], y[:, b]) for b in range(2)]
     assert pooled == 4.5 / 6 == np.mean(per_block)
+
+
+def test_the_hodges_lehmann_interval_is_the_shifts_the_exact_signed_rank_test_keeps():
+    """The estimate is the median of the Walsh averages, written out; the interval inverts the exact test: a shift
+    just inside it leaves p >= 5%, one just outside gives p < 5% (16 continuous differences, no ties)."""
+    rng = np.random.default_rng(3)
+    d = rng.normal(2.0, 3.0, size=16)
+    estimate, low, high = stats.hodges_lehmann(d)
+    walsh = [(d[i] + d[j]) / 2 for i in range(16) for j in range(i, 16)]
+    assert estimate == pytest.approx(np.median(walsh)) and low < estimate < high
+    step = 1e-6
+    assert stats.signed_rank_p(d - (low + step)) >= 0.05 and stats.signed_rank_p(d - (high - step)) >= 0.05
+    assert stats.signed_rank_p(d - (low - step)) < 0.05 and stats.signed_rank_p(d - (high + step)) < 0.05
+    # at 90% it is the equivalence test's interval: inside the margin exactly where both one-sided tests reject
+    _, low90, high90 = stats.hodges_lehmann(d, confidence=0.90)
+    for margin in (max(abs(low90), abs(high90)) + step, max(abs(low90), abs(high90)) - step):
+        inside = -margin < low90 and high90 < margin
+        assert (stats.equivalence_p(d, margin) < 0.05) == inside, margin
+    assert stats.hodges_lehmann(d[:4])[1:] == (-np.inf, np.inf)  # 4 pairs: 1/16 > 2.5% on either side

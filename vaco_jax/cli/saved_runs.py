@@ -8,6 +8,8 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs
 from vaco_jax.core.config import Config, ConfigError, strict_json
 from vaco_jax.runs import writers
@@ -111,13 +113,15 @@ def run_compare(args: CompareArgs) -> list[dict]:
 
     if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
         raise ConfigError(
-            f"--margin {args.margin}: give a positive equivalence margin in the metric's units (e.g. --margin 24 "
-            "for a return), or leave it out"
+            f"--margin {args.margin}: give a positive, finite equivalence margin in the metric's units (e.g. "
+            "--margin 24 for a return), or leave it out"
         )
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
     if args.out is not None and args.out.exists() and not args.overwrite:
         raise ConfigError(f"{args.out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
+    if args.out is not None and args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a directory: give a file path, e.g. {args.out / 'compare.json'}")
     if len({path.resolve() for path in args.run_dirs}) < len(args.run_dirs):
         raise ConfigError("compare lists a run directory twice: name each run once")
     names = [str(path) for path in args.run_dirs]
@@ -145,7 +149,7 @@ def run_compare(args: CompareArgs) -> list[dict]:
         ):
             if mine != theirs:
                 raise ConfigError(
-                    f"{name} and {names[0]} differ in {what} ({theirs} against {mine}): their runs do not pair; "
+                    f"{name} and {names[0]} differ in {what} ({mine} against {theirs}): their runs do not pair; "
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
@@ -162,11 +166,11 @@ def run_compare(args: CompareArgs) -> list[dict]:
         differing = [
             field
             for field in all_fields(theirs)
-            if field != "algorithm"
-            and field.split(".")[0] not in unread
-            and get_field(mine, field) != get_field(theirs, field)
+            if field.split(".")[0] not in unread and get_field(mine, field) != get_field(theirs, field)
         ]
         differing = [field for field in differing if field != "ppo.minibatch"]
+        if "algorithm" in differing:  # named with both values, as the split below
+            differing[differing.index("algorithm")] = f"algorithm ({mine.algorithm}, against {theirs.algorithm})"
         if minibatch_split(mine) != minibatch_split(theirs):  # the split each ran, resolved where it says auto
             differing.append(f"ppo.minibatch ({minibatch_split(mine)}, against {minibatch_split(theirs)})")
         if differing:
@@ -174,9 +178,19 @@ def run_compare(args: CompareArgs) -> list[dict]:
     print()
     print(format_table(*comparison_cells(rows, list(reference.grid))))
     print(markable_note(rows))
+    if args.margin is not None and rows:
+        reference_aucs = np.concatenate([row["reference_auc"] for row in rows])
+        reference_aucs = reference_aucs[np.isfinite(reference_aucs)]
+        if reference_aucs.size:
+            print(
+                f"margin {args.margin:g}, in the AUC's units: {names[0]}'s AUCs run from {reference_aucs.min():.4g} "
+                f"to {reference_aucs.max():.4g} over its runs (equivalence within a margin near that spread says "
+                "little)"
+            )
     print(
-        "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction; P counts the seeds "
-        "won, so a verdict can stand where P's interval includes 0.5"
+        "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction over this table "
+        "(each added run makes every mark harder); the AUC difference is their centre (Hodges-Lehmann) with the "
+        "interval that test keeps; P counts the seeds won, so a verdict can stand where P's interval includes 0.5"
         + (
             f"; equivalent: two one-sided signed-rank tests show the paired AUC differences centred within "
             f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
@@ -185,7 +199,13 @@ def run_compare(args: CompareArgs) -> list[dict]:
             else "; undecided is not level (--margin M tests equivalence)"
         )
     )
+    if args.metric == "episode/return" and all("eval/return_deterministic" in r.metrics for r in results.values()):
+        print(
+            "note: these runs evaluated their learner; under lag the training return is the stale actors', and "
+            "--metric eval/return_deterministic scores the learner itself"
+        )
     if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         writers.write_text_atomic(args.out, json.dumps(strict_json(rows), indent=2))
         print(f"\nwrote {args.out}")
     return rows

@@ -30,7 +30,9 @@ def paired_comparisons(
 ) -> list[dict[str, Any]]:
     """Every variant but ``reference`` against it, per grid point, on each run's AUC of ``metric`` (the mean over
     its iterations): ``p`` (paired P(X > reference)), ``ci_low``/``ci_high`` (exact 95%), ``wilcoxon_p``, ``holm_p``
-    (over all the comparisons returned) and ``verdict`` (``ahead``, ``behind`` or ``undecided``). Given ``margin``
+    (over all the comparisons returned), ``shift`` with ``shift_ci_low``/``shift_ci_high`` (the AUC difference's
+    centre, :func:`vaco_jax.numerics.stats.hodges_lehmann`, with its exact 95% interval: the effect size), the
+    per-seed ``auc`` and ``reference_auc``, and ``verdict`` (``ahead``, ``behind`` or ``undecided``). Given ``margin``
     (in the AUC's units), also ``margin``, ``equivalence_p`` (:func:`vaco_jax.numerics.stats.equivalence_p`) and
     ``equivalence_holm_p``, and the verdict ``equivalent`` where that holds (``ahead, within the margin`` where a
     difference is shown and shown smaller than the margin). The variants must share the reference's grid and
@@ -50,9 +52,20 @@ def paired_comparisons(
             if name == reference:
                 continue
             x = scores[name][index]
-            row = {**point, "variant": name, "reference": reference, **stats.paired_comparison(x, y)}
+            differences = stats.paired_differences(x, y)
+            shift, low, high = stats.hodges_lehmann(differences)
+            row = {
+                **point,
+                "variant": name,
+                "reference": reference,
+                **stats.paired_comparison(x, y),
+                "shift": shift,
+                "shift_ci_low": low,
+                "shift_ci_high": high,
+                "auc": [float(v) for v in x],
+                "reference_auc": [float(v) for v in y],
+            }
             if margin is not None:
-                differences = stats.paired_differences(x, y)
                 row |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
             rows.append(row)
     for row, adjusted in zip(rows, stats.holm_adjusted([row["wilcoxon_p"] for row in rows]), strict=True):
@@ -87,8 +100,9 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     fewest = stats.fewest_one_way_to_reject(seeds, threshold)
     if fewest is not None:
         note = (
-            f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%; needed, not "
-            "enough: the signed-rank test weighs the differences' sizes too)"
+            f"a mark needs at least {fewest} of {seeds} seeds going one way ({compared}, Holm at 5%: each added "
+            "comparison makes every mark harder to reach), and more where the differences' sizes do not line up "
+            "(the signed-rank test weighs them too)"
         )
     else:
         enough = next(n for n in range(seeds + 1, 64) if stats.smallest_signed_rank_p(n) < threshold)
@@ -111,13 +125,14 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
     """The header and text cells of the comparisons' table."""
     reference = rows[0]["reference"] if rows else ""
     equivalence = bool(rows) and "margin" in rows[0]
-    header = [*axes, "variant", f"P(AUC > {reference})", "95% CI", "Holm p"]
+    header = [*axes, "variant", "AUC difference (HL) [95% CI]", f"P(AUC > {reference})", "95% CI", "Holm p"]
     header += [f"equivalence Holm p (margin {rows[0]['margin']:g})"] if equivalence else []
     header += ["verdict"]
     lines = [
         [
             *(str(row[axis]) for axis in axes),
             row["variant"],
+            f"{row['shift']:.4g} [{row['shift_ci_low']:.4g}, {row['shift_ci_high']:.4g}]",
             f"{row['p']:.2f}",
             f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
             f"{row['holm_p']:.3g}",

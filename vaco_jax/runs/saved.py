@@ -57,6 +57,8 @@ def recorded_run(run_dir: str | Path, step: int | None = None) -> RecordedRun:
     Raises :class:`~vaco_jax.core.config.ConfigError` where ``run_dir`` has no checkpoints folder, and
     :class:`~vaco_jax.runs.checkpoint.NoCheckpoint` where that folder holds no complete checkpoint."""
     folder = RunDirectory(run_dir).checkpoints
+    if not Path(run_dir).exists():
+        raise ConfigError(f"{run_dir} does not exist: give the --out-dir of a vaco-jax train or sweep run")
     if not folder.is_dir():
         raise ConfigError(
             f"{run_dir} has no checkpoints/ folder: give the --out-dir of a vaco-jax train or sweep run "
