@@ -1090,14 +1090,15 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert [(r["lag.k"], r["p"], r["verdict"]) for r in rows] == [(0, 0.5, "undecided"), (4, 0.5, "undecided")]
     assert "undecided is not level (--margin M tests equivalence)" in said
     # the effect size: every pair tied, a shift of 0 (two pairs are too few for a finite 95% interval)
-    assert [(r["shift"], r["shift_ci_low"], r["auc"] == r["reference_auc"]) for r in rows] == [(0.0, "-inf", True)] * 2
+    tied = [(r["shift"], r["shift_ci_low"], r["scores"] == r["reference_scores"]) for r in rows]
+    assert tied == [(0.0, "-inf", True)] * 2
     # with an equivalence margin: its column, its test, that two seeds cannot show it either, the margin against the
     # reference's own spread; --out into a folder not made yet
     nested = tmp_path / "not" / "yet" / "compare.json"
     assert main([*argv[:-2], "--margin", "25", "--out", str(nested)]) == 0
     said = capsys.readouterr().out
     assert "equivalence Holm p (margin 25)" in said and "2 seeds can show no equivalence" in said, said
-    assert "margin 25, in the AUC's units:" in said and len(json.loads(nested.read_text())) == 2
+    assert "margin 25, in the metric's units:" in said and len(json.loads(nested.read_text())) == 2
     # the training return of runs that evaluated their learner: said
     assert main(["compare", str(sweep_dir), str(twin)]) == 0
     assert "note: these runs evaluated their learner" in capsys.readouterr().out
@@ -1131,6 +1132,13 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     ]  # [lag.k, seed]
     expected = [float(np.mean((x > y) + 0.5 * (x == y))) for x, y in zip(*aucs, strict=True)]
     assert [row["p"] for row in json.loads(out.read_text())] == pytest.approx(expected)
+    # --score final: each run's final value (the mean over its last 10% of iterations) in place of its AUC
+    assert main(["compare", str(sweep_dir), str(other), "--score", "final", "--out", str(out), "--overwrite"]) == 0
+    said = capsys.readouterr().out
+    assert "final value of episode/return (mean over the last 10% of iterations)" in said and "P(final > " in said, said
+    finals = saved_result(other).run_scores()[0]  # [lag.k, seed]
+    written = np.array([row["scores"] for row in json.loads(out.read_text())])
+    np.testing.assert_allclose(written, finals, rtol=1e-6)
     for refused, fragment in [
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),

@@ -259,6 +259,9 @@ class CompareArgs:
     """The --out-dir of each train or sweep run; the first is the reference."""
     metric: ReportedMetric = "episode/return"
     """The per-iteration metric whose AUC (mean over iterations) is compared (eval/...: runs that evaluated)."""
+    score: Literal["auc", "final"] = "auc"
+    """What each run is scored by: the metric's AUC (the mean over its iterations, which also counts how fast it
+    learned) or its final value (the mean over the last 10% of iterations)."""
     margin: float | None = None
     """An equivalence margin in the metric's units (e.g. 24, 5% of CartPole-v1's return range): two one-sided
     signed-rank tests, Holm-corrected, mark a run equivalent to the first where its paired AUC differences are shown

@@ -153,10 +153,13 @@ def run_compare(args: CompareArgs) -> list[dict]:
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
-    rows = paired_comparisons(results, names[0], args.metric, args.margin)
+    rows = paired_comparisons(results, names[0], args.metric, args.margin, args.score)
+    label = {"auc": "AUC", "final": "final value"}[args.score]
     labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
     print(
-        f"vaco-jax: AUC of {args.metric} (mean over iterations) of each run against {names[0]}, paired by seed "
+        f"vaco-jax: {label} of {args.metric} "
+        + ("(mean over iterations)" if args.score == "auc" else "(mean over the last 10% of iterations)")
+        + f" of each run against {names[0]}, paired by seed "
         f"({labels})"
     )
     for name in names[1:]:  # what else sets the runs apart: said, never hidden
@@ -179,20 +182,21 @@ def run_compare(args: CompareArgs) -> list[dict]:
     print(format_table(*comparison_cells(rows, list(reference.grid))))
     print(markable_note(rows))
     if args.margin is not None and rows:
-        reference_aucs = np.concatenate([row["reference_auc"] for row in rows])
-        reference_aucs = reference_aucs[np.isfinite(reference_aucs)]
-        if reference_aucs.size:
+        reference_scores = np.concatenate([row["reference_scores"] for row in rows])
+        reference_scores = reference_scores[np.isfinite(reference_scores)]
+        if reference_scores.size:
             print(
-                f"margin {args.margin:g}, in the AUC's units: {names[0]}'s AUCs run from {reference_aucs.min():.4g} "
-                f"to {reference_aucs.max():.4g} over its runs (equivalence within a margin near that spread says "
-                "little)"
+                f"margin {args.margin:g}, in the metric's units: {names[0]}'s {label}s run from "
+                f"{reference_scores.min():.4g} to {reference_scores.max():.4g} over its runs (equivalence within a "
+                "margin near that spread says little)"
             )
     print(
-        "verdict: the exact signed-rank test on the paired AUC differences after Holm's correction over this table "
-        "(each added run makes every mark harder); the AUC difference is their centre (Hodges-Lehmann) with the "
-        "interval that test keeps; P counts the seeds won, so a verdict can stand where P's interval includes 0.5"
+        f"verdict: the exact signed-rank test on the paired {label} differences after Holm's correction over this "
+        f"table (each added run makes every mark harder); the {label} difference is their centre (Hodges-Lehmann) "
+        "with the interval that test keeps; P counts the seeds won, so a verdict can stand where P's interval "
+        "includes 0.5"
         + (
-            f"; equivalent: two one-sided signed-rank tests show the paired AUC differences centred within "
+            f"; equivalent: two one-sided signed-rank tests show the paired {label} differences centred within "
             f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
             "of their own (each family at 5%)"
             if args.margin is not None

@@ -25,26 +25,38 @@ SIGNIFICANCE = 0.05
 """The family-wise error rate of a table's marks (Holm over its comparisons)."""
 
 
+SCORES = {"auc": "AUC", "final": "final"}
+"""What a comparison scores each run by: the AUC of the metric (the mean over its iterations) or its final value
+(the mean over the last 10% of iterations), as :meth:`vaco_jax.training.sweep.SweepResult.run_scores` gives them."""
+
+
 def paired_comparisons(
-    results: dict[str, SweepResult], reference: str, metric: str = "episode/return", margin: float | None = None
+    results: dict[str, SweepResult],
+    reference: str,
+    metric: str = "episode/return",
+    margin: float | None = None,
+    score: str = "auc",
 ) -> list[dict[str, Any]]:
-    """Every variant but ``reference`` against it, per grid point, on each run's AUC of ``metric`` (the mean over
-    its iterations): ``p`` (paired P(X > reference)), ``ci_low``/``ci_high`` (exact 95%), ``wilcoxon_p``, ``holm_p``
-    (over all the comparisons returned), ``shift`` with ``shift_ci_low``/``shift_ci_high`` (the AUC difference's
-    centre, :func:`vaco_jax.numerics.stats.hodges_lehmann`, with its exact 95% interval: the effect size), the
-    per-seed ``auc`` and ``reference_auc``, and ``verdict`` (``ahead``, ``behind`` or ``undecided``). Given ``margin``
+    """Every variant but ``reference`` against it, per grid point, on each run's AUC of ``metric`` (the mean over its
+    iterations; ``score="final"``: the mean over its last 10%): ``score``, ``p`` (paired P(X > reference)),
+    ``ci_low``/``ci_high`` (exact 95%), ``wilcoxon_p``, ``holm_p`` (over all the comparisons returned), ``shift``
+    with ``shift_ci_low``/``shift_ci_high`` (the AUC difference's centre,
+    :func:`vaco_jax.numerics.stats.hodges_lehmann`, with its exact 95% interval: the effect size), the per-seed
+    ``scores`` and ``reference_scores``, and ``verdict`` (``ahead``, ``behind`` or ``undecided``). Given ``margin``
     (in the AUC's units), also ``margin``, ``equivalence_p`` (:func:`vaco_jax.numerics.stats.equivalence_p`) and
     ``equivalence_holm_p``, and the verdict ``equivalent`` where that holds (``ahead, within the margin`` where a
-    difference is shown and shown smaller than the margin). The variants must share the reference's grid and
-    seeds."""
+    difference is shown and shown smaller than the margin). The variants must share the reference's grid and seeds."""
     if margin is not None and not (np.isfinite(margin) and margin > 0):
         raise ValueError(f"margin={margin}: give a positive equivalence margin in the metric's units, or none")
+    if score not in SCORES:
+        raise ValueError(f"score={score!r} is unknown; choose one of {', '.join(SCORES)}")
     base = results[reference]
     scores = {}
     for name, result in results.items():
         if result.grid != base.grid or list(result.seeds) != list(base.seeds):
             raise ValueError(f"{name} ran another grid or other seeds than {reference}: its runs do not pair by seed")
-        scores[name] = result.run_scores(metric)[1]  # [*grid, seed]
+        finals, aucs = result.run_scores(metric)  # [*grid, seed] each
+        scores[name] = aucs if score == "auc" else finals
     rows = []
     for point, index in indexed_points(base.grid):
         y = scores[reference][index]
@@ -58,12 +70,13 @@ def paired_comparisons(
                 **point,
                 "variant": name,
                 "reference": reference,
+                "score": score,
                 **stats.paired_comparison(x, y),
                 "shift": shift,
                 "shift_ci_low": low,
                 "shift_ci_high": high,
-                "auc": [float(v) for v in x],
-                "reference_auc": [float(v) for v in y],
+                "scores": [float(v) for v in x],
+                "reference_scores": [float(v) for v in y],
             }
             if margin is not None:
                 row |= {"margin": margin, "equivalence_p": stats.equivalence_p(differences, margin)}
@@ -125,7 +138,8 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
     """The header and text cells of the comparisons' table."""
     reference = rows[0]["reference"] if rows else ""
     equivalence = bool(rows) and "margin" in rows[0]
-    header = [*axes, "variant", "AUC difference (HL) [95% CI]", f"P(AUC > {reference})", "95% CI", "Holm p"]
+    label = SCORES[rows[0]["score"]] if rows else "AUC"
+    header = [*axes, "variant", f"{label} difference (HL) [95% CI]", f"P({label} > {reference})", "95% CI", "Holm p"]
     header += [f"equivalence Holm p (margin {rows[0]['margin']:g})"] if equivalence else []
     header += ["verdict"]
     lines = [
@@ -144,4 +158,4 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
     return header, lines
 
 
-__all__ = ["SIGNIFICANCE", "comparison_cells", "markable_note", "paired_comparisons"]
+__all__ = ["SCORES", "SIGNIFICANCE", "comparison_cells", "markable_note", "paired_comparisons"]
