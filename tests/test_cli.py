@@ -777,12 +777,12 @@ def test_a_ppo_clip_its_algorithms_loss_never_reads_is_refused_as_an_axis_and_wa
     note); M2PO's decoupled variant clips as decoupled PPO does, so it takes both."""
     for command in (
         ["sweep", "--algorithm", "impala", "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"],
-        ["tune", "--algorithm", "vaco", "--knob", "ppo.clip_eps=0.1:0.3", "--out-dir", str(tmp_path / "tune")],
+        ["tune", "--algorithm", "vaco", "--knob", "ppo.clip-eps=0.1:0.3", "--out-dir", str(tmp_path / "tune")],
     ):
         assert main(command) == 2, command
         said = capsys.readouterr().err
         assert f"ppo.clip_eps: algorithm={command[2]} never reads it (its loss has no PPO clip)" in said, said
-    assert main(["tune", "--knob", "vaco.tv_threshold=0.01:0.1", "--out-dir", str(tmp_path / "tune")]) == 2
+    assert main(["tune", "--knob", "vaco.tv-threshold=0.01:0.1", "--out-dir", str(tmp_path / "tune")]) == 2
     assert "knob vaco.tv_threshold: algorithm=ppo never reads the vaco options" in capsys.readouterr().err
     assert not (tmp_path / "tune").exists()
     assert main(["train", "--algorithm", "cispo", "--ppo.clip-eps", "0.1", "--print-config"]) == 0
@@ -1145,6 +1145,8 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
         ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive, finite equivalence margin"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
         (["compare", str(sweep_dir), str(tmp_path / "nope")], "nope does not exist"),
+        ([*argv[:-2], "--out", str(tmp_path)], "is a directory: give a file path"),
+        ([*argv[:-2], "--out", str(out / "x.json")], "compare.json is a file, so no folder can be made there"),
         (["compare", str(sweep_dir), str(sweep_dir / ".." / sweep_dir.name)], "lists a run directory twice"),
         ([*argv[:3], "--metric", "eval/return_deterministic"], "logged no eval/return_deterministic"),
         (["compare", str(other), str(reordered)], "differ in grid ([('lag.k', [4, 0])] against [('lag.k', [0, 4])])"),

@@ -225,4 +225,25 @@ def test_the_hodges_lehmann_interval_is_the_shifts_the_exact_signed_rank_test_ke
     for margin in (max(abs(low90), abs(high90)) + step, max(abs(low90), abs(high90)) - step):
         inside = -margin < low90 and high90 < margin
         assert (stats.equivalence_p(d, margin) < 0.05) == inside, margin
-    assert stats.hodges_lehmann(d[:4])[1:] == (-np.inf, np.inf)  # 4 pairs: 1/16 > 2.5% on either side
+    assert stats.hodges_lehmann(d[:5])[1:] == (-np.inf, np.inf)  # 5 pairs: 1/32 > 2.5% on either side
+    # the textbook interval (Hollander and Wolfe) on 10 continuous pairs, its critical count enumerated here
+    ten = d[:10]
+    walsh = np.sort([(ten[i] + ten[j]) / 2 for i in range(10) for j in range(i, 10)])
+    t_plus = [
+        sum(r for r, s in zip(range(1, 11), signs, strict=True) if s) for signs in itertools.product((0, 1), repeat=10)
+    ]
+    k = max(c for c in range(1, 56) if np.mean(np.array(t_plus) <= c - 1) <= 0.025)
+    assert stats.hodges_lehmann(ten)[1:] == pytest.approx((walsh[k - 1], walsh[55 - k]))
+    with pytest.raises(ValueError, match="takes finite differences"):
+        stats.hodges_lehmann(np.array([1.0, np.nan, 2.0]))
+
+
+def test_a_comparison_with_a_diverged_run_has_no_effect_size_in_the_metrics_units():
+    from vaco_jax.runs.paired import comparison_cells, paired_comparisons
+
+    reference = list(np.arange(1.0, 9.0) * 10)
+    (row,) = paired_comparisons(
+        {"ppo": _sweep(reference), "x": _sweep([np.nan, *(np.array(reference[1:]) + 5)])}, "ppo"
+    )
+    assert np.isnan(row["shift"]) and comparison_cells([row], [])[1][0][1] == "n/a (a run diverged)"
+    assert row["wilcoxon_p"] < 1  # the test still ranks the diverged run below every other

@@ -326,7 +326,9 @@ def _run_command(args, argv: list[str]) -> int:
         )
         return 0
     if isinstance(args, TuneArgs):
-        refuse_axes_the_algorithm_never_reads([spec.split("=", 1)[0] for spec in args.knob], args.config, "knob")
+        from vaco_jax.runs.search import knob_path
+
+        refuse_axes_the_algorithm_never_reads([knob_path(spec) for spec in args.knob], args.config, "knob")
         tune_and_write(
             args.config,
             args.knob,

@@ -251,22 +251,23 @@ class EvalArgs:
 @dataclasses.dataclass
 class CompareArgs:
     """Compare saved runs trained on the same grid and seeds (e.g. one train run per algorithm), each against the
-    first, paired by seed: P(AUC > first) with its exact 95% interval, and ahead or behind only where the exact
+    first, paired by seed on each run's score (its AUC, or with --score final its final value): the difference's
+    centre with its interval, P(score > first) with its exact 95% interval, and ahead or behind only where the exact
     signed-rank test holds after Holm's correction over the table, equivalent only where --margin is given and the
     equivalence test holds, else undecided. Writes nothing unless --out."""
 
     run_dirs: tyro.conf.Positional[tuple[Path, ...]]
     """The --out-dir of each train or sweep run; the first is the reference."""
     metric: ReportedMetric = "episode/return"
-    """The per-iteration metric whose AUC (mean over iterations) is compared (eval/...: runs that evaluated)."""
+    """The per-iteration metric each run is scored on (eval/...: runs that evaluated)."""
     score: Literal["auc", "final"] = "auc"
     """What each run is scored by: the metric's AUC (the mean over its iterations, which also counts how fast it
     learned) or its final value (the mean over the last 10% of iterations)."""
     margin: float | None = None
     """An equivalence margin in the metric's units (e.g. 24, 5% of CartPole-v1's return range): two one-sided
-    signed-rank tests, Holm-corrected, mark a run equivalent to the first where its paired AUC differences are shown
-    centred within the margin (their pseudo-median; single seeds may differ by more).
-    Fix it before looking at the runs. Without it, nothing is called level: an unmarked difference is undecided."""
+    signed-rank tests, Holm-corrected, mark a run equivalent to the first where its paired score differences are
+    shown centred within the margin (their pseudo-median; single seeds may differ by more). Fix it before looking
+    at the runs. Without it, nothing is called level: an unmarked difference is undecided."""
     out: Path | None = None
     """Also write every comparison as JSON here (an existing file only with --overwrite)."""
     overwrite: bool = False

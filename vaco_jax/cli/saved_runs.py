@@ -118,10 +118,13 @@ def run_compare(args: CompareArgs) -> list[dict]:
         )
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
-    if args.out is not None and args.out.exists() and not args.overwrite:
-        raise ConfigError(f"{args.out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
     if args.out is not None and args.out.is_dir():
         raise ConfigError(f"--out {args.out} is a directory: give a file path, e.g. {args.out / 'compare.json'}")
+    if args.out is not None and args.out.exists() and not args.overwrite:
+        raise ConfigError(f"{args.out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
+    blocking = next((p for p in (args.out.parents if args.out else ()) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise ConfigError(f"--out {args.out}: {blocking} is a file, so no folder can be made there: give another path")
     if len({path.resolve() for path in args.run_dirs}) < len(args.run_dirs):
         raise ConfigError("compare lists a run directory twice: name each run once")
     names = [str(path) for path in args.run_dirs]
@@ -193,8 +196,8 @@ def run_compare(args: CompareArgs) -> list[dict]:
     print(
         f"verdict: the exact signed-rank test on the paired {label} differences after Holm's correction over this "
         f"table (each added run makes every mark harder); the {label} difference is their centre (Hodges-Lehmann) "
-        "with the interval that test keeps; P counts the seeds won, so a verdict can stand where P's interval "
-        "includes 0.5"
+        "with the interval the same test keeps before Holm's correction; P counts the seeds won, so a verdict can "
+        "stand where P's interval includes 0.5"
         + (
             f"; equivalent: two one-sided signed-rank tests show the paired {label} differences centred within "
             f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "

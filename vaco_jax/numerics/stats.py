@@ -280,29 +280,36 @@ def signed_rank_direction(differences: np.ndarray) -> int:
 
 
 def hodges_lehmann(differences: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
-    """The paired differences' centre that the signed-rank test is about, with its exact interval: ``(estimate,
-    low, high)``.
+    """The paired differences' centre that the signed-rank test is about, with its exact interval: ``(estimate, low,
+    high)``.
 
     The estimate is the Hodges-Lehmann estimator, the median of the n(n+1)/2 Walsh averages (d_i + d_j) / 2, i <= j
-    (the pseudo-median); the interval holds every shift delta that the exact two-sided signed-rank test on
-    d - delta would not reject at 1 - ``confidence``: [W_(k), W_(M+1-k)] of the sorted Walsh averages, k the
-    largest count with P(T+ <= k - 1) <= alpha / 2 under the null (ranks 1..n, no ties). Too few pairs for any k
-    (4 at 95%): (-inf, inf). It is the effect size to report beside the test, and the equivalence test's own
-    quantity: the two one-sided tests at alpha reject together where the 1 - 2 alpha interval lies inside the
-    margin (ties aside)."""
+    (the pseudo-median). The interval is the closure of every shift delta that :func:`signed_rank_p` on d - delta
+    (exact, ties and zeros as that test treats them) does not reject at 1 - ``confidence``; the test's p changes
+    only at Walsh averages, so one shift between each two (and one beyond each end) is tried. Without ties it is the
+    textbook [W_(k), W_(M+1-k)] (Hollander and Wolfe); with them (integer returns) it still agrees with the test's
+    own verdict, except near a shift where some differences are exactly zero (the test drops them, Wilcoxon's
+    convention, so its p there is not the p beside it). Where even the most extreme shift is kept (5 pairs or fewer
+    at 95%), that side is infinite. It is the effect size to report beside the test, unadjusted for multiple
+    comparisons, and the equivalence test's own quantity: the two one-sided tests at alpha reject together where the
+    1 - 2 alpha interval lies inside the margin (ties aside). Non-finite differences are refused: give a diverged
+    run's score a value first."""
     d = np.asarray(differences, np.float64)
-    n = d.size
-    if n == 0:
+    if d.size == 0:
         raise ValueError("hodges_lehmann needs at least one paired difference")
-    walsh = np.sort((d[:, None] + d[None, :])[np.triu_indices(n)] / 2.0)
-    total = walsh.size
-    counts = np.zeros(total + 1, dtype=np.float64)  # ways to reach each positive-rank sum, ranks 1..n
-    counts[0] = 1.0
-    for rank in range(1, n + 1):
-        counts[rank:] = counts[rank:] + counts[:-rank]
-    cdf = np.cumsum(counts) / counts.sum()
-    k = int(np.sum(cdf <= (1.0 - confidence) / 2))  # P(T+ <= k - 1) <= alpha / 2 < P(T+ <= k)
-    low, high = (float(walsh[k - 1]), float(walsh[total - k])) if k > 0 else (-math.inf, math.inf)
+    if not np.all(np.isfinite(d)):
+        raise ValueError("hodges_lehmann takes finite differences: a diverged run has no difference to measure")
+    walsh = np.sort((d[:, None] + d[None, :])[np.triu_indices(d.size)] / 2.0)
+    changes = np.unique(walsh)  # where the test's p can change: it is constant between two of them
+    # a shift inside each stretch: below the first, between each two, above the last
+    inside = np.concatenate([[changes[0] - 1.0], (changes[:-1] + changes[1:]) / 2, [changes[-1] + 1.0]])
+    kept = np.array([signed_rank_p(d - shift) >= 1.0 - confidence for shift in inside])
+    if kept.any():  # the closure of the kept stretches (a Walsh average alone, where a zero is dropped, is not one)
+        first, last = int(np.argmax(kept)), int(kept.size - 1 - np.argmax(kept[::-1]))
+        low = -math.inf if first == 0 else float(changes[first - 1])
+        high = math.inf if last == kept.size - 1 else float(changes[last])
+    else:  # every difference equal: only that shift itself is kept
+        low = high = float(changes[0]) if changes.size == 1 else float(np.median(walsh))
     return float(np.median(walsh)), low, high
 
 

@@ -13,6 +13,7 @@ marked, and the table says how many must go one way (:func:`vaco_jax.numerics.st
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,9 @@ def paired_comparisons(
                 continue
             x = scores[name][index]
             differences = stats.paired_differences(x, y)
-            shift, low, high = stats.hodges_lehmann(differences)
+            # a diverged run has no score to subtract: no effect size in the metric's units (the tests still rank it)
+            measured = np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+            shift, low, high = stats.hodges_lehmann(differences) if measured else (math.nan,) * 3
             row = {
                 **point,
                 "variant": name,
@@ -134,19 +137,26 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     return note
 
 
+def _shift_cell(row: dict[str, Any]) -> str:
+    if not math.isfinite(row["shift"]):
+        return "n/a (a run diverged)"
+    return f"{row['shift']:.4g} [{row['shift_ci_low']:.4g}, {row['shift_ci_high']:.4g}]"
+
+
 def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[str], list[list[str]]]:
     """The header and text cells of the comparisons' table."""
     reference = rows[0]["reference"] if rows else ""
     equivalence = bool(rows) and "margin" in rows[0]
     label = SCORES[rows[0]["score"]] if rows else "AUC"
-    header = [*axes, "variant", f"{label} difference (HL) [95% CI]", f"P({label} > {reference})", "95% CI", "Holm p"]
+    header = [*axes, "variant", f"{label} difference (HL) [95% CI, unadjusted]", f"P({label} > {reference})"]
+    header += ["95% CI", "Holm p"]
     header += [f"equivalence Holm p (margin {rows[0]['margin']:g})"] if equivalence else []
     header += ["verdict"]
     lines = [
         [
             *(str(row[axis]) for axis in axes),
             row["variant"],
-            f"{row['shift']:.4g} [{row['shift_ci_low']:.4g}, {row['shift_ci_high']:.4g}]",
+            _shift_cell(row),
             f"{row['p']:.2f}",
             f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
             f"{row['holm_p']:.3g}",

@@ -58,6 +58,12 @@ def draw_value(rng: random.Random, low: float, high: float, log: bool) -> float:
     return float(rng.uniform(low, high))
 
 
+def knob_path(spec: str) -> str:
+    """The dotted config field a ``--knob`` spec names: ``ppo.clip-eps=0.1:0.3`` and ``--ppo.clip_eps=...`` both
+    give ``ppo.clip_eps``."""
+    return spec.partition("=")[0].removeprefix("--").replace("-", "_")
+
+
 @dataclasses.dataclass(frozen=True)
 class Knob:
     """A traced numeric field's search range: log-uniform on [low, high] (``log``), else uniform."""
@@ -75,8 +81,8 @@ class Knob:
         """``FIELD=LOW:HIGH`` (log-uniform), ``FIELD=LOW:HIGH:log`` or ``FIELD=LOW:HIGH:linear``, checked against
         ``config``: the field must be a traced float (a search is one program; ints and static fields change its
         shape or are discrete: search them with sweep --grid)."""
-        path, sep, bounds = spec.partition("=")
-        path = path.removeprefix("--").replace("-", "_")
+        _, sep, bounds = spec.partition("=")
+        path = knob_path(spec)
         parts = bounds.split(":")
         example = "--knob ppo.learning_rate=1e-4:3e-3 (log-uniform) or --knob ppo.ent_coef=0:0.02:linear"
         if not sep or len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("log", "linear")):
