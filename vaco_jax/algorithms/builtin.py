@@ -279,15 +279,8 @@ def _ppo_decoupled_algorithm(config: Config) -> Algorithm:
 
 def _ppo_kl(config: Config) -> Algorithm:
     update = adapt_kl_coef if config.ppo.kl_adaptive else keep_state
-    return Algorithm(
-        "ppo_kl",
-        gae_advantages,
-        _ppo_kl_loss,
-        "behaviour",
-        init_state=kl_state,
-        update_state=update,
-        reads_clip_eps=False,  # a KL penalty in place of the clip
-    )
+    penalty = {"init_state": kl_state, "update_state": update, "reads_clip_eps": False}  # a KL penalty, no clip
+    return Algorithm("ppo_kl", gae_advantages, _ppo_kl_loss, "behaviour", **penalty)
 
 
 def _spo(config: Config) -> Algorithm:
@@ -356,9 +349,8 @@ def _geppo(config: Config) -> Algorithm:
 def _cispo(config: Config) -> Algorithm:
     topr = config.cispo.truncation == "topr"
     reason = "cispo.truncation=topr takes each trajectory's ratio and sign along its rollout segment" if topr else None
-    return Algorithm(
-        "cispo", gae_advantages, _cispo_loss(config), ratio_ref="behaviour", needs_segments=reason, reads_clip_eps=False
-    )
+    loss = _cispo_loss(config)
+    return Algorithm("cispo", gae_advantages, loss, ratio_ref="behaviour", needs_segments=reason, reads_clip_eps=False)
 
 
 def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Config], Algorithm]:
@@ -369,8 +361,7 @@ def _vaco_factory(name: str, align: bool | None, filtered: bool) -> Callable[[Co
         estimator = vtrace_advantages(config.vtrace.advantage) if use_align else gae_advantages
         per_segment = config.vaco.tv_scope == "trajectory"
         reason = "vaco.tv_scope=trajectory estimates the TV over each rollout segment" if per_segment else None
-        loss = _vaco_loss(config, filtered)
-        # the filter's trust region is vaco.tv_threshold, not PPO's clip
+        loss = _vaco_loss(config, filtered)  # its trust region is vaco.tv_threshold, not PPO's clip
         return Algorithm(name, estimator, loss, config.vaco.filter_ref, needs_segments=reason, reads_clip_eps=False)
 
     return build
