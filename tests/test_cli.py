@@ -788,6 +788,14 @@ def test_a_ppo_clip_its_algorithms_loss_never_reads_is_refused_as_an_axis_and_wa
     assert main(["train", "--algorithm", "cispo", "--ppo.clip-eps", "0.1", "--print-config"]) == 0
     said = capsys.readouterr().err
     assert "warning: algorithm=cispo never reads --ppo.clip-eps" in said and "vaco-jax: note:" not in said, said
+    # a demo: an axis no variant reads is refused; the variants that do not read it are named
+    assert (
+        main(["demo", "--algorithms", "impala", "vaco-paper", "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"]) == 2
+    )
+    assert "grid axis ppo.clip_eps: no variant reads it (impala, vaco-paper" in capsys.readouterr().err
+    assert main(["demo", "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"]) == 0
+    said = capsys.readouterr().err
+    assert "warning: vaco-paper, vaco-decoupled never read ppo.clip_eps" in said and "vaco-jax: note:" in said, said
     variant = ["--algorithm", "m2po", "--m2po.form", "decoupled_mask"]
     assert main(["sweep", *variant, "--grid", "ppo.clip_eps=0.1,0.3", "--print-config"]) == 0
     assert "never reads" not in capsys.readouterr().err

@@ -360,7 +360,7 @@ def _run_command(args, argv: list[str]) -> int:
     if isinstance(args, TrainArgs | SweepArgs):
         warn_of_flags_the_algorithm_never_reads(argv, args.config)
     if isinstance(args, TrainArgs | SweepArgs | DemoArgs):
-        note_the_value_clip_stays(args.config, grid, argv)
+        note_the_value_clip_stays(args.config, grid, argv, getattr(args, "algorithms", ()))
     if isinstance(args, DemoArgs) and args.output.resume_or_start:
         raise ConfigError(
             "--resume-or-start belongs to train and sweep; a demo resumes with --resume DIR, and starts again in a "

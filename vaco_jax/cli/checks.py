@@ -163,9 +163,33 @@ def warn_of_flags_the_algorithm_never_reads(argv: list[str], config: Config) -> 
             )
 
 
-def note_the_value_clip_stays(config: Config, grid: dict[str, list], argv: list[str]) -> None:
+def note_the_value_clip_stays(
+    config: Config, grid: dict[str, list], argv: list[str], variants: tuple[str, ...] = ()
+) -> None:
     """PureJaxRL and CleanRL clip the value loss with the policy's eps; here it has its own, ppo.vf_clip_eps. A run
-    that changes ppo.clip_eps alone (its flag or a grid axis) is told so on stderr, with the flag that follows them."""
+    that changes ppo.clip_eps alone (its flag or a grid axis) is told so on stderr, with the flag that follows them.
+    A demo's ``variants``: a ppo.clip_eps axis that none of them reads is refused (every point would train the same
+    runs), the variants that do not read it are named, and the note reads the first variant that does."""
+    if variants:
+        from vaco_jax.runs.comparison import variant_config
+
+        configs = {name: variant_config(config, name) for name in variants}
+        unread = [name for name, variant in configs.items() if not reads_clip_eps(variant)]
+        if "ppo.clip_eps" in grid and len(unread) == len(variants):
+            raise ConfigError(
+                f"grid axis ppo.clip_eps: no variant reads it ({', '.join(unread)}: their losses have no PPO clip), "
+                "so every point would train the same runs: drop the axis"
+            )
+        if unread and ("ppo.clip_eps" in grid or flag_given(argv, "--ppo.clip-eps")):
+            print(
+                f"vaco-jax: warning: {', '.join(unread)} never read ppo.clip_eps (no PPO clip in their losses): it "
+                "changes nothing they do",
+                file=sys.stderr,
+            )
+        readers = [variant for name, variant in configs.items() if name not in unread]
+        if not readers:
+            return
+        config = readers[0]
     if not config.ppo.clip_value_loss or flag_given(argv, "--ppo.vf-clip-eps") or "ppo.vf_clip_eps" in grid:
         return
     if "ppo.clip_eps" in grid:
