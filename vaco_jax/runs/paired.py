@@ -26,7 +26,7 @@ SIGNIFICANCE = 0.05
 """The family-wise error rate of a table's marks (Holm over its comparisons)."""
 
 
-SCORES = {"auc": "AUC", "final": "final"}
+SCORE_LABELS = {"auc": "AUC", "final": "final"}
 """What a comparison scores each run by: the AUC of the metric (the mean over its iterations) or its final value
 (the mean over the last 10% of iterations), as :meth:`vaco_jax.training.sweep.SweepResult.run_scores` gives them."""
 
@@ -49,8 +49,8 @@ def paired_comparisons(
     difference is shown and shown smaller than the margin). The variants must share the reference's grid and seeds."""
     if margin is not None and not (np.isfinite(margin) and margin > 0):
         raise ValueError(f"margin={margin}: give a positive equivalence margin in the metric's units, or none")
-    if score not in SCORES:
-        raise ValueError(f"score={score!r} is unknown; choose one of {', '.join(SCORES)}")
+    if score not in SCORE_LABELS:
+        raise ValueError(f"score={score!r} is unknown; choose one of {', '.join(SCORE_LABELS)}")
     base = results[reference]
     scores = {}
     for name, result in results.items():
@@ -147,7 +147,7 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
     """The header and text cells of the comparisons' table."""
     reference = rows[0]["reference"] if rows else ""
     equivalence = bool(rows) and "margin" in rows[0]
-    label = SCORES[rows[0]["score"]] if rows else "AUC"
+    label = SCORE_LABELS[rows[0]["score"]] if rows else "AUC"
     header = [*axes, "variant", f"{label} difference (HL) [95% CI, unadjusted]", f"P({label} > {reference})"]
     header += ["95% CI", "Holm p"]
     header += [f"equivalence Holm p (margin {rows[0]['margin']:g})"] if equivalence else []
@@ -168,4 +168,4 @@ def comparison_cells(rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[
     return header, lines
 
 
-__all__ = ["SCORES", "SIGNIFICANCE", "comparison_cells", "markable_note", "paired_comparisons"]
+__all__ = ["SCORE_LABELS", "SIGNIFICANCE", "comparison_cells", "markable_note", "paired_comparisons"]
