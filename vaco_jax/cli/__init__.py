@@ -62,7 +62,7 @@ from vaco_jax.runs.calibration import run_and_write
 from vaco_jax.runs.comparison import compare
 from vaco_jax.runs.interrupt import GracefulStop
 from vaco_jax.runs.run_directory import MARKER, METRICS_SUBDIR, RunDirectory  # noqa: F401  (re-exported)
-from vaco_jax.runs.search import tune_and_write
+from vaco_jax.runs.search import knob_path, tune_and_write
 from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tests and scripts use)
     RESUMED_OUTPUT_OPTIONS,
     Interrupted,
@@ -326,8 +326,6 @@ def _run_command(args, argv: list[str]) -> int:
         )
         return 0
     if isinstance(args, TuneArgs):
-        from vaco_jax.runs.search import knob_path
-
         refuse_axes_the_algorithm_never_reads([knob_path(spec) for spec in args.knob], args.config, "knob")
         tune_and_write(
             args.config,

@@ -4,6 +4,7 @@ entries, flags that ask for two things at once or name an empty path, and option
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from vaco_jax.algorithms import registry
@@ -110,7 +111,7 @@ def reads_clip_eps(config: Config) -> bool:
     return registry.build(config).reads_clip_eps
 
 
-def refuse_axes_the_algorithm_never_reads(paths, config: Config, what: str = "grid axis") -> None:
+def refuse_axes_the_algorithm_never_reads(paths: Collection[str], config: Config, what: str = "grid axis") -> None:
     """A sweep axis (or a tune knob: ``what``) in another algorithm's option group, or ``ppo.clip_eps`` for an
     algorithm whose loss has no such clip, would train the same runs at every point: refused. ``paths``: the dotted
     fields swept (a grid's keys)."""

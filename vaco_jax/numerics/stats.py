@@ -308,8 +308,9 @@ def hodges_lehmann(differences: np.ndarray, confidence: float = 0.95) -> tuple[f
         first, last = int(np.argmax(kept)), int(kept.size - 1 - np.argmax(kept[::-1]))
         low = -math.inf if first == 0 else float(changes[first - 1])
         high = math.inf if last == kept.size - 1 else float(changes[last])
-    else:  # every difference equal: only that shift itself is kept
-        low = high = float(changes[0]) if changes.size == 1 else float(np.median(walsh))
+    else:  # no stretch is kept (every difference equal): the Walsh averages the test keeps themselves
+        alone = changes[[signed_rank_p(d - shift) >= 1.0 - confidence for shift in changes]]
+        low, high = float(alone.min()), float(alone.max())
     return float(np.median(walsh)), low, high
 
 
