@@ -1111,6 +1111,15 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     assert main(["compare", str(sweep_dir), str(twin)]) == 0
     assert "note: these runs evaluated their learner" in capsys.readouterr().out
     assert "two one-sided signed-rank tests show the paired AUC differences centred within +-25" in said
+    # a one-sided test at another alpha: said in the verdict, the threshold and intervals follow it
+    assert main([*argv[:-2], "--alternative", "greater", "--alpha", "0.1"]) == 0
+    said = capsys.readouterr().out
+    assert (
+        "signed-rank test (one-sided: only ahead can be marked)" in said
+        and "Holm's correction over this table at 0.1" in said
+    )
+    assert "even all 2 ahead gives p = 0.25, above the first Holm threshold 0.05" in said and "90% CI" in said, said
+    assert "[no interval below 8 seeds]" in said
     # another learning rate, no evaluation: compared on the training return, P computed here from metrics.json
     other, reordered = tmp_path / "lr", tmp_path / "reordered"
     for out_dir, grid in ((other, "lag.k=0,4"), (reordered, "lag.k=4,0")):
@@ -1151,6 +1160,7 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),
         ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive, finite equivalence margin"),
+        ([*argv[:-2], "--alpha", "0.5"], "--alpha 0.5: give the marks' error rate between 0 and 0.5"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
         (["compare", str(sweep_dir), str(tmp_path / "nope")], "nope does not exist"),
         ([*argv[:-2], "--out", str(tmp_path)], "is a directory: give a file path"),

@@ -245,5 +245,61 @@ def test_a_comparison_with_a_diverged_run_has_no_effect_size_in_the_metrics_unit
     (row,) = paired_comparisons(
         {"ppo": _sweep(reference), "x": _sweep([np.nan, *(np.array(reference[1:]) + 5)])}, "ppo"
     )
-    assert np.isnan(row["shift"]) and comparison_cells([row], [])[1][0][1] == "n/a (a run diverged)"
+    assert np.isnan(row["shift"]) and comparison_cells([row], [])[1][0][2] == "n/a (a run diverged)"
+    assert np.isnan(row["iqm_difference"]) and comparison_cells([row], [])[1][0][1] == "n/a (a run diverged)"
     assert row["wilcoxon_p"] < 1  # the test still ranks the diverged run below every other
+
+
+def test_the_iqm_difference_keeps_each_seeds_pair_and_its_bootstrap_covers_at_16_seeds():
+    """IQM(x) - IQM(y) as rliable reports it, with an interval from resampling seeds with their pairs whole: a
+    constant shift on widely spread seeds is measured exactly (an unpaired resample would spread it), and on
+    simulated normal scores sharing a seed effect the 95% interval covers the true difference about 95% of the time
+    (400 draws, each with its own resampling seed)."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(0.0, 100.0, size=16)
+    assert stats.paired_iqm_difference(y + 3.0, y) == pytest.approx((3.0, 3.0, 3.0))
+    x = rng.normal(1.0, 1.0, size=16)
+    estimate, low, high = stats.paired_iqm_difference(x, y, confidence=0.9)
+    assert estimate == pytest.approx(stats.iqm(x) - stats.iqm(y)) and low < estimate < high
+    covered = 0
+    for draw in range(400):
+        seed_effect = rng.normal(0.0, 3.0, size=16)
+        x, y = seed_effect + rng.normal(1.0, 1.0, size=16), seed_effect + rng.normal(0.0, 1.0, size=16)
+        _, low, high = stats.paired_iqm_difference(x, y, num_resamples=1000, seed=draw)
+        covered += low <= 1.0 <= high  # both IQMs are their means: symmetric laws
+    assert 0.91 <= covered / 400 <= 0.99, covered
+    with pytest.raises(ValueError, match="takes finite scores"):
+        stats.paired_iqm_difference(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="over the same seeds"):
+        stats.paired_iqm_difference(np.ones(3), np.ones(4))
+
+
+def test_a_one_sided_comparison_at_a_chosen_alpha_marks_its_own_side_only():
+    from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
+
+    reference = np.arange(1.0, 9.0) * 10
+    alternating = reference + np.where(np.arange(8) % 2 == 0, 1.0, -1.0) * np.arange(1, 9)
+    results = {"ppo": _sweep(list(reference)), "up": _sweep(list(reference + 5)), "mixed": _sweep(list(alternating))}
+    up, mixed = paired_comparisons(results, "ppo", alternative="greater")
+    assert up["wilcoxon_p"] == 1 / 2**8 and up["holm_p"] == pytest.approx(2 / 2**8) and up["verdict"] == "ahead"
+    # 8 seeds, threshold 0.025 one-sided: 6 ahead gives 5/256, 5 ahead 14/256 (two-sided it takes 7)
+    assert markable_note([up, mixed]).startswith(
+        "a mark needs at least 6 of 8 seeds ahead (2 comparisons, Holm at 0.05"
+    )
+    (down,) = paired_comparisons({"ppo": results["ppo"], "up": results["up"]}, "ppo", alternative="less")
+    assert down["wilcoxon_p"] == 1.0 and down["verdict"] == "undecided"  # ahead on every seed: not what it asks
+    (strict,) = paired_comparisons({"ppo": results["ppo"], "up": results["up"]}, "ppo", alpha=0.001)
+    assert strict["holm_p"] == 2 / 2**8 and strict["verdict"] == "undecided"  # 0.0078 > 0.001
+    assert strict["ci_low"] == pytest.approx(0.0005 ** (1 / 8))  # Clopper-Pearson at 99.9%, 8 of 8
+    four = {name: _sweep(list(r.run_scores()[1].ravel()[:4])) for name, r in results.items()}
+    four_rows = paired_comparisons(four, "ppo", alternative="greater")
+    assert markable_note(four_rows).endswith("from --num-seeds 6, all seeds ahead could be marked")  # 1/2^6 < 0.025
+    # 4 seeds: the IQM difference (the middle two of 4) without a bootstrap interval, which would cover too little
+    assert comparison_cells(four_rows, [])[1][0][1] == "30 vs 25: +5 [no interval below 8 seeds]"
+    header, lines = comparison_cells([up, mixed], ["lag.k"])
+    # IQMs over 8 seeds drop 2 at each end: 35..65 around 50 against 30..60 around 45, every pair 5 apart
+    assert header[2] == "AUC IQM vs ppo: difference [95% CI, paired bootstrap]" and header[6] == "Holm p (one-sided)"
+    assert lines[0][2] == "50 vs 45: +5 [5, 5]", lines[0]
+    for bad in ({"alpha": 0.5}, {"alpha": 0.0}, {"alternative": "bigger"}):
+        with pytest.raises(ValueError, match="alpha=|alternative="):
+            paired_comparisons(results, "ppo", **bad)

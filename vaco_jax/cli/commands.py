@@ -268,6 +268,12 @@ class CompareArgs:
     signed-rank tests, Holm-corrected, mark a run equivalent to the first where its paired score differences are
     shown centred within the margin (their pseudo-median; single seeds may differ by more). Fix it before looking
     at the runs. Without it, nothing is called level: an unmarked difference is undecided."""
+    alpha: float = 0.05
+    """The error rate of the marks: ahead or behind (and equivalent, a family of its own) only where the
+    Holm-corrected p is below it; the intervals are at 1 - alpha."""
+    alternative: Literal["two-sided", "greater", "less"] = "two-sided"
+    """What the signed-rank test asks: two-sided (ahead or behind), greater (only ahead can be marked) or less (only
+    behind). A one-sided test halves the p of the side it asks about; choose it before looking at the runs."""
     out: Path | None = None
     """Also write every comparison as JSON here (an existing file only with --overwrite)."""
     overwrite: bool = False

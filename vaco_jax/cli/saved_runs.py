@@ -116,6 +116,8 @@ def run_compare(args: CompareArgs) -> list[dict]:
             f"--margin {args.margin}: give a positive, finite equivalence margin in the metric's units (e.g. "
             "--margin 24 for a return), or leave it out"
         )
+    if not 0 < args.alpha < 0.5:
+        raise ConfigError(f"--alpha {args.alpha}: give the marks' error rate between 0 and 0.5 (e.g. 0.05)")
     if len(args.run_dirs) < 2:
         raise ConfigError("compare needs at least two run directories: the reference first, then the others")
     if args.out is not None and args.out.is_dir():
@@ -156,7 +158,7 @@ def run_compare(args: CompareArgs) -> list[dict]:
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
-    rows = paired_comparisons(results, names[0], args.metric, args.margin, args.score)
+    rows = paired_comparisons(results, names[0], args.metric, args.margin, args.score, args.alpha, args.alternative)
     label = {"auc": "AUC", "final": "final value"}[args.score]
     labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
     print(
@@ -193,15 +195,19 @@ def run_compare(args: CompareArgs) -> list[dict]:
                 f"{reference_scores.min():.4g} to {reference_scores.max():.4g} over its runs (equivalence within a "
                 "margin near that spread says little)"
             )
+    sided = {"two-sided": "", "greater": " (one-sided: only ahead can be marked)"}.get(
+        args.alternative, " (one-sided: only behind can be marked)"
+    )
     print(
-        f"verdict: the exact signed-rank test on the paired {label} differences after Holm's correction over this "
-        f"table (each added run makes every mark harder); the {label} difference is their centre (Hodges-Lehmann) "
-        "with the interval the same test keeps before Holm's correction; P counts the seeds won, so a verdict can "
-        "stand where P's interval includes 0.5"
+        f"verdict: the exact signed-rank test{sided} on the paired {label} differences after Holm's correction over "
+        f"this table at {args.alpha:g} (each added run makes every mark harder); the {label} difference is their "
+        "centre (Hodges-Lehmann) with the interval the same test keeps before Holm's correction; the IQM difference "
+        "is rliable's, its interval a bootstrap over seeds (pairs kept whole) that need not agree with the test; P "
+        "counts the seeds won, so a verdict can stand where P's interval includes 0.5"
         + (
             f"; equivalent: two one-sided signed-rank tests show the paired {label} differences centred within "
             f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
-            "of their own (each family at 5%)"
+            f"of their own (each family at {args.alpha:g})"
             if args.margin is not None
             else "; undecided is not level (--margin M tests equivalence)"
         )

@@ -351,21 +351,46 @@ def fewest_one_way_to_reject(num_pairs: int, threshold: float) -> int | None:
     return None
 
 
-def paired_comparison(x: np.ndarray, y: np.ndarray) -> dict[str, float | int]:
+def paired_comparison(
+    x: np.ndarray, y: np.ndarray, confidence: float = 0.95, alternative: str = "two-sided"
+) -> dict[str, float | int]:
     """X against Y seed by seed: ``p`` (:func:`paired_probability_of_improvement`), ``ci_low``/``ci_high`` (its
-    exact interval), ``wilcoxon_p`` (:func:`signed_rank_p` of :func:`paired_differences`), ``direction``
-    (:func:`signed_rank_direction`: the side a mark takes) and ``seeds``."""
+    exact interval at ``confidence``), ``wilcoxon_p`` (:func:`signed_rank_p` of :func:`paired_differences`, against
+    ``alternative``), ``direction`` (:func:`signed_rank_direction`: the side a mark takes) and ``seeds``."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     differences = paired_differences(x, y)
-    low, high = paired_improvement_interval(x, y)
+    low, high = paired_improvement_interval(x, y, confidence)
     return {
         "p": paired_probability_of_improvement(x, y),
         "ci_low": low,
         "ci_high": high,
-        "wilcoxon_p": signed_rank_p(differences),
+        "wilcoxon_p": signed_rank_p(differences, alternative),
         "direction": signed_rank_direction(differences),
         "seeds": int(x.size),
     }
+
+
+def paired_iqm_difference(
+    x: np.ndarray, y: np.ndarray, confidence: float = 0.95, num_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """IQM(x) - IQM(y) over seeds, the difference rliable reports, with a percentile bootstrap interval that resamples
+    the seeds, each pair kept whole (runs on one seed share its keys): ``(difference, low, high)``. A percentile
+    bootstrap, as rliable's: on normal scores at 8 and 16 seeds it covers 93 to 96% at 95% (simulated; tested at 16),
+    not exactly, and it need not agree with the signed-rank test, whose own interval is :func:`hodges_lehmann`'s.
+    Non-finite scores are refused: a diverged run has no IQM to take part in."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"paired_iqm_difference takes two runs' scores over the same seeds, got {x.shape}, {y.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("paired_iqm_difference takes finite scores: a diverged run has no IQM to compare")
+
+    def sorted_iqm(samples: np.ndarray) -> np.ndarray:  # iqm over the last axis, every value finite
+        cut = samples.shape[-1] // 4
+        return np.sort(samples, axis=-1)[..., cut : samples.shape[-1] - cut].mean(axis=-1)
+
+    seeds = np.random.default_rng(seed).integers(0, x.size, size=(num_resamples, x.size))
+    low, high = _percentile_interval(sorted_iqm(x[seeds]) - sorted_iqm(y[seeds]), confidence)
+    return float(sorted_iqm(x) - sorted_iqm(y)), low, high
 
 
 def holm_adjusted(p_values: list[float]) -> list[float]:
