@@ -1107,6 +1107,15 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     said = capsys.readouterr().out
     assert "equivalence Holm p (margin 25)" in said and "2 seeds can show no equivalence" in said, said
     assert "margin 25, in the metric's units:" in said and len(json.loads(nested.read_text())) == 2
+    # in percent of the env's score range (the lag benchmark's table): 5% of 22 to 500
+    assert main([*argv[:-2], "--margin", "5%"]) == 0
+    in_percent = capsys.readouterr().out
+    assert "margin 23.9 (5% of CartPole-v1's score range, 22 to 500), in the metric's units" in in_percent, in_percent
+    from vaco_jax.cli.saved_runs import equivalence_margin
+
+    assert equivalence_margin("10%", "gymnax/Pendulum-v1", "eval/return_stochastic")[0] == pytest.approx(108.7)
+    with pytest.raises(ConfigError, match="no score range is known for MountainCar-v0"):
+        equivalence_margin("5%", "MountainCar-v0", "episode/return")
     # the training return of runs that evaluated their learner: said
     assert main(["compare", str(sweep_dir), str(twin)]) == 0
     assert "note: these runs evaluated their learner" in capsys.readouterr().out
@@ -1159,7 +1168,9 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     for refused, fragment in [
         (argv, "compare.json exists: pass --overwrite"),
         (["compare", str(sweep_dir)], "needs at least two run directories"),
-        ([*argv[:-2], "--margin", "0"], "--margin 0.0: give a positive, finite equivalence margin"),
+        ([*argv[:-2], "--margin", "0"], "--margin 0: give a positive, finite equivalence margin"),
+        ([*argv[:-2], "--margin", "5 pc"], "--margin 5 pc: give a number in the metric's units (e.g. --margin 24)"),
+        ([*argv[:3], "--margin", "5%", "--metric", "episode/length"], "a percent is of the env's return range"),
         ([*argv[:-2], "--alpha", "0.5"], "--alpha 0.5: give the marks' error rate between 0 and 0.5"),
         (["compare", str(sweep_dir), str(tmp_path)], "has no checkpoints/ folder"),
         (["compare", str(sweep_dir), str(tmp_path / "nope")], "nope does not exist"),

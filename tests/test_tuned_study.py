@@ -326,7 +326,7 @@ def test_the_aggregate_pools_normalised_scores_of_the_16_seed_blocks():
     P(X > decoupled PPO) paired by seed over every (block, seed) pair with its exact interval, and rliable's unpaired
     P the mean over blocks of each block's all-pairs P."""
     from benchmarks.studies.tuned import aggregate
-    from benchmarks.studies.tuned.specs import SCORE_RANGES
+    from vaco_jax.envs.score_ranges import SCORE_RANGES
     from vaco_jax.numerics import stats
 
     rng = np.random.default_rng(0)

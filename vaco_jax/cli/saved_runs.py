@@ -100,6 +100,51 @@ def minibatch_split(config: Config) -> str:
     return resolved_split("auto", reason)
 
 
+RETURN_METRICS = ("episode/return", "eval/return_deterministic", "eval/return_stochastic")
+"""The metrics a margin in percent of the env's score range applies to."""
+
+
+def margin_value(text: str) -> tuple[float, bool]:
+    """``--margin``'s number and whether it is a percent (``"5%"``), checked: positive and finite."""
+    percent = text.strip().endswith("%")
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise ConfigError(
+            f"--margin {text}: give a number in the metric's units (e.g. --margin 24) or a percent of the env's score "
+            "range (e.g. --margin 5%)"
+        ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"--margin {text}: give a positive, finite equivalence margin, or leave it out")
+    return value, percent
+
+
+def equivalence_margin(text: str | None, env_name: str, metric: str) -> tuple[float | None, str]:
+    """``--margin`` as a number in the metric's units: ``"24"`` as given, ``"5%"`` as 5% of ``env_name``'s score range
+    (:data:`vaco_jax.envs.score_ranges.SCORE_RANGES`, for a return metric); with the words that say where it came
+    from ("" when given in units). None where no margin is given."""
+    from vaco_jax.envs.score_ranges import SCORE_RANGES, score_range
+
+    if text is None:
+        return None, ""
+    value, percent = margin_value(text)
+    if not percent:
+        return value, ""
+    if metric not in RETURN_METRICS:
+        raise ConfigError(
+            f"--margin {text}: a percent is of the env's return range, and {metric} is not a return: give the margin "
+            "in its units"
+        )
+    known = score_range(env_name)
+    if known is None:
+        raise ConfigError(
+            f"--margin {text}: no score range is known for {env_name} (known: {', '.join(SCORE_RANGES)}): give the "
+            "margin in the metric's units, e.g. 5% of (best return - random policy's return)"
+        )
+    low, high = known
+    return value / 100 * (high - low), f" ({value:g}% of {env_name}'s score range, {low:g} to {high:g})"
+
+
 def run_compare(args: CompareArgs) -> list[dict]:
     """``vaco-jax compare``: every run against the first, per grid point, paired by seed (:mod:`vaco_jax.runs.paired`);
     a table, the seeds a mark needs, and JSON where ``--out`` says. Only runs that measure the same thing pair: the
@@ -111,11 +156,8 @@ def run_compare(args: CompareArgs) -> list[dict]:
     from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
     from vaco_jax.runs.saved import recorded_run, saved_result
 
-    if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
-        raise ConfigError(
-            f"--margin {args.margin}: give a positive, finite equivalence margin in the metric's units (e.g. "
-            "--margin 24 for a return), or leave it out"
-        )
+    if args.margin is not None:
+        margin_value(args.margin)  # its form first: the range, which needs the runs' env, after they are read
     if not 0 < args.alpha < 0.5:
         raise ConfigError(f"--alpha {args.alpha}: give the marks' error rate between 0 and 0.5 (e.g. 0.05)")
     if len(args.run_dirs) < 2:
@@ -158,7 +200,8 @@ def run_compare(args: CompareArgs) -> list[dict]:
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
-    rows = paired_comparisons(results, names[0], args.metric, args.margin, args.score, args.alpha, args.alternative)
+    margin, margin_source = equivalence_margin(args.margin, reference.config.env.name, args.metric)
+    rows = paired_comparisons(results, names[0], args.metric, margin, args.score, args.alpha, args.alternative)
     label = {"auc": "AUC", "final": "final value"}[args.score]
     labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
     print(
@@ -186,12 +229,12 @@ def run_compare(args: CompareArgs) -> list[dict]:
     print()
     print(format_table(*comparison_cells(rows, list(reference.grid))))
     print(markable_note(rows))
-    if args.margin is not None and rows:
+    if margin is not None and rows:
         reference_scores = np.concatenate([row["reference_scores"] for row in rows])
         reference_scores = reference_scores[np.isfinite(reference_scores)]
         if reference_scores.size:
             print(
-                f"margin {args.margin:g}, in the metric's units: {names[0]}'s {label}s run from "
+                f"margin {margin:.4g}{margin_source}, in the metric's units: {names[0]}'s {label}s run from "
                 f"{reference_scores.min():.4g} to {reference_scores.max():.4g} over its runs (equivalence within a "
                 "margin near that spread says little)"
             )
@@ -206,9 +249,9 @@ def run_compare(args: CompareArgs) -> list[dict]:
         "counts the seeds won, so a verdict can stand where P's interval includes 0.5"
         + (
             f"; equivalent: two one-sided signed-rank tests show the paired {label} differences centred within "
-            f"+-{args.margin:g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
+            f"+-{margin:.4g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "
             f"of their own (each family at {args.alpha:g})"
-            if args.margin is not None
+            if margin is not None
             else "; undecided is not level (--margin M tests equivalence)"
         )
     )

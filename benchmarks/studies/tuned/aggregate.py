@@ -32,7 +32,7 @@ import numpy as np
 from benchmarks.studies.lag.study import lag_order
 from benchmarks.studies.tuned.figures import finish_figure
 from benchmarks.studies.tuned.rows import Row
-from benchmarks.studies.tuned.specs import SCORE_RANGES
+from vaco_jax.envs.score_ranges import SCORE_RANGES
 from vaco_jax.numerics import stats
 
 REFERENCE = "ppo_decoupled"

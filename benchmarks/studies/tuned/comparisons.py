@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.studies.tuned.rows import SCORE_NAMES, Collected, Row, pi_key  # noqa: F401  (re-exported)
-from benchmarks.studies.tuned.specs import CLUSTER, SCORE_RANGES
+from benchmarks.studies.tuned.specs import CLUSTER
+from vaco_jax.envs.score_ranges import SCORE_RANGES
 from vaco_jax.numerics import stats
 
 REFERENCE = "ppo_decoupled"  # the strongest method of the earlier, untuned study: the one to beat

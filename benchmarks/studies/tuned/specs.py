@@ -56,25 +56,6 @@ CLUSTER_LAG = {"kind": "geometric", "p": 0.25, "max_lag": 20, "num_actors": 4}
 each group's lag redrawn every iteration from a geometric distribution (0 with probability 0.25, mean 2.99, above
 10 for 4.2% of draws), capped at 20."""
 
-SCORE_RANGES: dict[str, tuple[float, float]] = {
-    "CartPole-v1": (22.0, 500.0),
-    "Acrobot-v1": (-499.0, -60.0),
-    "Pendulum-v1": (-1217.0, -130.0),
-    "Breakout-MinAtar": (0.4, 28.0),
-    "brax/reacher": (-837.0, 0.0),
-    "brax/inverted_double_pendulum": (252.0, 9360.0),
-    "brax/hopper": (126.0, 3800.0),
-    "Catch-bsuite": (-0.61, 1.0),
-}
-"""Each task's score range, (a uniform-random policy's return, the best return known), for the equivalence margin
-(5% of it) and the normalised aggregate over tasks; fixed on 2026-12-05, before any cell of the rerun on the new PPO
-defaults was made. The bottom: :func:`vaco_jax.envs.random_policy_return` (64 envs x 1000 steps, seed 0) on this
-checkout, rounded. The top: the task's maximum (CartPole-v1 500) or gymnax's documented PPO return (Pendulum-v1
--130, Breakout-MinAtar 28), the PPO parity benchmark's -60 on Acrobot-v1 (gymnax documents -80), and for brax where
-no return at this episode length is documented, the reward's bound (reacher: 0, no distance and no action; the
-inverted double pendulum: 1000 steps of its largest alive reward, 9.36) or gymnasium's Hopper threshold (3800);
-Catch-bsuite's maximum, 1 (added with its block on the same day, before any of its cells)."""
-
 # ----------------------------------------------------------------------------- methods and their search spaces
 
 
