@@ -421,6 +421,26 @@ def test_presets_compose_in_order_env_then_algorithm(tmp_path):
     assert "<title>Brax visualizer</title>" in page and 'getElementById("brax-viewer")' in page
 
 
+def test_a_brax_presets_printed_config_is_json_on_stdout_alone(tmp_path, capsys):
+    """mujoco prints "Failed to import warp" on stdout as brax is first imported (a fresh process): it goes to stderr,
+    so --print-config > FILE is a config file --config reads back."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("brax", reason="brax is an optional extra: pip install -e '.[brax]'")
+    argv = [sys.executable, "-m", "vaco_jax.cli", "train", "--preset", "brax-reacher-cpu", "--print-config"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["env"]["name"] == "brax/reacher" and printed["env"]["action_repeat"] == 4
+    broken = tmp_path / "broken.json"
+    broken.write_text("Failed to import warp: No module named 'warp'\n" + done.stdout)
+    assert main(["train", "--config", str(broken), "--print-config"]) == 2
+    assert 'is not valid JSON: Expecting value: line 1 column 1 (char 0) (its first line: "Failed to import warp' in (
+        capsys.readouterr().err
+    )
+
+
 def test_the_static_and_traced_table_lists_every_field_as_the_config_marks_it():
     """docs/cli.md's static/traced table is the config's own marking (a field added without its row fails here)."""
     from vaco_jax.cli.checks import static_and_traced_table
@@ -456,7 +476,20 @@ def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
         assert cpu.total_env_steps <= 2e4
         for config in (gpu, cpu):  # brax's PPO: no gradient clipping, a constant learning rate
             assert config.ppo.max_grad_norm == float("inf") and not config.ppo.anneal_lr
+        assert (
+            gpu.eval.every >= 1 and gpu.eval.episodes == 128 and cpu.eval.every == 5
+        )  # brax's num_evals, num_eval_envs
+        assert gpu.env.backend == (
+            "positional" if env != "swimmer" else ""
+        )  # the notebook's pipeline, where there is one
     assert {"brax-ant", "brax-ant-cpu", "brax-humanoid"} <= set(PRESETS)
+    # brax's training notebook, written out: ant 4096 envs, batch 2048 x 32 minibatches of 5-step unrolls per update,
+    # 5e7 brax steps, 10 evaluations; reacher 2048 envs, 256 x 32 of 50 steps, action repeat 4, 5e7 brax steps
+    ant, reacher = (validate_config(apply_presets([f"brax-{env}"])) for env in ("ant", "reacher"))
+    assert ant.env.num_envs == 4096 and ant.steps_per_iteration == 2048 * 32 * 5 and ant.env.action_repeat == 1
+    assert ant.total_env_steps == pytest.approx(5e7, rel=0.01) and ant.num_iterations // ant.eval.every == 10
+    assert reacher.env.action_repeat == 4 and reacher.steps_per_iteration == 256 * 32 * 50
+    assert reacher.total_env_steps * 4 == pytest.approx(5e7, rel=0.03)  # agent steps x action repeat
 
 
 def test_dry_run_reports_memory_and_writes_nothing(tmp_path, capsys):
@@ -968,6 +1001,29 @@ def test_the_progress_line_shows_each_chunks_speed_and_marks_the_first_as_includ
         "    20,480 env-steps/s",
         "    20,480 env-steps/s",
     ]
+
+
+def test_the_progress_line_shows_a_few_grid_points_returns_apart_and_says_what_it_averages(capsys):
+    """A brax user's lag sweep showed one return, the mean of lag 0's and lag 4's runs: a few points are now shown
+    one by one (each the mean over its seeds, in the runs' order), a larger grid's mean is said to be over every run."""
+    from vaco_jax import Config, EvalConfig
+    from vaco_jax.runs import progress
+
+    config = Config(num_iterations=10, eval=EvalConfig(every=5))
+    grid = {"lag.k": [0, 4], "ppo.learning_rate": [1e-3, 3e-4]}  # 4 points x 2 seeds: the last axis fastest
+    per_run = np.repeat([10.0, 20.0, 30.0, 40.0], 2)[:, None] * np.ones((1, 5))
+    line = progress.ProgressLine(config, 8, False, grid=grid)
+    line.on_chunk(5, {"episode/return": per_run, "eval/return_deterministic": per_run + 1})
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.startswith(
+        "progress: returns per grid point (lag.k=0, ppo.learning_rate=0.001 / lag.k=0, ppo.learning_rate=0.0003 / "
+        "lag.k=4, ppo.learning_rate=0.001 / lag.k=4, ppo.learning_rate=0.0003), each the mean over its 2 seeds"
+    ), header
+    assert row.endswith("return 10.0/20.0/30.0/40.0  eval 11.0/21.0/31.0/41.0"), row
+    wide = progress.ProgressLine(config, 14, False, grid={"lag.k": list(range(7))})
+    wide.on_chunk(5, {"episode/return": np.full((14, 5), 3.0), "eval/return_deterministic": np.full((14, 5), 4.0)})
+    header, row = capsys.readouterr().out.splitlines()
+    assert header == "progress: the mean over all 14 runs (7 grid points x 2 seeds)" and row.endswith("eval 4.0")
 
 
 def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_path, capsys):

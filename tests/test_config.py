@@ -17,6 +17,7 @@ from vaco_jax.core.config import get_field, set_field, traced_fields
         ("env.name", "CartPole-v9", "env.name='CartPole-v9' is unknown; did you mean 'CartPole-v1'?"),
         ("env.name", "cartpole", "env.name='cartpole' is unknown; did you mean 'CartPole-v1'?"),
         ("env.name", "hopper", "did you mean 'brax/hopper'?"),
+        ("env.name", "reacher", "did you mean 'brax/reacher'?"),  # an exact name first, not gymnax's Reacher-misc
         ("algorithm", "vacoo", "algorithm='vacoo' is unknown; did you mean 'vaco'? choose one of"),
         ("env.num_envs", 9, "not divisible by lag.num_actors=2"),
         ("ppo.num_minibatches", 3, "8 x 16 samples does not split into ppo.num_minibatches=3 equal minibatches"),

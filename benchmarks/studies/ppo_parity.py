@@ -176,6 +176,9 @@ def task_config(task: Task, variant: str) -> Config:
         "env.num_steps": task.num_steps,
         "ppo.num_epochs": 4,
         "ppo.num_minibatches": task.num_minibatches,
+        # scored on the training return, as the references are: no evaluation (a brax preset's own is off here)
+        "eval.every": 0,
+        "eval.episodes": Config().eval.episodes,
     }
     if variant == "preset":
         return with_overrides(apply_preset(task.preset), {**shape, **task.settings})

@@ -164,7 +164,11 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
             data = yaml.safe_load(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:  # JSONDecodeError is a ValueError
-        raise ConfigError(f"--config {path} is not valid {kind}: {error}") from None
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        raise ConfigError(
+            f"--config {path} is not valid {kind}: {error}"
+            + (f' (its first line: "{first[:80]}")' if first else " (the file is empty)")
+        ) from None
     except Exception as error:  # yaml.YAMLError, imported lazily
         raise ConfigError(f"--config {path} is not valid {kind}: {' '.join(str(error).split())}") from None
     if not isinstance(data, dict):

@@ -124,23 +124,55 @@ PRESETS |= {
 }
 
 
-# brax's training-notebook PPO settings per env: (num_envs, unroll_length, batch_size, num_minibatches, epochs,
-# discount, learning rate, entropy cost, reward scaling, env steps). Samples per update are
-# batch_size x num_minibatches x unroll_length; here one rollout of num_envs x num_steps supplies them.
-# hopper, walker2d and swimmer have no brax PPO setting (brax trains them with SAC): they take ant's.
-_BRAX_PPO: dict[str, tuple[int, int, int, int, int, float, float, float, float, float]] = {
-    "ant": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
-    "halfcheetah": (2048, 20, 512, 32, 8, 0.95, 3e-4, 1e-3, 1.0, 5e7),
-    "hopper": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
-    "walker2d": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
-    "humanoid": (2048, 10, 1024, 32, 8, 0.97, 3e-4, 1e-3, 0.1, 5e7),
-    "humanoidstandup": (2048, 15, 1024, 32, 8, 0.97, 6e-4, 1e-2, 0.1, 1e8),
-    "inverted_pendulum": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e6),
-    "inverted_double_pendulum": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e7),
-    "reacher": (2048, 50, 256, 32, 8, 0.95, 3e-4, 1e-3, 5.0, 5e7),
-    "pusher": (2048, 30, 512, 16, 8, 0.95, 3e-4, 1e-2, 5.0, 5e7),
-    "swimmer": (2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7),
+class BraxPPO(NamedTuple):
+    """One env's PPO settings in brax's training notebook (``notebooks/training.ipynb``, its ``ppo.train`` arguments).
+
+    brax's update takes ``num_minibatches x batch_size`` unrolls of ``unroll_length`` steps; here one rollout of
+    ``num_envs x num_steps`` samples supplies them. ``num_timesteps`` counts brax (physics) steps, as brax does:
+    ``action_repeat`` of them make one agent step."""
+
+    num_envs: int
+    unroll_length: int
+    batch_size: int
+    num_minibatches: int
+    epochs: int  # num_updates_per_batch
+    discount: float
+    learning_rate: float
+    entropy_cost: float
+    reward_scaling: float
+    num_timesteps: float
+    action_repeat: int = 1
+    num_evals: int = 20
+    backend: str = "positional"  # the notebook's physics pipeline ("": the env's default here)
+
+    @property
+    def num_steps(self) -> int:
+        """Steps per environment per update: the notebook's samples per update over its ``num_envs``."""
+        return self.batch_size * self.num_minibatches * self.unroll_length // self.num_envs
+
+    @property
+    def iterations(self) -> int:
+        """Updates in ``num_timesteps`` brax steps (agent steps times ``action_repeat``)."""
+        return max(1, round(self.num_timesteps / self.action_repeat / (self.num_envs * self.num_steps)))
+
+
+# hopper, walker2d and swimmer have no brax PPO setting (the notebook trains hopper and walker2d with SAC): they take
+# ant's
+_BRAX_ANT = BraxPPO(4096, 5, 2048, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 5e7, num_evals=10)
+_BRAX_PPO: dict[str, BraxPPO] = {
+    "ant": _BRAX_ANT,
+    "halfcheetah": BraxPPO(2048, 20, 512, 32, 8, 0.95, 3e-4, 1e-3, 1.0, 5e7),
+    "hopper": _BRAX_ANT,
+    "walker2d": _BRAX_ANT,
+    "humanoid": BraxPPO(2048, 10, 1024, 32, 8, 0.97, 3e-4, 1e-3, 0.1, 5e7, num_evals=10),
+    "humanoidstandup": BraxPPO(2048, 15, 1024, 32, 8, 0.97, 6e-4, 1e-2, 0.1, 1e8),
+    "inverted_pendulum": BraxPPO(2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e6),
+    "inverted_double_pendulum": BraxPPO(2048, 5, 1024, 32, 4, 0.97, 3e-4, 1e-2, 10.0, 2e7),
+    "reacher": BraxPPO(2048, 50, 256, 32, 8, 0.95, 3e-4, 1e-3, 5.0, 5e7, action_repeat=4),
+    "pusher": BraxPPO(2048, 30, 512, 16, 8, 0.95, 3e-4, 1e-2, 5.0, 5e7),
+    "swimmer": _BRAX_ANT._replace(backend=""),  # swimmer has only the generalized pipeline
 }
+BRAX_EVAL_EPISODES = 128  # brax's num_eval_envs: deterministic evaluation episodes, num_evals times a run
 # brax's PPO clips no gradient and keeps its learning rate: with its reward scaling (10 on most envs) the value
 # loss's gradient dominates the norm, and PureJaxRL's clip at 0.5 then shrinks every policy step (on
 # inverted_pendulum at brax's configuration, a single-seed trial balanced the pole in 17 iterations without the clip
@@ -152,40 +184,47 @@ BRAX_VALUE_HIDDEN = (256, 256, 256, 256, 256)
 
 def _brax_presets() -> dict[str, Preset]:
     presets = {}
-    for env, (envs, unroll, batch, minibatches, epochs, gamma, lr, ent, scale, steps) in _BRAX_PPO.items():
-        num_steps = batch * minibatches * unroll // envs
-        iterations = max(1, round(steps / (envs * num_steps)))
+    for env, ppo in _BRAX_PPO.items():
         task = {
             "env.name": f"brax/{env}",
             "env.normalize_observations": True,
-            "env.reward_scale": scale,
-            "ppo.gamma": gamma,
+            "env.reward_scale": ppo.reward_scaling,
+            "env.action_repeat": ppo.action_repeat,
+            "ppo.gamma": ppo.discount,
             "ppo.gae_lambda": 0.95,
             "ppo.clip_eps": 0.3,
-            "ppo.ent_coef": ent,
+            "ppo.ent_coef": ppo.entropy_cost,
             "ppo.clip_value_loss": False,  # brax's PPO loss: 0.5 * mean((V - v)^2), no clipping
             "ppo.minibatch": "segments",  # brax's PPO shuffles whole unrolls (its GAE runs inside each minibatch)
             **BRAX_OPTIMISER,
             "network.activation": "silu",
         }
+        iterations, every = ppo.iterations, max(1, ppo.iterations // ppo.num_evals)
+        repeat = f", action repeat {ppo.action_repeat}" if ppo.action_repeat > 1 else ""
         presets[f"brax-{env}"] = Preset(
-            f"brax/{env}, brax's published-style PPO for an accelerator: {envs} envs x {num_steps} steps per update, "
-            f"{epochs} epochs x {minibatches} minibatches, {iterations} iterations "
-            f"({iterations * envs * num_steps:.2g} env steps)",
+            f"brax/{env}, brax's training-notebook PPO for an accelerator: {ppo.num_envs} envs x {ppo.num_steps} steps "
+            f"per update, {ppo.epochs} epochs x {ppo.num_minibatches} minibatches, {iterations} iterations "
+            f"({iterations * ppo.num_envs * ppo.num_steps * ppo.action_repeat:.2g} brax steps{repeat}), "
+            f"{BRAX_EVAL_EPISODES} evaluation episodes every {f'{every} iterations' if every > 1 else 'iteration'}, "
+            f"the {ppo.backend or 'default'} pipeline",
             {
                 **task,
+                **({"env.backend": ppo.backend} if ppo.backend else {}),
                 "num_iterations": iterations,
-                "env.num_envs": envs,
-                "env.num_steps": num_steps,
-                "ppo.num_epochs": epochs,
-                "ppo.num_minibatches": minibatches,
-                "ppo.learning_rate": lr,
+                "env.num_envs": ppo.num_envs,
+                "env.num_steps": ppo.num_steps,
+                "ppo.num_epochs": ppo.epochs,
+                "ppo.num_minibatches": ppo.num_minibatches,
+                "ppo.learning_rate": ppo.learning_rate,
                 "network.actor_hidden": BRAX_POLICY_HIDDEN,
                 "network.critic_hidden": BRAX_VALUE_HIDDEN,
+                "eval.every": every,
+                "eval.episodes": BRAX_EVAL_EPISODES,
             },
         )
         presets[f"brax-{env}-cpu"] = Preset(
-            f"brax/{env} smoke run for a CPU: 16 envs x 32 steps, 4 epochs x 4 minibatches, 20 iterations, 32x32 nets",
+            f"brax/{env} smoke run for a CPU: 16 envs x 32 steps, 4 epochs x 4 minibatches, 20 iterations, 32x32 nets, "
+            "learning rate 1e-3, 8 evaluation episodes every 5 iterations, the env's default (fastest) pipeline",
             {
                 **task,
                 "num_iterations": 20,
@@ -196,6 +235,7 @@ def _brax_presets() -> dict[str, Preset]:
                 "ppo.learning_rate": 1e-3,
                 "network.actor_hidden": (32, 32),
                 "network.critic_hidden": (32, 32),
+                "eval.every": 5,
             },
         )
     return presets
@@ -232,10 +272,12 @@ def preset_table() -> list[str]:
     rows += [f"| `{name}` | {preset.description} |" for name, preset in PRESETS.items() if not name.startswith("brax-")]
     envs = ", ".join(_BRAX_PPO)
     rows += [
-        f"| `brax-<env>` | brax's training-notebook PPO for an accelerator, mapped onto this trainer's rollouts: 2048 "
+        f"| `brax-<env>` | brax's training-notebook PPO for an accelerator, mapped onto this trainer's rollouts: its "
         f"envs, their steps per update, epochs, minibatches, discount, learning rate, entropy cost, reward scaling, "
-        f"silu networks of 4 x 32 (policy) and 5 x 256 (value), no gradient clipping and a constant learning rate "
-        f"(as brax's PPO); env one of {envs} |",
-        f"| `brax-<env>-cpu` | {PRESETS['brax-ant-cpu'].description.removeprefix('brax/ant ')}, same task settings |",
+        f"action repeat, budget in brax steps, {BRAX_EVAL_EPISODES} evaluation episodes num_evals times, its "
+        f"{_BRAX_ANT.backend} pipeline, silu networks of 4 x 32 (policy) and 5 x 256 (value), no gradient "
+        f"clipping and a constant learning rate (as brax's PPO); env one of {envs} |",
+        f"| `brax-<env>-cpu` | {PRESETS['brax-ant-cpu'].description.removeprefix('brax/ant ')}; the task's other "
+        "settings as `brax-<env>` |",
     ]
     return rows

@@ -55,7 +55,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "total_timesteps",
         "--total-env-steps",
         "per run; sets --num-iterations to TOTAL // (num_envs x num_steps): whole iterations, rounded down as "
-        "PureJaxRL and CleanRL do",
+        "PureJaxRL and CleanRL do. It counts agent steps: brax's num_timesteps counts brax steps, so with "
+        "--env.action-repeat R give num_timesteps / R",
         ("train", "sweep"),
         brax="num_timesteps",
     ),
@@ -199,8 +200,14 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         brax="normalize_observations",
     ),
     ReferenceName("", "", "--env.reward-scale", brax="reward_scaling"),
-    ReferenceName("", "", "--env.episode-length", brax="episode_length"),
-    ReferenceName("", "", "--env.action-repeat", brax="action_repeat"),
+    ReferenceName("", "", "--env.episode-length", "in brax steps, as brax counts it", brax="episode_length"),
+    ReferenceName(
+        "",
+        "",
+        "--env.action-repeat",
+        "brax steps per agent step: an episode is episode_length / R agent steps, and env_steps count agent steps",
+        brax="action_repeat",
+    ),
     ReferenceName(
         "",
         "",
@@ -213,7 +220,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "",
         "",
         "--eval.every",
-        "iterations between evaluations of the learner (num_iterations / num_evals), on fresh environments",
+        "iterations between evaluations, the inverse of a count: num_iterations // num_evals (the brax-<env> presets "
+        "set it so), each on fresh environments",
         brax="num_evals",
     ),
     ReferenceName("", "", "--eval.episodes", "episodes per evaluation", brax="num_eval_envs"),

@@ -8,8 +8,10 @@ to :data:`BACKENDS`; the trainer does not change.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,7 +83,10 @@ def _brax_names() -> list[str]:
 
 def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
     try:
-        import brax  # noqa: F401
+        # mujoco's mjx prints "Failed to import warp" on stdout as brax imports it: keep stdout the command's own
+        # (--print-config > FILE), the line goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            import brax  # noqa: F401
     except ImportError:
         raise ConfigError(
             f"env.name='brax/{name}' needs brax, which is not installed: pip install -e '.[brax]'"
@@ -165,8 +170,9 @@ def unknown_env_message(name: str) -> str:
     """The error for an unknown ``env.name``: the closest known id, if one is close, then every known id."""
     known = known_env_names()
     by_lower = {n.lower(): n for n in known}
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
-    close = close or [n for n in by_lower if n.split("/")[-1] == name.lower()]  # "hopper" -> "brax/hopper"
+    # an exact name under a prefix first ("reacher" -> "brax/reacher", not gymnax's "Reacher-misc"), then spelling
+    close = [n for n in by_lower if n.split("/")[-1] == name.lower()]
+    close = close or difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
     hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
     return f"env.name={name!r} is unknown; {hint}{describe_env_names()}"
 

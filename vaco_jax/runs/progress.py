@@ -2,19 +2,25 @@
 
 Iterations done, throughput (of the latest chunk: the first one's includes compilation), the latest training return
 (and the learner's evaluation), the TVs the run logs, and warnings that cannot wait for the end (most gradient steps
-skipped as non-finite; the asynchronous mode's measured lags and queue).
+skipped as non-finite; the asynchronous mode's measured lags and queue). A sweep of a few grid points shows the
+returns of each point apart (the mean over its seeds), a larger one their mean over every run, and says which.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from vaco_jax.core.config import Config
 from vaco_jax.training.sweep import SKIPPED_STEPS, mostly_skipped
+
+MOST_POINTS_APART = 6
+"""The most grid points whose returns the progress line shows one by one; beyond it, their mean over every run."""
 
 
 def latest(values: np.ndarray) -> str:
@@ -63,7 +69,9 @@ class ChunkSpeed:
 
 
 class ProgressLine:
-    """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``)."""
+    """A :class:`~vaco_jax.runs.writers.RunWriter` printing one line per chunk (nothing when ``quiet``). ``grid``:
+    the sweep's axes, whose points' runs come in order, each point's seeds together (its returns are shown point by
+    point up to :data:`MOST_POINTS_APART` points)."""
 
     def __init__(
         self,
@@ -72,12 +80,41 @@ class ProgressLine:
         quiet: bool,
         offset: int = 0,
         clock: Callable[[], float] = time.perf_counter,
+        grid: Mapping[str, Sequence[Any]] | None = None,
     ):
         self.config, self.num_runs, self.quiet, self.offset = config, num_runs, quiet, offset
         self.clock = clock
         self.start = clock()
         self.timer = ChunkTimer(clock)
         self.done = 0
+        self.grid = dict(grid or {})
+        self.points = math.prod(len(values) for values in self.grid.values())
+
+    def returns(self, values: np.ndarray) -> str:
+        """The latest return of each grid point apart ("a/b/c"), or of every run together."""
+        if 1 < self.points <= MOST_POINTS_APART and values.shape[0] == self.num_runs:  # every run here, in order
+            return "/".join(latest(group) for group in np.split(values, self.points))
+        return latest(values)
+
+    def header(self) -> str | None:
+        """What the returns are a mean over, said once before the first line (None for one grid point)."""
+        if self.points <= 1:
+            return None
+        seeds = self.num_runs // self.points
+        if self.points <= MOST_POINTS_APART:
+            labels = [
+                ", ".join(f"{axis}={value}" for axis, value in zip(self.grid, point, strict=True))
+                for point in self.points_in_order()
+            ]
+            return (
+                f"progress: returns per grid point ({' / '.join(labels)}), each the mean over its {seeds} seeds; the "
+                "TVs the mean over every run"
+            )
+        return f"progress: the mean over all {self.num_runs} runs ({self.points} grid points x {seeds} seeds)"
+
+    def points_in_order(self) -> list[tuple[Any, ...]]:
+        """The grid's points in the runs' order (the last axis fastest)."""
+        return list(itertools.product(*self.grid.values()))
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         if self.quiet:
@@ -87,7 +124,7 @@ class ProgressLine:
         seconds, first = self.timer.lap()
         rate = (done - self.done) * config.steps_per_iteration * self.num_runs / seconds  # all runs, this chunk
         self.done = done
-        evaluated = f"  eval {latest(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        evaluated = f"  eval {self.returns(metrics['eval/return_deterministic'])}" if config.eval.every else ""
         # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
         exact = "_exact" if "tv/forward_exact" in metrics else ""
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
@@ -108,10 +145,13 @@ class ProgressLine:
             for name in (f"tv/backward{exact}", f"tv/forward{exact}")
             if name in metrics
         )
+        said = self.header() if first else None
+        if said:
+            print(said, flush=True)
         print(
             f"[{self.offset + done:>5}/{config.num_iterations} it | "
             f"{rate:>10,.0f} env-steps/s{' incl. compile' if first else ''} | "
-            f"{elapsed:6.1f}s] return {latest(metrics['episode/return']):>8}{evaluated}{tvs}{trust}",
+            f"{elapsed:6.1f}s] return {self.returns(metrics['episode/return']):>8}{evaluated}{tvs}{trust}",
             flush=True,
         )
 
@@ -119,4 +159,4 @@ class ProgressLine:
         """Nothing to close: the results are printed by the session."""
 
 
-__all__ = ["ChunkSpeed", "ChunkTimer", "ProgressLine", "latest"]
+__all__ = ["MOST_POINTS_APART", "ChunkSpeed", "ChunkTimer", "ProgressLine", "latest"]

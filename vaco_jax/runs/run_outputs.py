@@ -34,7 +34,8 @@ def open_writers(
     """The run's live writers (:class:`~vaco_jax.runs.writers.RunWriter`), each handed every chunk's metrics and
     then the end of the run: the progress line, and on process 0 (the only one that writes) TensorBoard and W&B
     where asked. ``offset``: the iterations a resumed run already did."""
-    live: list[writers.RunWriter] = [ProgressLine(plan.config, plan.num_runs, output.quiet or not primary, offset)]
+    quiet = output.quiet or not primary
+    live: list[writers.RunWriter] = [ProgressLine(plan.config, plan.num_runs, quiet, offset, grid=plan.grid)]
     if output.tensorboard and primary:
         live.append(_tensorboard_writer(run_dir, plan, offset))
     if wandb_options is not None and primary:
