@@ -268,9 +268,9 @@ def test_the_iqm_difference_keeps_each_seeds_pair_and_its_bootstrap_covers_at_16
         _, low, high = stats.paired_iqm_difference(x, y, num_resamples=1000, seed=draw)
         covered += low <= 1.0 <= high  # both IQMs are their means: symmetric laws
     assert 0.91 <= covered / 400 <= 0.99, covered
-    with pytest.raises(ValueError, match="takes finite scores"):
+    with pytest.raises(ValueError, match="finite scores on the same seeds"):
         stats.paired_iqm_difference(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
-    with pytest.raises(ValueError, match="over the same seeds"):
+    with pytest.raises(ValueError, match="finite scores on the same seeds"):
         stats.paired_iqm_difference(np.ones(3), np.ones(4))
 
 

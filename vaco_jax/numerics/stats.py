@@ -373,24 +373,20 @@ def paired_comparison(
 def paired_iqm_difference(
     x: np.ndarray, y: np.ndarray, confidence: float = 0.95, num_resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """IQM(x) - IQM(y) over seeds, the difference rliable reports, with a percentile bootstrap interval that resamples
-    the seeds, each pair kept whole (runs on one seed share its keys): ``(difference, low, high)``. A percentile
-    bootstrap, as rliable's: on normal scores at 8 and 16 seeds it covers 93 to 96% at 95% (simulated; tested at 16),
-    not exactly, and it need not agree with the signed-rank test, whose own interval is :func:`hodges_lehmann`'s.
-    Non-finite scores are refused: a diverged run has no IQM to take part in."""
+    """IQM(x) - IQM(y) over seeds as rliable reports it, with a percentile bootstrap interval resampling seeds with
+    each pair whole: ``(difference, low, high)``. On normal scores it covers 93 to 96% at 95% with 8 and 16 seeds
+    (simulated), and need not agree with the signed-rank test (whose interval is :func:`hodges_lehmann`'s)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
-        raise ValueError(f"paired_iqm_difference takes two runs' scores over the same seeds, got {x.shape}, {y.shape}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-        raise ValueError("paired_iqm_difference takes finite scores: a diverged run has no IQM to compare")
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x) & np.isfinite(y)):
+        raise ValueError(f"paired_iqm_difference takes two runs' finite scores on the same seeds, got {x} and {y}")
+    cut = x.size // 4  # rliable's IQM: the mean without the lowest and highest quarter of each (resampled) row
 
-    def sorted_iqm(samples: np.ndarray) -> np.ndarray:  # iqm over the last axis, every value finite
-        cut = samples.shape[-1] // 4
-        return np.sort(samples, axis=-1)[..., cut : samples.shape[-1] - cut].mean(axis=-1)
+    def middle_mean(samples: np.ndarray) -> np.ndarray:
+        return np.sort(samples, axis=-1)[..., cut : x.size - cut].mean(axis=-1)
 
     seeds = np.random.default_rng(seed).integers(0, x.size, size=(num_resamples, x.size))
-    low, high = _percentile_interval(sorted_iqm(x[seeds]) - sorted_iqm(y[seeds]), confidence)
-    return float(sorted_iqm(x) - sorted_iqm(y)), low, high
+    low, high = _percentile_interval(middle_mean(x[seeds]) - middle_mean(y[seeds]), confidence)
+    return float(middle_mean(x) - middle_mean(y)), low, high
 
 
 def holm_adjusted(p_values: list[float]) -> list[float]:
