@@ -298,8 +298,21 @@ def test_a_one_sided_comparison_at_a_chosen_alpha_marks_its_own_side_only():
     assert comparison_cells(four_rows, [])[1][0][1] == "30 vs 25: +5 [no interval below 8 seeds]"
     header, lines = comparison_cells([up, mixed], ["lag.k"])
     # IQMs over 8 seeds drop 2 at each end: 35..65 around 50 against 30..60 around 45, every pair 5 apart
-    assert header[2] == "AUC IQM vs ppo: difference [95% CI, paired bootstrap]" and header[6] == "Holm p (one-sided)"
+    assert header[2] == "AUC IQM vs ppo: difference [90% CI, paired bootstrap]" and header[6] == "Holm p (one-sided)"
     assert lines[0][2] == "50 vs 45: +5 [5, 5]", lines[0]
+    # a one-sided test's intervals are two-sided at 1 - 2 alpha: their lower end is the test's own bound, so an
+    # "ahead" mark never sits beside an interval holding 0 (the reviewer's case: one-sided p 0.039 on 8 seeds)
+    leaning = reference + np.array([-1.0, 2, 3, -4, 5, 6, 7, 8])
+    (one_sided,) = paired_comparisons({"ppo": results["ppo"], "x": _sweep(list(leaning))}, "ppo", alternative="greater")
+    assert one_sided["verdict"] == "ahead" and one_sided["confidence"] == pytest.approx(0.9)
+    assert one_sided["shift_ci_low"] > 0 and one_sided["ci_low"] > 0, one_sided
+    # fewer than half the seeds can carry a one-sided mark when they hold the largest differences (21 seeds: 10)
+    wide = np.arange(1.0, 22.0)
+    lean = {"ppo": _sweep(list(np.zeros(21))), "x": _sweep(list(np.where(wide > 11, wide, -wide)))}
+    (ten,) = paired_comparisons(lean, "ppo", alternative="greater")
+    assert ten["verdict"] == "ahead" and markable_note([ten]).startswith("a mark needs at least 10 of 21 seeds ahead")
+    (labelled,) = paired_comparisons({"ppo": results["ppo"], "up": results["up"]}, "ppo", alpha=0.025)
+    assert comparison_cells([labelled], [])[0][4] == "97.5% CI"  # not rounded to 98%
     for bad in ({"alpha": 0.5}, {"alpha": 0.0}, {"alternative": "bigger"}):
         with pytest.raises(ValueError, match="alpha=|alternative="):
             paired_comparisons(results, "ppo", **bad)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs
-from vaco_jax.core.config import Config, ConfigError, strict_json
+from vaco_jax.core.config import Config, ConfigError, EnvConfig, strict_json
 from vaco_jax.runs import writers
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation
@@ -119,10 +119,11 @@ def margin_value(text: str) -> tuple[float, bool]:
     return value, percent
 
 
-def equivalence_margin(text: str | None, env_name: str, metric: str) -> tuple[float | None, str]:
-    """``--margin`` as a number in the metric's units: ``"24"`` as given, ``"5%"`` as 5% of ``env_name``'s score range
-    (:data:`vaco_jax.envs.score_ranges.SCORE_RANGES`, for a return metric); with the words that say where it came
-    from ("" when given in units). None where no margin is given."""
+def equivalence_margin(text: str | None, env: EnvConfig, metric: str) -> tuple[float | None, str]:
+    """``--margin`` as a number in the metric's units: ``"24"`` as given, ``"5%"`` as 5% of ``env``'s score range
+    (:data:`vaco_jax.envs.score_ranges.SCORE_RANGES`, for a return metric of the env as the range was measured:
+    its own time limit, no action repeat); with the words that say where it came from ("" when given in units).
+    None where no margin is given."""
     from vaco_jax.envs.score_ranges import SCORE_RANGES, score_range
 
     if text is None:
@@ -134,6 +135,13 @@ def equivalence_margin(text: str | None, env_name: str, metric: str) -> tuple[fl
         raise ConfigError(
             f"--margin {text}: a percent is of the env's return range, and {metric} is not a return: give the margin "
             "in its units"
+        )
+    env_name = env.name
+    if env.action_repeat != 1 or env.episode_length:
+        raise ConfigError(
+            f"--margin {text}: the score ranges were measured at the env's own time limit without action repeat, and "
+            f"these runs set env.episode_length={env.episode_length}, env.action_repeat={env.action_repeat}: give "
+            "the margin in the metric's units"
         )
     known = score_range(env_name)
     if known is None:
@@ -200,7 +208,7 @@ def run_compare(args: CompareArgs) -> list[dict]:
                     "train them with the same env, batch, iterations, --grid (axes and values in order), --seed and "
                     "--num-seeds"
                 )
-    margin, margin_source = equivalence_margin(args.margin, reference.config.env.name, args.metric)
+    margin, margin_source = equivalence_margin(args.margin, reference.config.env, args.metric)
     rows = paired_comparisons(results, names[0], args.metric, margin, args.score, args.alpha, args.alternative)
     label = {"auc": "AUC", "final": "final value"}[args.score]
     labels = ", ".join(f"{name}: {run_label(r.config.algorithm, records[name].presets)}" for name, r in results.items())
@@ -238,15 +246,22 @@ def run_compare(args: CompareArgs) -> list[dict]:
                 f"{reference_scores.min():.4g} to {reference_scores.max():.4g} over its runs (equivalence within a "
                 "margin near that spread says little)"
             )
-    sided = {"two-sided": "", "greater": " (one-sided: only ahead can be marked)"}.get(
-        args.alternative, " (one-sided: only behind can be marked)"
+    sided, end = {
+        "greater": (" (one-sided: only ahead can be marked)", "lower"),
+        "less": (" (one-sided: only behind can be marked)", "upper"),
+    }.get(args.alternative, ("", ""))
+    intervals = (
+        f"the intervals are two-sided at 1 - 2 x {args.alpha:g}, their {end} end the one-sided test's own bound"
+        if end
+        else f"the intervals are at 1 - {args.alpha:g}"
     )
     print(
         f"verdict: the exact signed-rank test{sided} on the paired {label} differences after Holm's correction over "
         f"this table at {args.alpha:g} (each added run makes every mark harder); the {label} difference is their "
         "centre (Hodges-Lehmann) with the interval the same test keeps before Holm's correction; the IQM difference "
-        "is rliable's, its interval a bootstrap over seeds (pairs kept whole) that need not agree with the test; P "
-        "counts the seeds won, so a verdict can stand where P's interval includes 0.5"
+        "is the difference of the two runs' IQMs (rliable's IQM), its interval this package's bootstrap over seeds "
+        f"(pairs kept whole), which need not agree with the test; {intervals}, none adjusted for Holm; P counts the "
+        "seeds won, so a verdict can stand where P's interval includes 0.5"
         + (
             f"; equivalent: two one-sided signed-rank tests show the paired {label} differences centred within "
             f"+-{margin:.4g} (their pseudo-median; single seeds may differ by more), Holm-corrected as a family "

@@ -163,14 +163,10 @@ def _read_mapping(path: Path) -> dict[str, Any]:
             import yaml  # PyYAML, a dependency of the package
 
             data = yaml.safe_load(text)
-    except (ValueError, tomllib.TOMLDecodeError) as error:  # JSONDecodeError is a ValueError
+    except Exception as error:  # JSONDecodeError is a ValueError; yaml.YAMLError is imported lazily
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        raise ConfigError(
-            f"--config {path} is not valid {kind}: {error}"
-            + (f' (its first line: "{first[:80]}")' if first else " (the file is empty)")
-        ) from None
-    except Exception as error:  # yaml.YAMLError, imported lazily
-        raise ConfigError(f"--config {path} is not valid {kind}: {' '.join(str(error).split())}") from None
+        shown = f' (its first line that is not blank: "{first[:80]}")' if first else " (the file is empty)"
+        raise ConfigError(f"--config {path} is not valid {kind}: {' '.join(str(error).split())}{shown}") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"--config {path} must hold a table of config fields (e.g. algorithm, env.name), not a "

@@ -15,6 +15,7 @@ point, not tuned here. ``brax-<env>-cpu`` is a smoke-sized run of the same task 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -151,9 +152,17 @@ class BraxPPO(NamedTuple):
         return self.batch_size * self.num_minibatches * self.unroll_length // self.num_envs
 
     @property
+    def updates_per_evaluation(self) -> int:
+        """brax's updates between two evaluations: ``num_timesteps`` brax steps over ``num_evals - 1`` epochs, each
+        rounded up (brax's ``num_training_steps_per_epoch``)."""
+        brax_steps_per_update = self.num_envs * self.num_steps * self.action_repeat
+        return math.ceil(self.num_timesteps / (max(self.num_evals - 1, 1) * brax_steps_per_update))
+
+    @property
     def iterations(self) -> int:
-        """Updates in ``num_timesteps`` brax steps (agent steps times ``action_repeat``)."""
-        return max(1, round(self.num_timesteps / self.action_repeat / (self.num_envs * self.num_steps)))
+        """The updates brax runs: ``num_evals - 1`` epochs of :attr:`updates_per_evaluation` (at least
+        ``num_timesteps`` brax steps)."""
+        return max(self.num_evals - 1, 1) * self.updates_per_evaluation
 
 
 # hopper, walker2d and swimmer have no brax PPO setting (the notebook trains hopper and walker2d with SAC): they take
@@ -172,7 +181,9 @@ _BRAX_PPO: dict[str, BraxPPO] = {
     "pusher": BraxPPO(2048, 30, 512, 16, 8, 0.95, 3e-4, 1e-2, 5.0, 5e7),
     "swimmer": _BRAX_ANT._replace(backend=""),  # swimmer has only the generalized pipeline
 }
-BRAX_EVAL_EPISODES = 128  # brax's num_eval_envs: deterministic evaluation episodes, num_evals times a run
+# brax's num_eval_envs: evaluation episodes after each of its num_evals - 1 epochs (it evaluates before training too);
+# its eval/episode_reward samples the policy (deterministic_eval=False): eval/return_stochastic here
+BRAX_EVAL_EPISODES = 128
 # brax's PPO clips no gradient and keeps its learning rate: with its reward scaling (10 on most envs) the value
 # loss's gradient dominates the norm, and PureJaxRL's clip at 0.5 then shrinks every policy step (on
 # inverted_pendulum at brax's configuration, a single-seed trial balanced the pole in 17 iterations without the clip
@@ -199,7 +210,7 @@ def _brax_presets() -> dict[str, Preset]:
             **BRAX_OPTIMISER,
             "network.activation": "silu",
         }
-        iterations, every = ppo.iterations, max(1, ppo.iterations // ppo.num_evals)
+        iterations, every = ppo.iterations, ppo.updates_per_evaluation
         repeat = f", action repeat {ppo.action_repeat}" if ppo.action_repeat > 1 else ""
         presets[f"brax-{env}"] = Preset(
             f"brax/{env}, brax's training-notebook PPO for an accelerator: {ppo.num_envs} envs x {ppo.num_steps} steps "
@@ -274,7 +285,8 @@ def preset_table() -> list[str]:
     rows += [
         f"| `brax-<env>` | brax's training-notebook PPO for an accelerator, mapped onto this trainer's rollouts: its "
         f"envs, their steps per update, epochs, minibatches, discount, learning rate, entropy cost, reward scaling, "
-        f"action repeat, budget in brax steps, {BRAX_EVAL_EPISODES} evaluation episodes num_evals times, its "
+        f"action repeat, updates as brax counts them, {BRAX_EVAL_EPISODES} evaluation episodes after each of its "
+        f"num_evals - 1 epochs, its "
         f"{_BRAX_ANT.backend} pipeline, silu networks of 4 x 32 (policy) and 5 x 256 (value), no gradient "
         f"clipping and a constant learning rate (as brax's PPO); env one of {envs} |",
         f"| `brax-<env>-cpu` | {PRESETS['brax-ant-cpu'].description.removeprefix('brax/ant ')}; the task's other "

@@ -225,7 +225,14 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         brax="num_evals",
     ),
     ReferenceName("", "", "--eval.episodes", "episodes per evaluation", brax="num_eval_envs"),
-    ReferenceName("", "", "", "both: eval/return_deterministic and eval/return_stochastic", brax="deterministic_eval"),
+    ReferenceName(
+        "",
+        "",
+        "",
+        "both: eval/return_deterministic and eval/return_stochastic (brax's default, False, samples: its "
+        "eval/episode_reward is eval/return_stochastic)",
+        brax="deterministic_eval",
+    ),
     ReferenceName(
         "SEED",
         "seed",

@@ -373,8 +373,8 @@ def paired_comparison(
 def paired_iqm_difference(
     x: np.ndarray, y: np.ndarray, confidence: float = 0.95, num_resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """IQM(x) - IQM(y) over seeds as rliable reports it, with a percentile bootstrap interval resampling seeds with
-    each pair whole: ``(difference, low, high)``. On normal scores it covers 93 to 96% at 95% with 8 and 16 seeds
+    """IQM(x) - IQM(y) over seeds (rliable's IQM), with a percentile bootstrap interval resampling seeds with each
+    pair whole: ``(difference, low, high)``. On normal scores it covers 93 to 96% at 95% with 8 and 16 seeds
     (simulated), and need not agree with the signed-rank test (whose interval is :func:`hodges_lehmann`'s)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x) & np.isfinite(y)):
