@@ -89,6 +89,25 @@ def test_unknown_brax_names_and_backends_are_clear_errors():
         envs.make("CartPole-v1", start_pool=4)
 
 
+def test_a_brax_environment_object_wrapped_steps_as_the_built_in_one():
+    """Your own brax Env instance, registered as a custom env, runs through the same adapter: wrapping brax's own
+    inverted_pendulum gives the built-in env's observations and rewards exactly, on the same keys."""
+    from brax import envs as brax_envs
+
+    native = brax_envs.get_environment("inverted_pendulum", backend="spring")
+    factory = lambda: BraxEnv("custom/my-pendulum", environment=native, episode_length=50, start_pool=0)  # noqa: E731
+    envs.register("custom/my-pendulum", factory, overwrite=True)
+    wrapped, built_in = envs.make("custom/my-pendulum"), envs.make("brax/inverted_pendulum", episode_length=50)
+    assert wrapped.name == "custom/my-pendulum" and wrapped.observation_size == built_in.observation_size
+    (obs_a, (ts_a, _)), (obs_b, (ts_b, _)) = (_random_steps(e, num_envs=2, num_steps=60) for e in (wrapped, built_in))
+    np.testing.assert_array_equal(np.asarray(obs_a), np.asarray(obs_b))
+    np.testing.assert_array_equal(np.asarray(ts_a.observation), np.asarray(ts_b.observation))
+    np.testing.assert_array_equal(np.asarray(ts_a.truncated), np.asarray(ts_b.truncated))  # its own time limit
+    assert np.asarray(ts_a.truncated | ts_a.terminated).any()
+    with pytest.raises(ConfigError, match="runs its own pipeline: leave backend"):
+        BraxEnv("custom/my-pendulum", environment=native, backend="positional")
+
+
 def test_a_checkpoint_saved_before_the_start_pool_is_refused_with_how_to_resume_it():
     """A brax run saved before env.start_pool existed has no pool in its state: resuming it under the default is
     refused with the option that resumes it, and the program with that option takes its state tree."""

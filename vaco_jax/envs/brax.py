@@ -110,11 +110,35 @@ def brax_env_names() -> list[str]:
     return list(DEFAULT_BACKENDS)
 
 
+def _checked_backend(name: str, backend: str) -> str:
+    """The physics pipeline of the built-in brax env ``name``: ``backend``, or its default where empty; checked."""
+    if name not in DEFAULT_BACKENDS:
+        raise ConfigError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
+    backend = backend or DEFAULT_BACKENDS[name]
+    if backend not in BRAX_BACKENDS:
+        raise ConfigError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
+    supported = SUPPORTED_BACKENDS.get(name, BRAX_BACKENDS)
+    if backend not in supported:
+        raise ConfigError(f"brax/{name} supports only env.backend={' or '.join(supported)}; got {backend!r}")
+    return backend
+
+
+def _built_in(name: str, backend: str) -> Any:
+    """brax's own environment ``name`` on ``backend``."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
+        from brax import envs as brax_envs
+
+        _patch_brax_for_jax()
+        with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
+            return brax_envs.get_environment(name, backend=backend)
+
+
 class BraxEnv:
     """A batch of brax environments behind the :class:`vaco_jax.envs.base.Env` protocol.
 
     Args:
-      name: a brax env name (``ant``), without the ``brax/`` prefix.
+      name: a brax env name (``ant``), without the ``brax/`` prefix; or the name of ``environment``.
       episode_length: the time limit in brax steps (0: 1000, brax's convention); with
         ``action_repeat`` r an episode is truncated after ceil(episode_length / r) agent steps.
       action_repeat: brax steps per agent step (the action is held; rewards are summed).
@@ -122,6 +146,10 @@ class BraxEnv:
         "" picks :data:`DEFAULT_BACKENDS`.
       start_pool: fresh start states drawn per rollout for the episodes that end in it (None: four per
         environment, :data:`POOL_PER_ENV`; 0: no pool, a fresh reset for every environment at every step).
+      environment: your own brax ``Env`` instance (``brax.envs.Env``: ``reset(rng)``, ``step(state, action)`` with
+        ``obs``, ``reward``, ``done``, and ``action_size``; actions in [-1, 1]) instead of a built-in one, e.g.
+        ``envs.register("custom/my-ant", lambda: BraxEnv("custom/my-ant", environment=MyAnt()))``; its pipeline is
+        its own (leave ``backend`` empty).
     """
 
     def __init__(
@@ -132,28 +160,21 @@ class BraxEnv:
         action_repeat: int = 1,
         backend: str = "",
         start_pool: int | None = None,
+        environment: Any = None,
     ):
-        if name not in DEFAULT_BACKENDS:
-            raise ConfigError(f"brax env {name!r} is unknown; choose one of {', '.join(DEFAULT_BACKENDS)}")
-        backend = backend or DEFAULT_BACKENDS[name]
-        if backend not in BRAX_BACKENDS:
-            raise ConfigError(f"env.backend={backend!r} is unknown for brax; choose one of {', '.join(BRAX_BACKENDS)}")
-        supported = SUPPORTED_BACKENDS.get(name, BRAX_BACKENDS)
-        if backend not in supported:
-            raise ConfigError(f"brax/{name} supports only env.backend={' or '.join(supported)}; got {backend!r}")
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
-            from brax import envs as brax_envs
-
-            _patch_brax_for_jax()
-            with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
-                self._env = brax_envs.get_environment(name, backend=backend)
-                # the shape of a traced reset: brax's own observation_size runs a reset op by op (6 s for humanoid)
-                start = jax.eval_shape(self._env.reset, jax.random.key(0))
+        if environment is not None:
+            if backend:
+                raise ConfigError(f"{name}: a brax environment given as an object runs its own pipeline: leave backend")
+            self._env, self.name = environment, name
+        else:
+            backend = _checked_backend(name, backend)
+            self._env, self.name = _built_in(name, backend), f"brax/{name}"
+        with jax.numpy_rank_promotion("allow"):  # brax relies on implicit rank promotion
+            # the shape of a traced reset: brax's own observation_size runs a reset op by op (6 s for humanoid)
+            start = jax.eval_shape(self._env.reset, jax.random.key(0))
         self.observation_size = int(start.obs.shape[-1])
         if start_pool is not None and (not isinstance(start_pool, int) or start_pool < 0):
             raise ConfigError(f"env.start_pool={start_pool!r} must be a non-negative integer (0: no pool) or None")
-        self.name = f"brax/{name}"
         self.backend = backend
         self.start_pool = start_pool
         self.action_repeat = action_repeat
