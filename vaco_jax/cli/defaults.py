@@ -127,6 +127,8 @@ def _resume_dir(argv: list[str]) -> Path | None:
 def _recorded_output(recorded: dict[str, Any], default: Output) -> Output:
     """The output options a run recorded (JSON lists read back as the tuples the flags give)."""
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k in RESUMED_OUTPUT_OPTIONS}
+    if options.get("init_from") is not None:
+        options["init_from"] = Path(options["init_from"])
     return dataclasses.replace(default, **options)
 
 

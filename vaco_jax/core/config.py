@@ -365,10 +365,11 @@ def _unknown_here(data: Mapping[str, Any]) -> list[str]:
 RESOLVED_DEFAULTS = ("env.normalize_observations", "ppo.minibatch")
 """Fields whose default a run resolves (the backend's observation normalisation, the algorithm's minibatch split):
 config.json records them resolved, and as given under ``given_defaults``."""
-RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs", "given_defaults")
+RECORD_ONLY_KEYS = ("presets", "plugins", "program_changes", "async", "runs", "given_defaults", "init_from")
 """Keys of a config.json that record how its config was made, not fields of it (``runs``: its grid and seeds,
 which ``--config`` takes as the command's defaults; ``given_defaults``: the fields whose defaults the run resolved,
-as given, which ``--config`` takes instead of the resolved values)."""
+as given, which ``--config`` takes instead of the resolved values; ``init_from``: the saved learner it started from,
+which ``--config`` does not start from again)."""
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -261,9 +261,10 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName(
         "",
         "",
-        "--resume",
-        "continues an interrupted run from its newest checkpoint",
-        RUN_COMMANDS,
+        "--init-from",
+        "a new run from a saved run's learner (its networks and observation statistics; --init-seed, --init-point "
+        "choose which run); --resume continues the same run instead",
+        ("train", "sweep"),
         brax="restore_checkpoint_path",
     ),
     ReferenceName(

@@ -45,6 +45,16 @@ class Output:
     """Continue the interrupted run whose --out-dir was this directory, from its newest checkpoint, to the end. Its
     checkpoint's record (a demo: its result set's) supplies every flag not given (config, grid, seeds, presets,
     output options); a given flag that differs from the run's config, grid or seeds is refused, naming it."""
+    init_from: Path | None = None
+    """Start every run from the learner saved in this directory (a train or sweep --out-dir, at its newest
+    checkpoint; brax's restore_checkpoint_path): its actor, critic and observation statistics, and the lag buffer
+    full of it; the optimiser, environments and keys start fresh. Its networks and env must be these runs'. A resume
+    reads it again for the record: keep the directory until the runs end."""
+    init_seed: int | None = None
+    """Which of the saved runs' seeds --init-from takes the learner of (default: the first)."""
+    init_point: tuple[str, ...] = ()
+    """Which grid point of a saved sweep --init-from takes the learner of, as FIELD=VALUE for each axis (default: the
+    first point), e.g. --init-point lag.k=0."""
     metric: ReportedMetric = "episode/return"
     """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
     episodes (eval/...: needs --eval.every N)."""
@@ -93,13 +103,20 @@ RESUMED_OUTPUT_OPTIONS = (
     "wandb_tags",
     "wandb_mode",
     "runs_per_program",
+    "init_from",
+    "init_seed",
+    "init_point",
 )
 """The :class:`Output` options a checkpoint records, so that a resume writes its outputs as the run did."""
 
 
 def recorded_output_options(output: Output) -> dict[str, Any]:
-    """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them."""
-    return {name: getattr(output, name) for name in RESUMED_OUTPUT_OPTIONS}
+    """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them (a path as a string)."""
+    return {
+        name: str(value) if isinstance(value, Path) else value
+        for name in RESUMED_OUTPUT_OPTIONS
+        if (value := getattr(output, name)) is not None or name != "init_from"
+    }
 
 
 def check_output(output: Output) -> None:

@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaco_jax.core.config import Config, ConfigError, parse_value
+from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.runs.run_directory import RunDirectory
-from vaco_jax.runs.saved import load_run, recorded_run
+from vaco_jax.runs.saved import load_run, parse_point, recorded_run
 from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.trainer import TrainProgram
 
@@ -146,13 +146,7 @@ def render_saved_run(
         raise ConfigError(f"{out} exists: pass --overwrite to replace it, or --out FILE to write elsewhere")
     if max_steps < 0:
         raise ConfigError(f"--max-steps {max_steps} must be >= 0 (0: the env's time limit)")
-    chosen = {}
-    for spec in point:
-        path, sep, text = spec.partition("=")
-        if not sep:
-            raise ConfigError(f"--point {spec!r} must look like FIELD=VALUE, e.g. lag.k=4")
-        chosen[path] = parse_value(config, path, text)
-    loaded = load_run(run_dir, step=step, point=chosen, seed=seed)
+    loaded = load_run(run_dir, step=step, point=parse_point(config, point), seed=seed)
     directory = RunDirectory(run_dir)
     if out.parent.absolute() == directory.path.absolute() and directory.is_marked():
         directory.record([out.name])  # before it is written: a later --overwrite of the run may remove it

@@ -1,6 +1,6 @@
 """What a run writes: its live writers (:class:`~vaco_jax.runs.writers.RunWriter`: the progress line, TensorBoard,
-W&B), opened for a run and closed at its end, and its result files (config.json, metrics.json and .csv,
-summary.json, the plots). :func:`vaco_jax.runs.session.execute` calls these."""
+W&B), opened for a run and closed at its end, its result files (config.json, metrics.json and .csv,
+summary.json, the plots), and the line that opens it. :func:`vaco_jax.runs.session.execute` calls these."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from typing import Any
 from vaco_jax.core import plugins
 from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict, get_field
 from vaco_jax.core.nested import strict_json
+from vaco_jax.core.presets import run_label
 from vaco_jax.runs import plotting, writers
 from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.progress import ProgressLine
 from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory
 from vaco_jax.runs.wandb_writer import WandbOptions, WandbWriter
+from vaco_jax.training import distributed
+from vaco_jax.training.driver import sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult
@@ -80,6 +83,9 @@ def write_results(
     ]
     presets = result.extra.get("presets", [])
     record = run_config_record(result.config, presets, result.grid, result.seeds, result.extra.get("async"), given)
+    if result.extra.get("init_from"):  # the saved learner the runs started from (--init-from)
+        record["init_from"] = result.extra["init_from"]
+        rows = [{**row, "init_from": result.extra["init_from"]} for row in rows]
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
@@ -119,3 +125,19 @@ def run_config_record(
         unresolved = {path: value for path, value in unresolved.items() if value != get_field(config, path)}
         record |= {"given_defaults": unresolved} if unresolved else {}
     return record | ({"async": asynchronous} if asynchronous is not None else {})
+
+
+def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
+    """The first line of a run: what trains, how much, and where (processes, programs)."""
+    config = plan.config
+    return (
+        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {plan.num_points} grid point(s) x "
+        f"{plan.num_seeds} seeds, "
+        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
+        f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
+        + f"; {plan.program.minibatch_note()}"
+        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
+        + (f"; {plan.split}" if plan.split else "")
+        + (f"; {note}" if (note := sharding_note(plan.program_runs)) else "")
+        + (f"; starting from {plan.initial.describe()}" if plan.initial else "")
+    )

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vaco_jax.core.config import Config, ConfigError, config_from_dict
+from vaco_jax.core.config import Config, ConfigError, config_from_dict, parse_value
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.numerics import stats
@@ -31,6 +31,7 @@ from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.sweep import SweepResult
 from vaco_jax.training.trainer import TrainProgram
+from vaco_jax.training.warm_start import InitialLearner
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,37 @@ def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any
     if seed is not None and seed not in seeds:
         raise ConfigError(f"--seed {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
     return chosen * len(seeds) + (seeds.index(seed) if seed is not None else 0)
+
+
+def parse_point(config: Config, point: tuple[str, ...], flag: str = "--point") -> dict[str, Any]:
+    """``("lag.k=4",)`` as ``{"lag.k": 4}``, each value parsed as ``config``'s field takes it."""
+    chosen = {}
+    for spec in point:
+        path, sep, text = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"{flag} {spec!r} must look like FIELD=VALUE, e.g. lag.k=4")
+        chosen[path] = parse_value(config, path, text)
+    return chosen
+
+
+def initial_learner(
+    run_dir: Path | None, seed: int | None = None, point: tuple[str, ...] = ()
+) -> InitialLearner | None:
+    """The learner ``--init-from run_dir`` starts runs from (None without ``run_dir``): one run's parameters and
+    observation statistics at the newest checkpoint (``seed``, ``point``: which run), and where they came from."""
+    if run_dir is None:
+        return None
+    if not Path(run_dir).is_dir():
+        raise ConfigError(f"--init-from {run_dir}: no such directory; give the --out-dir of a vaco-jax train or sweep")
+    chosen = parse_point(recorded_run(run_dir).config, point, "--init-point")
+    loaded = load_run(run_dir, point=chosen, seed=seed)
+    source = {
+        "run_dir": str(run_dir),
+        "iterations_done": loaded.iterations_done,
+        "point": loaded.point,
+        "seed": loaded.seed,
+    }
+    return InitialLearner(loaded.state.params, loaded.state.obs_norm, source)
 
 
 def load_run(

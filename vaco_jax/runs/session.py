@@ -31,11 +31,18 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
 from vaco_jax.runs.readings import readings_report
 from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
-from vaco_jax.runs.run_outputs import finish_writers, open_writers, run_config_record, write_results  # noqa: F401
+from vaco_jax.runs.run_outputs import (  # noqa: F401  (run_config_record: re-exported)
+    finish_writers,
+    open_writers,
+    run_config_record,
+    run_line,
+    write_results,
+)
+from vaco_jax.runs.saved import initial_learner
 from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import Driver, sharding_note
+from vaco_jax.training.driver import Driver
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
 
@@ -148,7 +155,7 @@ def execute(
         if restored is None:
             return None
     run = _open(request, plan, meta, programs, restored, wandb_options, stop)
-    print(_run_line(plan, presets), flush=True)
+    print(run_line(plan, presets), flush=True)
     result = _train(run, request, plan, driver, restored, stop)
     return _finish(run, request, result, meta, stop)
 
@@ -197,12 +204,20 @@ def _checked(request: RunRequest, plan: RunPlan | None) -> tuple[RunPlan, Driver
         )
     if asynchronous is not None and distributed.multiprocess():
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
-    seeds = (request.num_seeds, request.seed)
     if plan is None:
         num_seeds, seed, split = request.num_seeds, request.seed, output.runs_per_program
-        plan = RunPlan.build(config, request.grid, num_seeds=num_seeds, seed=seed, runs_per_program=split)
-    elif (plan.grid, plan.num_seeds, plan.seed) != ({k: list(v) for k, v in request.grid.items()}, *seeds):
+        initial = initial_learner(output.init_from, output.init_seed, output.init_point)
+        plan = RunPlan.build(
+            config, request.grid, num_seeds=num_seeds, seed=seed, runs_per_program=split, initial=initial
+        )
+    elif (plan.grid, plan.num_seeds, plan.seed) != (
+        {k: list(v) for k, v in request.grid.items()},
+        request.num_seeds,
+        request.seed,
+    ):
         raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
+    elif output.init_from is not None:  # a demo's plans: every variant from scratch
+        raise ConfigError("--init-from starts train and sweep runs from a saved learner; a demo trains from scratch")
     # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
     driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
     if asynchronous is not None:
@@ -350,21 +365,6 @@ def _open_run_directory(output: Output, run_id: str, grid: dict[str, list]) -> R
             raise
     distributed.agree(True)
     return run_dir
-
-
-def _run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
-    """The first line of a run: what trains, how much, and where (processes, programs)."""
-    config = plan.config
-    return (
-        f"vaco-jax: {run_label(config.algorithm, presets)} on {config.env.name}, {plan.num_points} grid point(s) x "
-        f"{plan.num_seeds} seeds, "
-        f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
-        f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
-        + f"; {plan.program.minibatch_note()}"
-        + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
-        + (f"; {plan.split}" if plan.split else "")
-        + (f"; {note}" if (note := sharding_note(plan.program_runs)) else "")
-    )
 
 
 def _print_results(

@@ -223,7 +223,11 @@ class AsyncDriver:
         total = self.program.config.num_iterations if num_iterations is None else num_iterations
         hparams = jax.device_put(hparams, self.learner_device)
         start = time.perf_counter()
-        states = self.init(keys, hparams) if states is None else jax.device_put(states, self.learner_device)
+        if states is None:
+            states = self.init(keys, hparams)
+            states = jax.device_put(options.warm_start(states), self.learner_device) if options.warm_start else states
+        else:
+            states = jax.device_put(states, self.learner_device)
         first = int(np.asarray(jax.device_get(states.iteration)).reshape(-1)[0])
         store = ParameterStore(ActorSnapshot(states.params.actor, states.obs_norm), first, states.iteration)
         batches: queue.Queue = queue.Queue(maxsize=self.options.queue_size)

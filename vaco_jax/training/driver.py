@@ -290,6 +290,10 @@ class Driver:
         if states is None:
             part_keys = [keys] if len(parts) == 1 else [keys[part] for part in parts]
             states_parts = [self.init(k, h) for k, h in zip(part_keys, hparams_parts, strict=True)]
+            if options.warm_start is not None:  # a saved learner in every run: laid out as the fresh states were
+                states_parts = [options.warm_start(s) for s in states_parts]
+                if sharding is not None:
+                    states_parts = [distributed.put(s, sharding) for s in states_parts]
         else:  # restored states (a resume) are laid out like fresh ones
             states_parts = [_take(states, part) for part in parts] if len(parts) > 1 else [states]
             if sharding is not None:

@@ -64,6 +64,8 @@ class LoopOptions:
       runs_per_program: split the runs into programs of at most this many, trained back to back each chunk (for runs
         whose batch buffers do not fit the device at once; :func:`vaco_jax.training.chunks.program_parts`); None: one
         program.
+      warm_start: applied to fresh states (of each program's runs) before the first chunk, e.g. a saved learner's
+        :meth:`vaco_jax.training.warm_start.InitialLearner.apply`; not to restored ones.
     """
 
     chunk_size: int | None = None
@@ -73,6 +75,7 @@ class LoopOptions:
     keep_metrics: bool = True
     overlap: bool = True
     runs_per_program: int | None = None
+    warm_start: Callable[[TrainState], TrainState] | None = None
 
     @classmethod
     def of(cls, options: LoopOptions | None, keywords: Mapping[str, Any], caller: str) -> Self:

@@ -24,6 +24,7 @@ from vaco_jax.training import distributed, memory
 from vaco_jax.training.driver import stack_hparams
 from vaco_jax.training.seeds import MAX_SEED, check_seeds, seed_keys
 from vaco_jax.training.trainer import TrainProgram, validate_config
+from vaco_jax.training.warm_start import InitialLearner
 
 
 def check_grid(config: Config, grid: Mapping[str, Sequence[Any]]) -> None:
@@ -58,6 +59,7 @@ class RunPlan:
       num_seeds: seeds per grid point.
       runs_per_program: split the run axis into programs of at most this many runs (None: one program).
       split: why it was split, in words (empty: it was not).
+      initial: a saved learner every run starts from (:mod:`vaco_jax.training.warm_start`); None: fresh networks.
     """
 
     program: TrainProgram
@@ -67,6 +69,7 @@ class RunPlan:
     num_seeds: int
     runs_per_program: int | None = None
     split: str = ""
+    initial: InitialLearner | None = None
 
     @classmethod
     def build(
@@ -77,12 +80,14 @@ class RunPlan:
         num_seeds: int = 1,
         seed: int = 0,
         runs_per_program: Literal["auto"] | int | None = None,
+        initial: InitialLearner | None = None,
     ) -> RunPlan:
         """Validate a batch of runs once, refusing with a :class:`ConfigError` that says what to change.
 
         ``config`` may be a program already built (a driver's), which is trusted as validated. ``runs_per_program``:
         None for one program; ``"auto"`` for as many runs per program as fit the device's memory; a number for at
-        most that many (checked against the devices and the memory either way).
+        most that many (checked against the devices and the memory either way). ``initial``: a saved learner every
+        run starts from, refused unless its networks have these runs' shapes.
         """
         program = config if isinstance(config, TrainProgram) else TrainProgram(config)
         grid = {path: list(values) for path, values in (grid or {}).items()}
@@ -90,8 +95,10 @@ class RunPlan:
         check_seeds(seed, num_seeds)
         num_runs = len(point_configs) * num_seeds
         distributed.check_runs(num_runs)
+        if initial is not None:  # before any memory is sized: a learner that does not fit is the first thing said
+            initial.check_fits(jax.eval_shape(program.init, jax.random.key(0)))
         per_program, split = memory.split_runs(program, num_runs, runs_per_program)
-        return cls(program, grid, point_configs, seed, num_seeds, per_program, split)
+        return cls(program, grid, point_configs, seed, num_seeds, per_program, split, initial)
 
     @property
     def config(self) -> Config:

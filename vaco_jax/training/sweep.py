@@ -292,6 +292,7 @@ def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fie
                 callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
                 keep_metrics=metrics_dir is None,
                 runs_per_program=runs_per_program,
+                warm_start=plan.initial.apply if plan.initial else None,
             ),
         )
     finally:
@@ -311,5 +312,5 @@ def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fie
         metrics=metrics,
         compile_seconds=out.compile_seconds,
         run_seconds=out.run_seconds,
-        extra={"states": out.states},
+        extra={"states": out.states, **({"init_from": plan.initial.source} if plan.initial else {})},
     )
