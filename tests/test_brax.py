@@ -106,6 +106,10 @@ def test_a_brax_environment_object_wrapped_steps_as_the_built_in_one():
     assert np.asarray(ts_a.truncated | ts_a.terminated).any()
     with pytest.raises(ConfigError, match="runs its own pipeline: leave backend"):
         BraxEnv("custom/my-pendulum", environment=native, backend="positional")
+    # brax.envs.create's wrappers would end the time limit as a termination and swap the final observation: refused
+    created = brax_envs.create("inverted_pendulum", backend="spring", episode_length=3)
+    with pytest.raises(ConfigError, match="wrapped in brax's .*Wrapper .*give it unwrapped"):
+        BraxEnv("custom/my-pendulum", environment=created)
 
 
 def test_a_checkpoint_saved_before_the_start_pool_is_refused_with_how_to_resume_it():

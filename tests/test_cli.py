@@ -444,26 +444,41 @@ def test_a_brax_presets_printed_config_is_json_on_stdout_alone(tmp_path, capsys)
 
 
 def test_train_from_a_saved_sweeps_learner_records_where_it_started(sweep_dir, tmp_path, capsys):
-    """--init-from a saved sweep, one of its runs chosen: the run line and config.json say which; a demo, a missing
-    directory and a network that does not fit are refused."""
-    out = tmp_path / "warm"
-    argv = ["train", *TINY, "--num-iterations", "2", "--out-dir", str(out), "--init-from", str(sweep_dir)]
-    warm = ["--init-point", "lag.k=4", "--init-seed", "1", "--eval.every", "0", "--ppo.learning-rate", "1e-12"]
-    assert main([*argv, *warm]) == 0
-    said = capsys.readouterr().out
-    assert f"starting from the learner of {sweep_dir} after 6 iterations (lag.k=4, seed 1)" in said, said
-    record = json.loads((out / "config.json").read_text())["init_from"]
-    assert record == {"run_dir": str(sweep_dir), "iterations_done": 6, "point": {"lag.k": 4}, "seed": 1}
-    assert json.loads((out / "summary.json").read_text())[0]["init_from"] == record
-    # trained at a negligible step size, the run ends where it started: at the saved learner (not fresh networks)
+    """--init-from a saved sweep, one of its runs chosen: the run line and config.json say which; the run ends where
+    it started at a negligible step size; a resume keeps the record without the saved directory; a demo (before it
+    stages anything), a missing directory, --init-seed alone, another activation or normalisation and a network that
+    does not fit are refused."""
+    import shutil
+
     from vaco_jax.runs.saved import load_run
 
-    ended, source = load_run(out).state, load_run(sweep_dir, point={"lag.k": 4}, seed=1).state
-    for mine, theirs in zip(jax.tree.leaves(ended.params), jax.tree.leaves(source.params), strict=True):
+    source, out = tmp_path / "source", tmp_path / "warm"
+    shutil.copytree(sweep_dir, source)
+    argv = ["train", *TINY, "--num-iterations", "2", "--out-dir", str(out), "--init-from", str(source)]
+    warm = ["--init-point", "lag.k=4", "--init-seed", "1", "--eval.every", "0", "--ppo.learning-rate", "1e-12"]
+    assert main([*argv, *warm, "--ppo.no-anneal-lr"]) == 0
+    said = capsys.readouterr().out
+    assert f"starting from the learner of {source} after 6 iterations (lag.k=4, seed 1)" in said, said
+    record = json.loads((out / "config.json").read_text())["init_from"]
+    assert record == {"run_dir": str(source), "iterations_done": 6, "point": {"lag.k": 4}, "seed": 1}
+    assert json.loads((out / "summary.json").read_text())[0]["init_from"] == record
+    # trained at a negligible step size, the run ends where it started: at the saved learner (not fresh networks)
+    ended, started = load_run(out).state, load_run(source, point={"lag.k": 4}, seed=1).state
+    for mine, theirs in zip(jax.tree.leaves(ended.params), jax.tree.leaves(started.params), strict=True):
         np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs), atol=1e-6)
+    # a resume (here extending the run) takes its states from its own checkpoint: the saved directory may be gone
+    shutil.rmtree(source)
+    assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
+    assert json.loads((out / "config.json").read_text())["init_from"] == record
+    capsys.readouterr()
+    other = ["train", *TINY, "--init-from", str(sweep_dir), "--out-dir"]
     for refused, fragment in [
+        ([*other, str(tmp_path / "a"), "--env.normalize-observations", "True"], "env.normalize_observations=False"),
+        ([*other, str(tmp_path / "b"), "--network.activation", "relu"], "give --network.activation tanh"),
+        ([*other, str(tmp_path / "c"), "--network.actor-hidden", "8"], "the saved learner's networks are laid out"),
         (["train", *TINY, "--init-from", str(tmp_path / "nope")], "no such directory"),
-        ([*argv, "--overwrite", "--network.actor-hidden", "8"], "the saved learner's network parameters"),
+        (["train", *TINY, "--init-seed", "1"], "choose what --init-from takes: give it too"),
+        (["train", "--resume", str(out), "--init-seed", "0"], "--init-seed differs from it: drop it"),
         (
             ["demo", *TINY, "--lag.max-lag", "8", "--init-from", str(sweep_dir), "--out-dir", str(tmp_path / "d")],
             "a demo",
@@ -471,6 +486,7 @@ def test_train_from_a_saved_sweeps_learner_records_where_it_started(sweep_dir, t
     ]:
         assert main(refused) == 2, refused
         assert fragment in capsys.readouterr().err, refused
+    assert not (tmp_path / "d.incomplete").exists()  # refused before anything was staged
 
 
 def test_the_static_and_traced_table_lists_every_field_as_the_config_marks_it():

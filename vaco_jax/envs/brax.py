@@ -123,6 +123,20 @@ def _checked_backend(name: str, backend: str) -> str:
     return backend
 
 
+def _refuse_training_wrappers(name: str, environment: Any) -> None:
+    """Refuse an environment inside brax's training wrappers (``brax.envs.create`` adds a time limit that ends
+    episodes as terminations, and an auto-reset that swaps the final observation): the adapter does both itself."""
+    inner = environment
+    while hasattr(inner, "env") and inner is not inner.env:
+        if type(inner).__module__.startswith("brax.envs.wrappers.training"):
+            raise ConfigError(
+                f"{name}: the environment is wrapped in brax's {type(inner).__name__} (brax.envs.create adds it): "
+                "give it unwrapped (brax.envs.get_environment(...), or its .unwrapped); the adapter applies its own "
+                "time limit (episode_length), action repeat and resets"
+            )
+        inner = inner.env
+
+
 def _built_in(name: str, backend: str) -> Any:
     """brax's own environment ``name`` on ``backend``."""
     with warnings.catch_warnings():
@@ -165,6 +179,7 @@ class BraxEnv:
         if environment is not None:
             if backend:
                 raise ConfigError(f"{name}: a brax environment given as an object runs its own pipeline: leave backend")
+            _refuse_training_wrappers(name, environment)
             self._env, self.name = environment, name
         else:
             backend = _checked_backend(name, backend)

@@ -57,6 +57,8 @@ def compare(
     the two commands to choose from: the demo's ``overwrite`` default replaces a finished set, never an unfinished
     one.
     """
+    if output.init_from is not None:  # before anything is staged
+        raise ConfigError("--init-from starts train and sweep runs from a saved learner; a demo trains from scratch")
     replace_interrupted = output.overwrite if replace_interrupted is None else replace_interrupted
     named = Path(output.resume if output.resume is not None else output.out_dir)
     # a symbolic link to a directory: the set is built beside, and published as, the directory it names (the link

@@ -48,8 +48,10 @@ class Output:
     init_from: Path | None = None
     """Start every run from the learner saved in this directory (a train or sweep --out-dir, at its newest
     checkpoint; brax's restore_checkpoint_path): its actor, critic and observation statistics, and the lag buffer
-    full of it; the optimiser, environments and keys start fresh. Its networks and env must be these runs'. A resume
-    reads it again for the record: keep the directory until the runs end."""
+    full of it; the optimiser, environments and keys start fresh. Its networks and env must be these runs'. The
+    checkpoint, run and directory taken are recorded (a resume does not read the directory again)."""
+    init_step: int | None = None
+    """Which checkpoint of the saved runs --init-from takes, by iterations done (default: the newest)."""
     init_seed: int | None = None
     """Which of the saved runs' seeds --init-from takes the learner of (default: the first)."""
     init_point: tuple[str, ...] = ()
@@ -104,6 +106,7 @@ RESUMED_OUTPUT_OPTIONS = (
     "wandb_mode",
     "runs_per_program",
     "init_from",
+    "init_step",
     "init_seed",
     "init_point",
 )
@@ -112,11 +115,9 @@ RESUMED_OUTPUT_OPTIONS = (
 
 def recorded_output_options(output: Output) -> dict[str, Any]:
     """The options of :data:`RESUMED_OUTPUT_OPTIONS` as a run's record holds them (a path as a string)."""
-    return {
-        name: str(value) if isinstance(value, Path) else value
-        for name in RESUMED_OUTPUT_OPTIONS
-        if (value := getattr(output, name)) is not None or name != "init_from"
-    }
+    started_from = output.init_from is not None  # the --init-* options only where a run starts from a learner
+    names = [name for name in RESUMED_OUTPUT_OPTIONS if started_from or not name.startswith("init_")]
+    return {name: str(value) if isinstance(value := getattr(output, name), Path) else value for name in names}
 
 
 def check_output(output: Output) -> None:

@@ -11,6 +11,8 @@ command's presets and output options), which ``train``/``sweep --resume DIR`` al
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.numerics import stats
 from vaco_jax.runs import checkpoint
+from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
 from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
@@ -193,17 +196,25 @@ class LoadedRun:
         return actions.reshape(*observations.shape[:-1], *actions.shape[1:])
 
 
-def run_index(grid: dict[str, list[Any]], seeds: list[int], point: dict[str, Any], seed: int | None) -> int:
+def run_index(
+    grid: dict[str, list[Any]],
+    seeds: list[int],
+    point: dict[str, Any],
+    seed: int | None,
+    flags: tuple[str, str] = ("--point", "--seed"),
+) -> int:
     """The position on the run axis (grid points outer, seeds inner) of ``point`` (every grid axis: a value of it;
-    empty: the first point) and ``seed`` (None: the first)."""
+    empty: the first point) and ``seed`` (None: the first); ``flags``: what the errors call them."""
     points = grid_points(grid)
     if point and set(point) != set(grid):
-        raise ConfigError(f"--point needs a value for each grid axis ({', '.join(grid) or 'none'}); got {list(point)}")
+        raise ConfigError(
+            f"{flags[0]} needs a value for each grid axis ({', '.join(grid) or 'none'}); got {list(point)}"
+        )
     if point and point not in points:
-        raise ConfigError(f"--point {point} is not a grid point of the run; its points: {points}")
+        raise ConfigError(f"{flags[0]} {point} is not a grid point of the run; its points: {points}")
     chosen = points.index(point) if point else 0
     if seed is not None and seed not in seeds:
-        raise ConfigError(f"--seed {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
+        raise ConfigError(f"{flags[1]} {seed} is not a seed of the run; its seeds are {seeds[0]} .. {seeds[-1]}")
     return chosen * len(seeds) + (seeds.index(seed) if seed is not None else 0)
 
 
@@ -218,28 +229,91 @@ def parse_point(config: Config, point: tuple[str, ...], flag: str = "--point") -
     return chosen
 
 
-def initial_learner(
-    run_dir: Path | None, seed: int | None = None, point: tuple[str, ...] = ()
-) -> InitialLearner | None:
-    """The learner ``--init-from run_dir`` starts runs from (None without ``run_dir``): one run's parameters and
-    observation statistics at the newest checkpoint (``seed``, ``point``: which run), and where they came from."""
-    if run_dir is None:
-        return None
-    if not Path(run_dir).is_dir():
-        raise ConfigError(f"--init-from {run_dir}: no such directory; give the --out-dir of a vaco-jax train or sweep")
-    chosen = parse_point(recorded_run(run_dir).config, point, "--init-point")
-    loaded = load_run(run_dir, point=chosen, seed=seed)
-    source = {
-        "run_dir": str(run_dir),
-        "iterations_done": loaded.iterations_done,
-        "point": loaded.point,
-        "seed": loaded.seed,
+INIT_FLAGS = ("--init-point", "--init-seed")
+"""The flags that choose the saved run --init-from takes (named in their errors)."""
+
+
+def resolved_start(output: Output, config: Config) -> tuple[Output, InitialLearner | None]:
+    """``--init-from`` resolved once, before anything runs: the saved learner (None without ``--init-from``), and
+    ``output`` with the directory made absolute and the checkpoint, grid point and seed taken written in, so that the
+    run's record names them exactly. A resume takes the record alone (its states come from its own checkpoint) and
+    refuses ``--init-*`` flags that differ from it. Refused: a missing directory, ``--init-*`` without
+    ``--init-from``, and a learner whose activation or observation normalisation differ from ``config``'s (its
+    parameters' shapes are checked when the runs are planned)."""
+    chosen = (output.init_step, output.init_seed, output.init_point)
+    if output.init_from is None:
+        if chosen != (None, None, ()):
+            raise ConfigError("--init-step, --init-seed and --init-point choose what --init-from takes: give it too")
+        return output, None
+    if output.resume is not None:
+        recorded = recorded_run(output.resume).output
+        given = {"init_from": str(output.init_from), "init_step": output.init_step, "init_seed": output.init_seed}
+        given |= {"init_point": list(output.init_point)} if output.init_point else {}
+        recorded = {**recorded, "init_point": list(recorded.get("init_point") or ())}
+        differing = [
+            f"--{flag.replace('_', '-')}"
+            for flag, value in given.items()
+            if value is not None and recorded.get(flag) != value
+        ]
+        if differing:
+            raise ConfigError(
+                f"--resume {output.resume} started from {recorded.get('init_from') or 'fresh networks'} as its record "
+                f"says; {', '.join(differing)} differs from it: drop it"
+            )
+        return output, InitialLearner(None, None, _source(output))
+    run_dir = Path(output.init_from).absolute()
+    if not run_dir.is_dir():
+        raise ConfigError(
+            f"--init-from {output.init_from}: no such directory; give a vaco-jax train or sweep --out-dir"
+        )
+    saved = recorded_run(run_dir, output.init_step).config
+    point = parse_point(saved, output.init_point, INIT_FLAGS[0])
+    loaded = load_run(run_dir, step=output.init_step, point=point, seed=output.init_seed, flags=INIT_FLAGS)
+    for what, theirs, mine in (
+        ("network.activation", saved.network.activation, config.network.activation),
+        ("env.normalize_observations", _normalised(saved), _normalised(config)),
+    ):
+        if theirs != mine:
+            raise ConfigError(
+                f"--init-from {output.init_from}: its learner was trained with {what}={theirs}, these runs set {mine}: "
+                f"give --{what.replace('_', '-')} {theirs}"
+            )
+    pinned = dataclasses.replace(
+        output,
+        init_from=run_dir,
+        init_step=loaded.iterations_done,
+        init_seed=loaded.seed,
+        init_point=tuple(f"{axis}={json.dumps(value)}" for axis, value in loaded.point.items()),
+    )
+    return pinned, InitialLearner(loaded.state.params, loaded.state.obs_norm, _source(pinned))
+
+
+def _source(output: Output) -> dict[str, Any]:
+    """Where an --init-from learner came from, as the run's record holds it (from the resolved options)."""
+    point = dict(spec.split("=", 1) for spec in output.init_point)
+    return {
+        "run_dir": str(output.init_from),
+        "iterations_done": output.init_step,
+        "point": {axis: json.loads(text) for axis, text in point.items()},
+        "seed": output.init_seed,
     }
-    return InitialLearner(loaded.state.params, loaded.state.obs_norm, source)
+
+
+def _normalised(config: Config) -> bool:
+    """Whether a run of ``config`` normalises its observations (its backend's default where it says None)."""
+    from vaco_jax import envs
+
+    given = config.env.normalize_observations
+    return envs.default_normalization(config.env.name) if given is None else bool(given)
 
 
 def load_run(
-    run_dir: str | Path, *, step: int | None = None, point: dict[str, Any] | None = None, seed: int | None = None
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    point: dict[str, Any] | None = None,
+    seed: int | None = None,
+    flags: tuple[str, str] = ("--point", "--seed"),
 ) -> LoadedRun:
     """One run of the batch saved in ``run_dir`` (a ``train`` or ``sweep`` ``--out-dir``, or a demo variant's
     folder), restored from its newest checkpoint (or the one after ``step`` iterations).
@@ -249,12 +323,13 @@ def load_run(
       step: the checkpoint to restore; None: the newest.
       point: a sweep's grid point, a value for every axis (``{"lag.k": 4}``); None: the first point.
       seed: one of the run's seeds; None: the first.
+      flags: what the errors call ``point`` and ``seed``.
     """
     record = recorded_run(run_dir, step)
     program = TrainProgram(record.config)
     seeds = list(range(record.seed, record.seed + record.num_seeds))
     point = dict(point or {})
-    index = run_index(record.grid, seeds, point, seed)
+    index = run_index(record.grid, seeds, point, seed, flags)
     template = memory.abstract_batch(program, record.num_runs)[0]
     restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
     state = jax.tree.map(lambda x: x[index], restored.states)

@@ -38,13 +38,14 @@ from vaco_jax.runs.run_outputs import (  # noqa: F401  (run_config_record: re-ex
     run_line,
     write_results,
 )
-from vaco_jax.runs.saved import initial_learner
+from vaco_jax.runs.saved import resolved_start
 from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
 from vaco_jax.training.driver import Driver
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
+from vaco_jax.training.warm_start import InitialLearner
 
 
 def format_summary(result: SweepResult, rows: list[dict]) -> str:
@@ -88,6 +89,7 @@ class RunRequest:
     presets: tuple[str, ...] = ()
     asynchronous: AsyncOptions | None = None
     variant: Variant | None = None
+    initial: InitialLearner | None = None  # the saved learner the runs start from (--init-from), or its record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +134,8 @@ def execute(
     The steps: the plan (every check, on every process at once), the run opened (directory, checkpoints, writers),
     the training loop, the results finished.
     """
-    request = RunRequest(config, grid, num_seeds, seed, _resolved(output), presets, asynchronous, variant)
+    output, initial = resolved_start(_resolved(output), config)  # --init-from read once, before anything runs
+    request = RunRequest(config, grid, num_seeds, seed, output, presets, asynchronous, variant, initial)
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
     if request.output.print_config:  # the async options as the run's record holds them
@@ -206,9 +209,8 @@ def _checked(request: RunRequest, plan: RunPlan | None) -> tuple[RunPlan, Driver
         raise ConfigError("--async runs actor threads in one process: drop it, or the --distributed flags")
     if plan is None:
         num_seeds, seed, split = request.num_seeds, request.seed, output.runs_per_program
-        initial = initial_learner(output.init_from, output.init_seed, output.init_point)
         plan = RunPlan.build(
-            config, request.grid, num_seeds=num_seeds, seed=seed, runs_per_program=split, initial=initial
+            config, request.grid, num_seeds=num_seeds, seed=seed, runs_per_program=split, initial=request.initial
         )
     elif (plan.grid, plan.num_seeds, plan.seed) != (
         {k: list(v) for k, v in request.grid.items()},
@@ -216,8 +218,6 @@ def _checked(request: RunRequest, plan: RunPlan | None) -> tuple[RunPlan, Driver
         request.seed,
     ):
         raise ValueError("execute(plan=...) was given the plan of another grid or seeds than its own")
-    elif output.init_from is not None:  # a demo's plans: every variant from scratch
-        raise ConfigError("--init-from starts train and sweep runs from a saved learner; a demo trains from scratch")
     # the asynchronous driver refuses what it cannot run (a simulated lag, a split) before anything is written
     driver = AsyncDriver(plan.program, asynchronous) if asynchronous is not None else Driver(plan.program)
     if asynchronous is not None:

@@ -95,7 +95,7 @@ class RunPlan:
         check_seeds(seed, num_seeds)
         num_runs = len(point_configs) * num_seeds
         distributed.check_runs(num_runs)
-        if initial is not None:  # before any memory is sized: a learner that does not fit is the first thing said
+        if initial is not None and initial.loaded:  # before any memory is sized: a learner that does not fit first
             initial.check_fits(jax.eval_shape(program.init, jax.random.key(0)))
         per_program, split = memory.split_runs(program, num_runs, runs_per_program)
         return cls(program, grid, point_configs, seed, num_seeds, per_program, split, initial)

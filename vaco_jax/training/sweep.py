@@ -292,7 +292,7 @@ def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fie
                 callbacks=[*callbacks, bar.on_chunk] if bar else callbacks,
                 keep_metrics=metrics_dir is None,
                 runs_per_program=runs_per_program,
-                warm_start=plan.initial.apply if plan.initial else None,
+                warm_start=plan.initial.apply if plan.initial and plan.initial.loaded else options.warm_start,
             ),
         )
     finally:

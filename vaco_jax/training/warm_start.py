@@ -23,11 +23,16 @@ from vaco_jax.numerics import lag
 class InitialLearner:
     """The learner a batch of runs starts from: one run's ``params`` and ``obs_norm`` (no run axis), and where they
     came from (``source``: the saved run's directory, iterations done, grid point and seed), recorded with the
-    runs."""
+    runs. A resumed batch holds the record alone (``params`` None): its states come from its own checkpoint."""
 
-    params: AgentParams
-    obs_norm: NormalizerState
+    params: AgentParams | None
+    obs_norm: NormalizerState | None
     source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the learner itself is here (not only its record)."""
+        return self.params is not None
 
     def describe(self) -> str:
         """Where the learner came from, in words."""
@@ -42,30 +47,36 @@ class InitialLearner:
         """Refuse, naming the first difference, where the learner's parameters or observation statistics do not
         have the shapes of a fresh run's (``fresh``: one run's state, abstract or not): another network, env or
         algorithm."""
-        for what, mine, theirs in (
-            ("network parameters", self.params, fresh.params),
-            ("observation statistics", self.obs_norm, fresh.obs_norm),
-        ):
-            mine_leaves, mine_tree = jax.tree.flatten_with_path(mine)
-            theirs_leaves, theirs_tree = jax.tree.flatten_with_path(theirs)
-            if mine_tree != theirs_tree:
+        if not self.loaded:
+            return
+        mine, theirs = self.obs_norm.mean.shape, fresh.obs_norm.mean.shape  # the env's observation first
+        if mine != theirs:
+            raise ConfigError(
+                f"--init-from: the saved learner saw {mine[-1]} observation features, these runs' env gives "
+                f"{theirs[-1]}: train on the saved run's env"
+            )
+        mine_leaves, mine_tree = jax.tree.flatten_with_path(self.params)
+        theirs_leaves, theirs_tree = jax.tree.flatten_with_path(fresh.params)
+        if mine_tree != theirs_tree:
+            raise ConfigError(
+                "--init-from: the saved learner's networks are laid out unlike these runs' (other hidden layers, or "
+                "another kind of action): train with the saved run's --network.* flags and env"
+            )
+        for (path, a), (_, b) in zip(mine_leaves, theirs_leaves, strict=True):
+            if a.shape != b.shape:
                 raise ConfigError(
-                    f"--init-from: the saved learner's {what} are laid out unlike these runs' (another network or "
-                    "algorithm): train with the saved run's --network.* flags, env and algorithm"
+                    f"--init-from: the saved learner's network parameters {jax.tree_util.keystr(path)} have shape "
+                    f"{tuple(a.shape)}, these runs' {tuple(b.shape)}: train with the saved run's --network.* flags "
+                    "and env"
                 )
-            for (path, a), (_, b) in zip(mine_leaves, theirs_leaves, strict=True):
-                if a.shape != b.shape:
-                    raise ConfigError(
-                        f"--init-from: the saved learner's {what} {jax.tree_util.keystr(path)} have shape "
-                        f"{tuple(a.shape)}, these runs' {tuple(b.shape)}: train with the saved run's --network.* "
-                        "flags and env"
-                    )
 
     def apply(self, states: TrainState) -> TrainState:
         """``states`` [S] (fresh, from the program's init) with every run's learner replaced by this one, and each
         run's lag buffer filled with its snapshot."""
+        if not self.loaded:
+            raise ValueError("InitialLearner.apply: this holds the record of a learner, not the learner")
         runs = jax.tree.leaves(states.iteration)[0].shape[0]
-        slots = lag.num_slots(jax.tree.map(lambda x: x[0], states.lag_buffer))
+        slots = jax.tree.leaves(states.lag_buffer.snapshots)[0].shape[1]  # [S, K, ...]
 
         def every_run(x: jax.Array) -> jax.Array:
             return jnp.broadcast_to(jnp.asarray(x), (runs, *jnp.shape(x)))
