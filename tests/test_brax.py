@@ -106,6 +106,10 @@ def test_a_brax_environment_object_wrapped_steps_as_the_built_in_one():
     assert np.asarray(ts_a.truncated | ts_a.terminated).any()
     with pytest.raises(ConfigError, match="runs its own pipeline: leave backend"):
         BraxEnv("custom/my-pendulum", environment=native, backend="positional")
+    # drawn by brax's viewer, as the task it wraps
+    from vaco_jax.runs.render import output_file
+
+    assert output_file("custom/my-pendulum", None).name == "policy.html"
     # brax.envs.create's wrappers would end the time limit as a termination and swap the final observation: refused
     created = brax_envs.create("inverted_pendulum", backend="spring", episode_length=3)
     with pytest.raises(ConfigError, match="wrapped in brax's .*Wrapper .*give it unwrapped"):
