@@ -63,7 +63,9 @@ class EnvConfig:
     action_repeat: int = static(1)
     """brax only: env steps per agent step (the action is held, rewards are summed)."""
     backend: str = static("")
-    """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': the env's default)."""
+    """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': this package's default for the
+    env, spring where it runs, the fastest measured; brax's own default is generalized, its training notebook's
+    positional, which the brax-<env> presets set)."""
     start_pool: int | None = static(None)
     """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
     four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh reset for every

@@ -75,7 +75,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "LR",
         "learning_rate",
         "--ppo.learning-rate",
-        "annealed to 0 by default here (RLlib's is constant: --ppo.no-anneal-lr)",
+        "annealed to 0 by default here (brax's and RLlib's are constant: --ppo.no-anneal-lr; the brax-<env> presets "
+        "set it)",
         brax="learning_rate",
         rllib="lr",
     ),
