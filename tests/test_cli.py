@@ -471,6 +471,8 @@ def test_train_from_a_saved_sweeps_learner_records_where_it_started(sweep_dir, t
     assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
     assert json.loads((out / "config.json").read_text())["init_from"] == record
     capsys.readouterr()
+    assert main(["train", *TINY, "--init-from", str(sweep_dir), "--print-config"]) == 0  # as config.json will say
+    assert json.loads(capsys.readouterr().out)["init_from"]["run_dir"] == str(sweep_dir)
     other = ["train", *TINY, "--init-from", str(sweep_dir), "--out-dir"]
     for refused, fragment in [
         ([*other, str(tmp_path / "a"), "--env.normalize-observations", "True"], "env.normalize_observations=False"),

@@ -81,6 +81,12 @@ def test_every_run_and_iteration_reaches_wandb_as_the_run_wrote_it(tmp_path, mon
         assert run.summary["final/iqm"] == pytest.approx(row["final"]["iqm"]) and run.summary["partial"] is False
         assert run.exit_code == 0
     assert RunDirectory(out).foreign_entries() == []
+    # a run started from a saved learner says which in every W&B run's config
+    runs.clear()
+    warm = ["--init-from", str(out), "--init-point", "lag.k=1", "--init-seed", "1"]
+    assert main(["train", "--out-dir", str(tmp_path / "warm"), *flags, *TINY, *warm]) == 0
+    started = {"run_dir": str(out), "iterations_done": 6, "point": {"lag.k": 1}, "seed": 1}
+    assert [run.init["config"]["init_from"] for run in runs] == [started, started]
 
 
 def test_without_the_wandb_package_the_flag_is_a_clear_error(tmp_path, monkeypatch, capsys):

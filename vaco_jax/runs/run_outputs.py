@@ -42,7 +42,10 @@ def open_writers(
     if output.tensorboard and primary:
         live.append(_tensorboard_writer(run_dir, plan, offset))
     if wandb_options is not None and primary:
-        live.append(WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset))
+        source = plan.initial.source if plan.initial else None
+        live.append(
+            WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset, source)
+        )
     return live
 
 

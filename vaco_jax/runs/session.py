@@ -141,7 +141,7 @@ def execute(
     if request.output.print_config:  # the async options as the run's record holds them
         record = run_config_record(
             plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"), given=request.config
-        )
+        ) | ({"init_from": plan.initial.source} if plan.initial else {})  # as config.json will record it
         if distributed.is_primary():
             print(json.dumps(record, indent=2))
         return None

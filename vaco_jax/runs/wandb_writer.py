@@ -113,11 +113,12 @@ class WandbWriter:
         run_id: str,
         directory: Path,
         offset: int = 0,
+        init_from: dict[str, Any] | None = None,
     ):
         wandb = _import_wandb()
         self.steps_per_iteration, self.done = config.steps_per_iteration, offset
         self._speed = ChunkSpeed(config.steps_per_iteration)
-        record = config_dict(config)
+        record = config_dict(config) | ({"init_from": init_from} if init_from else {})  # --init-from's learner
         self.points = [point for point in grid_points(grid) for _ in seeds]
         self.runs = []
         for index, (label, point, seed) in enumerate(
