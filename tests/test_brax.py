@@ -99,6 +99,7 @@ def test_a_brax_environment_object_wrapped_steps_as_the_built_in_one():
     envs.register("custom/my-pendulum", factory, overwrite=True)
     wrapped, built_in = envs.make("custom/my-pendulum"), envs.make("brax/inverted_pendulum", episode_length=50)
     assert wrapped.name == "custom/my-pendulum" and wrapped.observation_size == built_in.observation_size
+    assert envs.default_normalization("custom/my-pendulum")  # normalised as brax tasks are, unless told otherwise
     (obs_a, (ts_a, _)), (obs_b, (ts_b, _)) = (_random_steps(e, num_envs=2, num_steps=60) for e in (wrapped, built_in))
     np.testing.assert_array_equal(np.asarray(obs_a), np.asarray(obs_b))
     np.testing.assert_array_equal(np.asarray(ts_a.observation), np.asarray(ts_b.observation))

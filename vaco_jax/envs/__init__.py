@@ -195,8 +195,14 @@ def make(
 
 
 def default_normalization(name: str) -> bool:
-    """Whether observations are normalised when ``env.normalize_observations`` is None: the backend's default."""
-    return BACKENDS[backend_of(name)[0]].normalize_observations
+    """Whether observations are normalised when ``env.normalize_observations`` is None: the backend's default (a
+    registered env that wraps a brax one takes brax's)."""
+    key, _ = backend_of(name)
+    if key == "custom":
+        from vaco_jax.envs.brax import BraxEnv  # the adapter's class only: brax itself is not imported here
+
+        return BACKENDS["brax" if isinstance(make(name), BraxEnv) else key].normalize_observations
+    return BACKENDS[key].normalize_observations
 
 
 def from_config(env: EnvConfig) -> Env:
