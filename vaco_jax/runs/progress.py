@@ -8,7 +8,6 @@ returns of each point apart (the mean over its seeds), a larger one their mean o
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from vaco_jax.core.config import Config
+from vaco_jax.core.grid import grid_points
 from vaco_jax.training.sweep import SKIPPED_STEPS, mostly_skipped
 
 MOST_POINTS_APART = 6
@@ -102,19 +102,12 @@ class ProgressLine:
             return None
         seeds = self.num_runs // self.points
         if self.points <= MOST_POINTS_APART:
-            labels = [
-                ", ".join(f"{axis}={value}" for axis, value in zip(self.grid, point, strict=True))
-                for point in self.points_in_order()
-            ]
+            labels = [", ".join(f"{axis}={value}" for axis, value in point.items()) for point in grid_points(self.grid)]
             return (
                 f"progress: returns per grid point ({' / '.join(labels)}), each the mean over its {seeds} seeds; the "
                 "TVs the mean over every run"
             )
         return f"progress: the mean over all {self.num_runs} runs ({self.points} grid points x {seeds} seeds)"
-
-    def points_in_order(self) -> list[tuple[Any, ...]]:
-        """The grid's points in the runs' order (the last axis fastest)."""
-        return list(itertools.product(*self.grid.values()))
 
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         if self.quiet:
