@@ -141,16 +141,6 @@ def _verdict(row: dict[str, Any]) -> str:
     return "equivalent" if equivalent else "undecided"
 
 
-def _fewest_ahead(seeds: int, threshold: float) -> int | None:
-    """The fewest of ``seeds`` on a one-sided test's side for its p to fall below ``threshold`` at best (those
-    seeds the largest differences): fewer than half can do, as the signed-rank test weighs sizes too."""
-    for ahead in range(1, seeds + 1):
-        best = np.concatenate([-np.arange(1.0, seeds - ahead + 1), np.arange(seeds - ahead + 1.0, seeds + 1)])
-        if stats.signed_rank_p(best, "greater") < threshold:
-            return ahead
-    return None
-
-
 def percent(confidence: float) -> str:
     """``0.95`` -> ``"95%"``, ``0.975`` -> ``"97.5%"``, ``0.999`` -> ``"99.9%"``."""
     return f"{100 * confidence:.4g}%"
@@ -168,7 +158,7 @@ def markable_note(rows: list[dict[str, Any]]) -> str:
     side = {"two-sided": "one way", "greater": "ahead", "less": "behind"}[alternative]
     way = f"going {side}" if alternative == "two-sided" else side
     compared = f"{len(rows)} comparison{'s' if len(rows) > 1 else ''}, Holm at {alpha:g}"
-    fewest = _fewest_ahead(seeds, threshold) if one_sided else stats.fewest_one_way_to_reject(seeds, threshold)
+    fewest = stats.fewest_one_way_to_reject(seeds, threshold, alternative)
     best_p = (lambda n: 0.5**n) if one_sided else stats.smallest_signed_rank_p
     if fewest is not None:
         note = (
