@@ -33,7 +33,7 @@ from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
 from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.sweep import SweepResult
-from vaco_jax.training.trainer import TrainProgram
+from vaco_jax.training.trainer import TrainProgram, resolve_defaults
 from vaco_jax.training.warm_start import InitialLearner
 
 
@@ -271,7 +271,7 @@ def resolved_start(output: Output, config: Config) -> tuple[Output, InitialLearn
     loaded = load_run(run_dir, step=output.init_step, point=point, seed=output.init_seed, flags=INIT_FLAGS)
     for what, theirs, mine in (
         ("network.activation", saved.network.activation, config.network.activation),
-        ("env.normalize_observations", _normalised(saved), _normalised(config)),
+        ("env.normalize_observations", *(resolve_defaults(c).env.normalize_observations for c in (saved, config))),
     ):
         if theirs != mine:
             raise ConfigError(
@@ -297,14 +297,6 @@ def _source(output: Output) -> dict[str, Any]:
         "point": {axis: json.loads(text) for axis, text in point.items()},
         "seed": output.init_seed,
     }
-
-
-def _normalised(config: Config) -> bool:
-    """Whether a run of ``config`` normalises its observations (its backend's default where it says None)."""
-    from vaco_jax import envs
-
-    given = config.env.normalize_observations
-    return envs.default_normalization(config.env.name) if given is None else bool(given)
 
 
 def load_run(
