@@ -39,6 +39,7 @@ __all__ = [
     "unknown_env_message",
     "backend_of",
     "default_normalization",
+    "is_brax",
     "register",
     "init_episode_stats",
     "update_episode_stats",
@@ -194,15 +195,21 @@ def make(
     )
 
 
+def is_brax(name: str) -> bool:
+    """Whether ``name`` runs through the brax adapter: a ``brax/`` task, or a registered env that wraps one
+    (:class:`~vaco_jax.envs.brax.BraxEnv` with ``environment=``)."""
+    key, _ = backend_of(name)
+    if key != "custom":
+        return key == "brax"
+    from vaco_jax.envs.brax import BraxEnv  # the adapter's class only: brax itself is not imported here
+
+    return isinstance(make(name), BraxEnv)
+
+
 def default_normalization(name: str) -> bool:
     """Whether observations are normalised when ``env.normalize_observations`` is None: the backend's default (a
     registered env that wraps a brax one takes brax's)."""
-    key, _ = backend_of(name)
-    if key == "custom":
-        from vaco_jax.envs.brax import BraxEnv  # the adapter's class only: brax itself is not imported here
-
-        return BACKENDS["brax" if isinstance(make(name), BraxEnv) else key].normalize_observations
-    return BACKENDS[key].normalize_observations
+    return BACKENDS["brax" if is_brax(name) else backend_of(name)[0]].normalize_observations
 
 
 def from_config(env: EnvConfig) -> Env:

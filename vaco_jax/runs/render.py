@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vaco_jax import envs
 from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.runs.run_directory import RunDirectory
@@ -84,24 +85,11 @@ def play_episode(
 def output_file(env_name: str, out: str | Path | None, default_dir: Path | None = None) -> Path:
     """The file a render writes: ``out``, checked against what ``env_name`` renders to (.gif or .mp4 for gymnax,
     .html for brax), or ``default_dir/policy.gif`` (brax: ``policy.html``) where ``out`` is None."""
-    formats = BRAX_FORMATS if _renders_as_brax(env_name) else GYMNAX_FORMATS
+    formats = BRAX_FORMATS if envs.is_brax(env_name) else GYMNAX_FORMATS
     out = Path(out) if out is not None else Path(default_dir or ".") / f"policy{formats[0]}"
     if out.suffix.lower() not in formats:
         raise ConfigError(f"{out}: {env_name} renders to {' or '.join(formats)} (told by the suffix)")
     return out
-
-
-def _renders_as_brax(env_name: str) -> bool:
-    """Whether ``env_name`` is drawn by brax's viewer: a ``brax/`` task, or a registered env that wraps a brax one
-    (:class:`vaco_jax.envs.brax.BraxEnv` with ``environment=``)."""
-    if env_name.startswith("brax/"):
-        return True
-    if not env_name.startswith("custom/"):
-        return False
-    from vaco_jax import envs
-    from vaco_jax.envs.brax import BraxEnv
-
-    return isinstance(envs.make(env_name), BraxEnv)
 
 
 def _steps(tree: Any, length: int) -> list[Any]:
