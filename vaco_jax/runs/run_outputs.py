@@ -42,9 +42,9 @@ def open_writers(
     if output.tensorboard and primary:
         live.append(_tensorboard_writer(run_dir, plan, offset))
     if wandb_options is not None and primary:
-        source = plan.initial.source if plan.initial else None
+        started = plan.started_from
         live.append(
-            WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset, source)
+            WandbWriter(wandb_options, plan.config, plan.grid, plan.seeds, run_id, run_dir.path, offset, started)
         )
     return live
 
@@ -85,10 +85,12 @@ def write_results(
         for row in result.summary(metric)
     ]
     presets = result.extra.get("presets", [])
-    record = run_config_record(result.config, presets, result.grid, result.seeds, result.extra.get("async"), given)
-    if result.extra.get("init_from"):  # the saved learner the runs started from (--init-from)
-        record["init_from"] = result.extra["init_from"]
-        rows = [{**row, "init_from": result.extra["init_from"]} for row in rows]
+    started = result.extra.get("init_from")  # the saved learner the runs started from (--init-from)
+    record = run_config_record(
+        result.config, presets, result.grid, result.seeds, result.extra.get("async"), given, started
+    )
+    if started:
+        rows = [{**row, "init_from": started} for row in rows]
     if result.extra.get("program_changes"):  # a resume under other programs (--allow-program-change)
         record["program_changes"] = result.extra["program_changes"]
         rows = [{**row, "program_changes": result.extra["program_changes"]} for row in rows]
@@ -110,6 +112,7 @@ def run_config_record(
     seeds: Sequence[int],
     asynchronous: dict[str, Any] | None = None,
     given: Config | None = None,
+    init_from: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """config.json's content (``--print-config`` prints it before a run): the config's fields as the run resolved
     them, the presets that made it, the plugins its algorithm came from, under ``runs`` the grid and the seeds (the
@@ -117,7 +120,7 @@ def run_config_record(
     asynchronous run's options (``async``), and under ``given_defaults`` each field whose default the run resolved
     (``ppo.minibatch=auto`` to the split its algorithm uses, ``env.normalize_observations`` to its backend's
     choice) with the value ``given`` had: ``--config`` takes those, so that the record trains another algorithm or
-    environment with that one's own resolution."""
+    environment with that one's own resolution; ``init_from``: the saved learner the runs started from."""
     runs: dict[str, Any] = {"grid": strict_json(grid)}
     seeds = [int(seed) for seed in seeds]
     if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
@@ -127,6 +130,7 @@ def run_config_record(
         unresolved = {path: get_field(given, path) for path in RESOLVED_DEFAULTS}
         unresolved = {path: value for path, value in unresolved.items() if value != get_field(config, path)}
         record |= {"given_defaults": unresolved} if unresolved else {}
+    record |= {"init_from": init_from} if init_from else {}
     return record | ({"async": asynchronous} if asynchronous is not None else {})
 
 

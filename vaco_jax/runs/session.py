@@ -140,8 +140,8 @@ def execute(
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
     if request.output.print_config:  # the async options as the run's record holds them
         record = run_config_record(
-            plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"), given=request.config
-        ) | ({"init_from": plan.initial.source} if plan.initial else {})  # as config.json will record it
+            plan.config, request.presets, plan.grid, plan.seeds, meta.get("async"), request.config, plan.started_from
+        )
         if distributed.is_primary():
             print(json.dumps(record, indent=2))
         return None

@@ -101,6 +101,11 @@ class RunPlan:
         return cls(program, grid, point_configs, seed, num_seeds, per_program, split, initial)
 
     @property
+    def started_from(self) -> dict[str, Any] | None:
+        """The record of the saved learner the runs start from (:attr:`initial`), or None."""
+        return self.initial.source if self.initial else None
+
+    @property
     def config(self) -> Config:
         """The base config (static fields fixed for every run)."""
         return self.program.config

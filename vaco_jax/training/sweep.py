@@ -312,5 +312,5 @@ def run_plan(plan: RunPlan, *, options: SweepOptions | None = None, **option_fie
         metrics=metrics,
         compile_seconds=out.compile_seconds,
         run_seconds=out.run_seconds,
-        extra={"states": out.states, **({"init_from": plan.initial.source} if plan.initial else {})},
+        extra={"states": out.states, **({"init_from": plan.started_from} if plan.initial else {})},
     )
