@@ -510,8 +510,11 @@ def test_the_preset_tables_that_help_points_to_list_every_preset_as_it_is(page):
     start, end = text.index("<!-- presets: start -->\n"), text.index("\n<!-- presets: end -->")
     assert text[start:end].splitlines()[1:] == preset_table()
     listed = "\n".join(preset_table())
-    assert all(f"`{name}`" in listed or name.startswith("brax-") for name in PRESETS)
-    assert all(name.removeprefix("brax-").removesuffix("-cpu") in listed for name in PRESETS)
+    families = ("brax-", "playground-")
+    assert all(f"`{name}`" in listed or name.startswith(families) for name in PRESETS)
+    for family in families:
+        envs = [name.removeprefix(family).removesuffix("-cpu") for name in PRESETS if name.startswith(family)]
+        assert envs and all(env in listed for env in envs)
 
 
 def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
@@ -793,6 +796,23 @@ def test_a_run_whose_nan_guard_skips_most_steps_is_reported_as_diverged(tmp_path
     assert "of gradient steps skipped (non-finite gradients" in stdout and "2 (2 diverged)" in stdout
     summary = json.loads((out / "summary.json").read_text())[0]
     assert summary["final"]["diverged"] == 2 and summary["auc"]["diverged"] == 2
+
+
+def test_a_run_with_nothing_to_score_is_told_apart_from_a_diverged_one():
+    """A summary row's runs without a final score: diverged where the NaN guard skipped most of their steps, else
+    nothing to score in the final window (a short run whose episodes never ended was called diverged)."""
+    from vaco_jax import Config
+    from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult
+
+    returns = np.array([[[1.0, 2.0, 3.0]], [[np.nan, np.nan, np.nan]], [[np.nan, np.nan, np.nan]]])  # [k, seed, it]
+    skipped = np.zeros_like(returns)
+    skipped[2] = 4.0  # all 4 gradient steps of every iteration (2 epochs x 2 minibatches)
+    config = Config().replace(ppo=Config().ppo.replace(num_epochs=2, num_minibatches=2))
+    result = SweepResult(config, {"lag.k": [0, 1, 2]}, [0], {"episode/return": returns, SKIPPED_STEPS: skipped})
+    table = result.table().splitlines()
+    assert table[2].endswith(" 1") and table[3].endswith("1 (1 with no score in the final window)")
+    assert table[4].endswith("1 (1 diverged)")
+    assert [row["diverged_runs"] for row in result.summary()] == [0, 0, 1]
 
 
 def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():

@@ -44,7 +44,7 @@ from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scri
     ConfigFileFlag,
     DemoArgs,
     EvalArgs,
-    PresetName,
+    PresetNames,
     RenderArgs,
     SweepArgs,
     TrainArgs,

@@ -9,19 +9,37 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
+from vaco_jax.core import presets
 from vaco_jax.core.config import Config, ConfigError, LagConfig, extended
-from vaco_jax.core.presets import PRESETS
 from vaco_jax.runs.lag_models import LagModel
 from vaco_jax.runs.output_options import Output, ReportedMetric
 from vaco_jax.training.asynchronous import AsyncOptions
 from vaco_jax.training.distributed import DistributedOptions
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
 
-PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+PresetNames = tuple[str, ...]
+
+
+def _preset_flag(example: str) -> Any:
+    """``--preset NAME [NAME ...]`` with its help (``example``: how presets compose, with one). Names are strs
+    checked, with the closest name, before tyro reads the flags (cli.defaults.command_types), not a Literal of every
+    name: the env families' presets are over seventy."""
+    return Annotated[
+        PresetNames,
+        tyro.conf.arg(
+            metavar="NAME [NAME ...]",
+            help=f"Named configurations applied first, in order, {example}. Every other flag overrides them. "
+            f"NAME: {presets.short_names()} (the README's preset table).",
+        ),
+    ]
+
+
+EnvThenAlgorithmPresets = _preset_flag("e.g. an env then an algorithm: --preset brax-ant vaco-decoupled")
+AlgorithmPresets = _preset_flag("e.g. an algorithm: --preset vaco-decoupled")
 ConfigFileFlag = Annotated[
     Path | None,
     tyro.conf.arg(
@@ -37,9 +55,7 @@ ConfigFileFlag = Annotated[
 class TrainArgs:
     """Train one configuration over several seeds in one compiled program."""
 
-    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
-    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
-    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
+    preset: EnvThenAlgorithmPresets = ()  # type: ignore[valid-type]
     config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     num_seeds: int = 4
@@ -64,9 +80,7 @@ class TrainArgs:
 class SweepArgs:
     """Train a grid of traced hyperparameters x seeds in one compiled program."""
 
-    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
-    """Named configurations applied first, in order, e.g. an env then an algorithm: --preset brax-ant vaco-decoupled.
-    Every other flag overrides them (see vaco_jax.core.presets and the README's preset table)."""
+    preset: EnvThenAlgorithmPresets = ()  # type: ignore[valid-type]
     grid: tuple[str, ...] = ("lag.k=0,1,2,4",)
     """Grid axes as FIELD=V1,V2,... (traced fields only), e.g. lag.k=0,2,4 ppo.learning_rate=1e-3,2.5e-4."""
     config_file: ConfigFileFlag = None
@@ -139,8 +153,7 @@ class CalibrateArgs:
     returns and TV diagnostics (IQM, 95% CIs, probability of improvement over seeds). Writes calibration.json and
     calibration.png in --out-dir."""
 
-    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
-    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    preset: AlgorithmPresets = ()  # type: ignore[valid-type]
     config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=calibrate_config)
     num_seeds: int = 8
@@ -169,8 +182,7 @@ class TuneArgs:
     or the training return's, ranked by the mean over seeds with IQM and 95% intervals. Writes search.json and the
     winner's config, winner.json, in --out-dir (train it with vaco-jax train --config DIR/winner.json)."""
 
-    preset: tuple[PresetName, ...] = ()  # type: ignore[valid-type]
-    """Named configurations applied first, in order (e.g. an algorithm: --preset vaco-decoupled)."""
+    preset: AlgorithmPresets = ()  # type: ignore[valid-type]
     config_file: ConfigFileFlag = None
     config: Annotated[Config, tyro.conf.arg(name="")] = dataclasses.field(default_factory=Config)
     knob: tuple[str, ...] = ()

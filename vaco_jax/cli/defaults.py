@@ -18,9 +18,8 @@ import tyro
 from vaco_jax.cli.checks import flag_given
 from vaco_jax.cli.commands import CompareArgs, EvalArgs, RenderArgs, configured_commands
 from vaco_jax.core.config import Config, ConfigError, config_class, config_from_dict, get_field, with_overrides
-from vaco_jax.core.config_fields import check_choice
 from vaco_jax.core.config_file import ConfigFile, read_config_file
-from vaco_jax.core.presets import PRESETS, apply_presets
+from vaco_jax.core.presets import apply_presets, check_preset
 from vaco_jax.runs.checkpoint import NoCheckpoint
 from vaco_jax.runs.comparison import recorded_demo
 from vaco_jax.runs.output_options import RESUMED_OUTPUT_OPTIONS, Output
@@ -208,5 +207,5 @@ def command_types(argv: list[str]) -> Any:
     of the run ``--resume`` continues, ``--config FILE`` (:func:`_commands`). A :class:`ConfigError` on bad input."""
     presets = _presets_in(argv)
     for name in presets:  # refused here, with the closest name, rather than in tyro's box
-        check_choice("--preset", name, list(PRESETS))
+        check_preset(name, "--preset")
     return _commands(presets, argv)

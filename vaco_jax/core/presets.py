@@ -1,4 +1,5 @@
-"""Named configurations, as dotted-field overrides: readings of VACO, and brax tasks at GPU and CPU budgets.
+"""Named configurations, as dotted-field overrides: readings of VACO, reference PPO configurations, and brax and
+MuJoCo Playground tasks at GPU and CPU budgets.
 
 A preset is a short description and a dict of dotted-field overrides applied to a base config
 (``Config()`` unless given), so that it composes with every other setting: an env, a regime, a
@@ -10,17 +11,19 @@ Brax presets (``brax-<env>``) carry published-style PPO settings for an accelera
 training-notebook hyperparameters (envs, unroll length x batches -> samples per update, epochs,
 minibatches, discount, learning rate, entropy cost, reward scaling, networks) mapped onto this
 trainer's contiguous rollouts of ``num_envs x num_steps`` samples per update. They are a starting
-point, not tuned here. ``brax-<env>-cpu`` is a smoke-sized run of the same task for a CPU.
+point, not tuned here. ``brax-<env>-cpu`` is a smoke-sized run of the same task for a CPU. MuJoCo
+Playground's DM Control Suite presets (``playground-<Env>``, ``-cpu``) map its own PPO config the same way (it
+trains with brax's ``ppo.train``).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from vaco_jax.core.config import Config, ConfigError, config_class, with_overrides
-from vaco_jax.core.config_fields import unknown_choice
 
 
 class Preset(NamedTuple):
@@ -193,11 +196,61 @@ BRAX_POLICY_HIDDEN = (32, 32, 32, 32)  # brax's PPO network defaults
 BRAX_VALUE_HIDDEN = (256, 256, 256, 256, 256)
 
 
-def _brax_presets() -> dict[str, Preset]:
+# MuJoCo Playground's PPO for its DM Control Suite (mujoco_playground/config/dm_control_suite_params.py,
+# brax_ppo_config, playground 0.2): brax's ppo.train with brax's default networks, every env at the settings below
+# except where named. Its PendulumSwingUp case (action repeat 4, 4 epochs) never applies: the env is PendulumSwingup
+_PLAYGROUND_SUITE = BraxPPO(2048, 30, 1024, 32, 16, 0.995, 1e-3, 1e-2, 10.0, 6e7, num_evals=10, backend="")
+_PLAYGROUND_EXCEPTIONS = {
+    "AcrobotSwingup": {"num_timesteps": 1e8},
+    "AcrobotSwingupSparse": {"num_timesteps": 1e8},
+    "BallInCup": {"discount": 0.95},
+    "FingerSpin": {"discount": 0.95},
+    "SwimmerSwimmer6": {"num_timesteps": 1e8},
+    "WalkerRun": {"num_timesteps": 1e8},
+}
+PLAYGROUND_SUITE_ENVS = (
+    "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance", "CartpoleBalanceSparse",
+    "CartpoleSwingup", "CartpoleSwingupSparse", "CheetahRun", "FingerSpin", "FingerTurnEasy", "FingerTurnHard",
+    "FishSwim", "HopperHop", "HopperStand", "HumanoidStand", "HumanoidWalk", "HumanoidRun", "PendulumSwingup",
+    "PointMass", "ReacherEasy", "ReacherHard", "SwimmerSwimmer6", "WalkerRun", "WalkerStand", "WalkerWalk",
+)  # fmt: skip
+_PLAYGROUND_PPO = {
+    env: _PLAYGROUND_SUITE._replace(**_PLAYGROUND_EXCEPTIONS.get(env, {})) for env in PLAYGROUND_SUITE_ENVS
+}
+
+
+class EnvFamily(NamedTuple):
+    """A family of env presets, ``<prefix>-<env>`` and ``<prefix>-<env>-cpu``: brax ``ppo.train`` settings per env."""
+
+    prefix: str  # of the presets' names
+    env_prefix: str  # of the env names
+    whose: str  # whose settings, in words
+    steps: str  # what the reference's num_timesteps counts
+    default_pipeline: str  # what an empty env.backend runs, in words
+    table: dict[str, BraxPPO]
+
+
+ENV_FAMILIES = (
+    EnvFamily("brax", "brax/", "brax's training-notebook PPO", "brax steps", "the env's fastest pipeline", _BRAX_PPO),
+    EnvFamily(
+        "playground",
+        "playground/",
+        "MuJoCo Playground's PPO (its DM Control Suite config)",
+        "env steps",
+        "MJX's jax implementation",
+        _PLAYGROUND_PPO,
+    ),
+)
+
+
+def _env_presets(family: EnvFamily) -> dict[str, Preset]:
+    """``<prefix>-<env>`` (the reference's PPO for an accelerator) and ``<prefix>-<env>-cpu`` (a smoke run) for
+    every env of the family: brax's ``ppo.train`` settings mapped onto this trainer's rollouts."""
+    prefix, env_prefix, whose, steps = family.prefix, family.env_prefix, family.whose, family.steps
     presets = {}
-    for env, ppo in _BRAX_PPO.items():
+    for env, ppo in family.table.items():
         task = {
-            "env.name": f"brax/{env}",
+            "env.name": f"{env_prefix}{env}",
             "env.normalize_observations": True,
             "env.reward_scale": ppo.reward_scaling,
             "env.action_repeat": ppo.action_repeat,
@@ -212,12 +265,12 @@ def _brax_presets() -> dict[str, Preset]:
         }
         iterations, every = ppo.iterations, ppo.updates_per_evaluation
         repeat = f", action repeat {ppo.action_repeat}" if ppo.action_repeat > 1 else ""
-        presets[f"brax-{env}"] = Preset(
-            f"brax/{env}, brax's training-notebook PPO for an accelerator: {ppo.num_envs} envs x {ppo.num_steps} steps "
+        presets[f"{prefix}-{env}"] = Preset(
+            f"{env_prefix}{env}, {whose} for an accelerator: {ppo.num_envs} envs x {ppo.num_steps} steps "
             f"per update, {ppo.epochs} epochs x {ppo.num_minibatches} minibatches, {iterations} iterations "
-            f"({iterations * ppo.num_envs * ppo.num_steps * ppo.action_repeat:.2g} brax steps{repeat}), "
+            f"({iterations * ppo.num_envs * ppo.num_steps * ppo.action_repeat:.2g} {steps}{repeat}), "
             f"{BRAX_EVAL_EPISODES} evaluation episodes every {f'{every} iterations' if every > 1 else 'iteration'}, "
-            f"the {ppo.backend or 'default'} pipeline",
+            f"{f'the {ppo.backend} pipeline' if ppo.backend else family.default_pipeline}",
             {
                 **task,
                 **({"env.backend": ppo.backend} if ppo.backend else {}),
@@ -233,9 +286,9 @@ def _brax_presets() -> dict[str, Preset]:
                 "eval.episodes": BRAX_EVAL_EPISODES,
             },
         )
-        presets[f"brax-{env}-cpu"] = Preset(
-            f"brax/{env} smoke run for a CPU: 16 envs x 32 steps, 4 epochs x 4 minibatches, 20 iterations, 32x32 nets, "
-            "learning rate 1e-3, 8 evaluation episodes every 5 iterations, the env's default (fastest) pipeline",
+        presets[f"{prefix}-{env}-cpu"] = Preset(
+            f"{env_prefix}{env} smoke run for a CPU: 16 envs x 32 steps, 4 epochs x 4 minibatches, 20 iterations, "
+            f"32x32 nets, learning rate 1e-3, 8 evaluation episodes every 5 iterations, {family.default_pipeline}",
             {
                 **task,
                 "num_iterations": 20,
@@ -252,14 +305,22 @@ def _brax_presets() -> dict[str, Preset]:
     return presets
 
 
-PRESETS.update(_brax_presets())
+for _family in ENV_FAMILIES:
+    PRESETS.update(_env_presets(_family))
 
 
 def apply_preset(name: str, config: Config | None = None) -> Config:
     """``config`` (default ``Config()``) with the preset's overrides applied; ConfigError if unknown."""
-    if name not in PRESETS:
-        raise ConfigError(unknown_choice("preset", name, list(PRESETS)))
+    check_preset(name)
     return with_overrides(config if config is not None else config_class()(), PRESETS[name].overrides)
+
+
+def check_preset(name: str, flag: str = "preset") -> None:
+    """Refuse an unknown preset name, with the closest name if one is close and the names in short."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"{flag}={name!r} is unknown; {hint}choose one of {short_names()}")
 
 
 def apply_presets(names: Sequence[str], config: Config | None = None) -> Config:
@@ -276,20 +337,35 @@ def run_label(algorithm: str, presets: tuple[str, ...] | list[str] = ()) -> str:
     return f"{algorithm} ({' + '.join(presets)})" if presets else algorithm
 
 
+def _family_of(name: str) -> str | None:
+    """The env family (``brax``, ``playground``) of an env preset's name; None for the others."""
+    return next((family.prefix for family in ENV_FAMILIES if name.startswith(f"{family.prefix}-")), None)
+
+
 def preset_table() -> list[str]:
-    """The presets as a Markdown table (the README's and the CLI page's): the algorithm presets one per row, the
-    brax presets one row per budget, their envs listed."""
+    """The presets as a Markdown table (the README's and the CLI page's): the algorithm presets one per row, each env
+    family's presets one row per budget, their envs listed."""
     rows = ["| preset | what it sets |", "|---|---|"]
-    rows += [f"| `{name}` | {preset.description} |" for name, preset in PRESETS.items() if not name.startswith("brax-")]
-    envs = ", ".join(_BRAX_PPO)
-    rows += [
-        f"| `brax-<env>` | brax's training-notebook PPO for an accelerator, mapped onto this trainer's rollouts: its "
-        f"envs, their steps per update, epochs, minibatches, discount, learning rate, entropy cost, reward scaling, "
-        f"action repeat, updates as brax counts them, {BRAX_EVAL_EPISODES} evaluation episodes after each of its "
-        f"num_evals - 1 epochs, its "
-        f"{_BRAX_ANT.backend} pipeline, silu networks of 4 x 32 (policy) and 5 x 256 (value), no gradient "
-        f"clipping and a constant learning rate (as brax's PPO); env one of {envs} |",
-        f"| `brax-<env>-cpu` | {PRESETS['brax-ant-cpu'].description.removeprefix('brax/ant ')}; the task's other "
-        "settings as `brax-<env>` |",
-    ]
+    rows += [f"| `{name}` | {preset.description} |" for name, preset in PRESETS.items() if _family_of(name) is None]
+    for prefix, env_prefix, whose, steps, default_pipeline, table in ENV_FAMILIES:
+        first = next(iter(table))
+        backends = {ppo.backend for ppo in table.values()} - {""}
+        pipeline = f"its {' or '.join(sorted(backends))} pipeline" if backends else default_pipeline
+        rows += [
+            f"| `{prefix}-<env>` | {whose} for an accelerator, mapped onto this trainer's rollouts: its envs, their "
+            f"steps per update, epochs, minibatches, discount, learning rate, entropy cost, reward scaling, action "
+            f"repeat, updates as brax's ppo.train counts them ({steps}), {BRAX_EVAL_EPISODES} evaluation episodes "
+            f"after each of its num_evals - 1 epochs, {pipeline}, silu networks of 4 x 32 (policy) and 5 x 256 "
+            f"(value), no gradient clipping and a constant learning rate (as brax's PPO); env one of "
+            f"{', '.join(table)} |",
+            f"| `{prefix}-<env>-cpu` | "
+            f"{PRESETS[f'{prefix}-{first}-cpu'].description.removeprefix(f'{env_prefix}{first} ')}; the task's other "
+            f"settings as `{prefix}-<env>` |",
+        ]
     return rows
+
+
+def short_names() -> str:
+    """The preset names in short: every one outside an env family, then each family as a pattern."""
+    names = [name for name in PRESETS if _family_of(name) is None]
+    return ", ".join(names + [f"{family.prefix}-<env>[-cpu]" for family in ENV_FAMILIES])

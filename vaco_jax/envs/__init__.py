@@ -1,8 +1,9 @@
 """Environment backends behind one batched protocol, routed by name through one registry.
 
 ``make(name, ...)`` returns an :class:`~vaco_jax.envs.base.Env`. Names are routed by
-prefix: ``brax/<name>`` (``brax/ant``) goes to the brax adapter, ``gymnax/<id>`` and a
-bare gymnax id (``CartPole-v1``) to the gymnax adapter. A new backend adds one entry
+prefix: ``brax/<name>`` (``brax/ant``) goes to the brax adapter, ``playground/<Name>``
+(``playground/CartpoleBalance``) to MuJoCo Playground's through the same adapter, ``gymnax/<id>``
+and a bare gymnax id (``CartPole-v1``) to the gymnax adapter. A new backend adds one entry
 to :data:`BACKENDS`; the trainer does not change.
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "make",
     "from_config",
     "known_env_names",
+    "is_known",
     "describe_env_names",
     "unknown_env_message",
     "backend_of",
@@ -99,6 +101,22 @@ def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: 
     )
 
 
+def _playground_names() -> list[str]:
+    from vaco_jax.envs.playground import playground_env_names  # mujoco_playground is imported only where installed
+
+    return playground_env_names()
+
+
+def _build_playground(
+    name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None
+) -> Env:
+    from vaco_jax.envs.playground import make_playground_env
+
+    return make_playground_env(
+        name, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
+    )
+
+
 _CUSTOM: dict[str, Callable[[], Env]] = {}
 
 
@@ -133,6 +151,8 @@ BACKENDS: dict[str, Backend] = {
     # (inverted_pendulum 328 vs 91, hopper 337 vs 302; pooled P(on > off) = 0.92 [0.80, 1.00]).
     "gymnax": Backend("gymnax", _gymnax_names, _build_gymnax, "installed with vaco_jax", False),
     "brax": Backend("brax", _brax_names, _build_brax, "pip install -e '.[brax]'", True),
+    # MuJoCo Playground's PPO configs normalise observations on every DM Control Suite task, as brax's do
+    "playground": Backend("playground", _playground_names, _build_playground, "pip install -e '.[playground]'", True),
     "custom": Backend(
         "custom", lambda: [n.removeprefix("custom/") for n in _CUSTOM], _build_custom, "envs.register", False
     ),
@@ -149,7 +169,8 @@ def backend_of(name: str) -> tuple[str, str]:
 
 
 def known_env_names() -> list[str]:
-    """Every environment id ``make`` accepts: bare gymnax ids, then ``brax/<name>`` for each brax env."""
+    """Every environment id ``make`` accepts: bare gymnax ids, then ``brax/<name>`` for each brax env, and so on
+    for every backend (a library that is not installed has none)."""
     names = []
     for key, backend in BACKENDS.items():
         prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
@@ -162,13 +183,25 @@ def describe_env_names() -> str:
     parts = []
     for key, backend in BACKENDS.items():
         prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
-        ids = ", ".join(prefix + n for n in backend.env_names()) or "none registered"
+        none = "none registered" if key == "custom" else "not installed"
+        ids = ", ".join(prefix + n for n in backend.env_names()) or none
         parts.append(f"{key} ({backend.install}): {ids}")
     return "known ids by backend: " + "; ".join(parts)
 
 
+def is_known(name: str) -> bool:
+    """Whether ``make`` knows ``name``: asks only the backend its prefix names (a bare id: gymnax), so a gymnax or
+    brax run never imports MuJoCo Playground to list its names."""
+    key, env_id = backend_of(name)
+    return env_id in BACKENDS[key].env_names()
+
+
 def unknown_env_message(name: str) -> str:
-    """The error for an unknown ``env.name``: the closest known id, if one is close, then every known id."""
+    """The error for an unknown ``env.name``: the closest known id, if one is close, then every known id (or, for a
+    library's prefix whose library is not installed, how to install it)."""
+    key, _ = backend_of(name)
+    if key not in (DEFAULT_BACKEND, "custom") and not BACKENDS[key].env_names():
+        return f"env.name={name!r} needs {key}, which is not installed: {BACKENDS[key].install}"
     known = known_env_names()
     by_lower = {n.lower(): n for n in known}
     # an exact name under a prefix first ("reacher" -> "brax/reacher", not gymnax's "Reacher-misc"), then spelling
@@ -187,9 +220,9 @@ def make(
     Raises :class:`~vaco_jax.core.config.ConfigError` naming the known ids of every backend if ``name`` is
     unknown, and naming the field if an option does not apply to the backend.
     """
-    key, env_id = backend_of(name)
-    if env_id not in BACKENDS[key].env_names():
+    if not is_known(name):
         raise ConfigError(unknown_env_message(name))
+    key, env_id = backend_of(name)
     return BACKENDS[key].build(
         env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
     )

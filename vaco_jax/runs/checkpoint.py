@@ -68,8 +68,16 @@ def _saved_shape(leaf: Any) -> tuple[int, ...]:
 
 
 def _to_host(states: TrainState) -> dict[str, np.ndarray]:
-    """Every state leaf as a host array (keys as raw key data); in a multi-process run gathered from every process."""
-    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(distributed.to_host(_leaves(states)))}
+    """Every state leaf as a host array (keys as raw key data), as earlier versions saved them; in a multi-process run
+    gathered from every process."""
+    leaves = distributed.to_host(_leaves(states))
+    return {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(leaves) if not _is_empty(x)}
+
+
+def _is_empty(leaf: Any) -> bool:
+    """Whether a leaf holds no value (an MJX state's contact arrays of a model without contacts): orbax refuses to
+    save one, and a restore rebuilds it from the template's shape."""
+    return 0 in _saved_shape(leaf)
 
 
 def _leaves(states: TrainState) -> list[jax.Array]:
@@ -80,7 +88,7 @@ def _leaves(states: TrainState) -> list[jax.Array]:
 def _saved(states: TrainState) -> dict[str, jax.Array]:
     """Every state leaf under its checkpoint name, as the (global) array it is: orbax has each process write the
     shards it holds, so no process gathers the whole state, and a restore may lay it out over other devices."""
-    return {f"leaf_{i:05d}": x for i, x in enumerate(_leaves(states))}
+    return {f"leaf_{i:05d}": x for i, x in enumerate(_leaves(states)) if not _is_empty(x)}
 
 
 def _targets(template: TrainState, sharding: jax.sharding.Sharding) -> dict[str, jax.ShapeDtypeStruct]:
@@ -88,20 +96,31 @@ def _targets(template: TrainState, sharding: jax.sharding.Sharding) -> dict[str,
     ``sharding`` (each process reads only its own shards)."""
     targets = {}
     for i, like in enumerate(jax.tree.leaves(template)):
+        if _is_empty(like):
+            continue
         shaped = jax.eval_shape(jax.random.key_data, like) if _is_key(like) else like
         targets[f"leaf_{i:05d}"] = jax.ShapeDtypeStruct(shaped.shape, shaped.dtype, sharding=sharding)
     return targets
 
 
-def _from_host(saved: Mapping[str, np.ndarray], template: TrainState) -> TrainState:
+def _from_host(
+    saved: Mapping[str, np.ndarray], template: TrainState, sharding: jax.sharding.Sharding | None = None
+) -> TrainState:
+    """The state tree of ``template`` from the saved leaves; a leaf never saved (empty) made anew with ``sharding``
+    (None: this process's first device), as the restored leaves are laid out."""
     leaves, treedef = jax.tree.flatten(template)
-    if len(saved) != len(leaves):
+    if len(saved) != sum(not _is_empty(like) for like in leaves):
         raise ConfigError(
             f"the checkpoint holds {len(saved)} state arrays and this program {len(leaves)}: "
             "it was written by a different configuration or version"
         )
     restored = []
     for i, like in enumerate(leaves):
+        if _is_empty(like):  # never saved (orbax takes no empty array)
+            empty = np.zeros(like.shape, like.dtype)
+            made = jax.make_array_from_callback(like.shape, sharding, empty.__getitem__) if sharding else empty
+            restored.append(made)
+            continue
         value = saved[f"leaf_{i:05d}"]
         shape = value.shape[: len(like.shape)] if _is_key(like) else value.shape
         if tuple(shape) != tuple(like.shape):
@@ -287,7 +306,7 @@ def restore(
             f"the checkpoint's state does not fit this program ({str(error).strip().splitlines()[0][:200]}): it was "
             "written by a different configuration or version"
         ) from None
-    return Restored(states=_from_host(saved["state"], template), meta=meta)
+    return Restored(states=_from_host(saved["state"], template, layout), meta=meta)
 
 
 __all__ = [

@@ -85,6 +85,12 @@ def play_episode(
 def output_file(env_name: str, out: str | Path | None, default_dir: Path | None = None) -> Path:
     """The file a render writes: ``out``, checked against what ``env_name`` renders to (.gif or .mp4 for gymnax,
     .html for brax), or ``default_dir/policy.gif`` (brax: ``policy.html``) where ``out`` is None."""
+    if envs.backend_of(env_name)[0] == "playground":
+        raise ConfigError(
+            f"{env_name}: render draws gymnax and brax tasks; a MuJoCo Playground policy can be played with "
+            "vaco_jax.runs.saved.load_run and drawn with Playground's env.render (MUJOCO_GL=egl on a machine without a "
+            "display)"
+        )
     formats = BRAX_FORMATS if envs.is_brax(env_name) else GYMNAX_FORMATS
     out = Path(out) if out is not None else Path(default_dir or ".") / f"policy{formats[0]}"
     if out.suffix.lower() not in formats:

@@ -130,13 +130,17 @@ class SweepResult:
         return {name: value[tuple(index)] for name, value in self.metrics.items()}
 
     def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
-        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC."""
+        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC, and
+        ``diverged_runs``, the runs :meth:`diverged_runs` marks (a run's other NaN scores: nothing to score, e.g. no
+        episode ended in the final window)."""
         if metric not in self.metrics:
             raise KeyError(f"no metric {metric!r}; the metrics are {', '.join(sorted(self.metrics))}")
         finals, aucs = self.run_scores(metric, fraction)  # [*grid, seed]
+        diverged = self.diverged_runs()
         rows = []
         for point, index in indexed_points(self.grid):
-            rows.append({**point, "final": stats.summarize(finals[index]), "auc": stats.summarize(aucs[index])})
+            final, auc = stats.summarize(finals[index]), stats.summarize(aucs[index])
+            rows.append({**point, "final": final, "auc": auc, "diverged_runs": int(diverged[index].sum())})
         return rows
 
     def table(self, metric: str = "episode/return") -> str:
@@ -180,10 +184,21 @@ def summary_cells(result: SweepResult, rows: list[dict]) -> tuple[list[str], lis
                 f"[{f['ci_low']:.1f}, {f['ci_high']:.1f}]",
                 f"{a['iqm']:.1f}",
                 f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}]",
-                str(f["runs"]) + (f" ({f['diverged']} diverged)" if f.get("diverged") else ""),
+                str(f["runs"]) + _unscored(row),
             ]
         )
     return header, lines
+
+
+def _unscored(row: dict[str, Any]) -> str:
+    """The runs of a summary row without a final score, told apart: diverged (the NaN guard skipped most of their
+    gradient steps), or nothing to score in the final window (no episode ended: a short run of long episodes; no
+    evaluation there)."""
+    diverged = row.get("diverged_runs", row["final"]["diverged"])
+    unscored = row["final"]["diverged"] - diverged
+    parts = [f"{diverged} diverged"] * bool(diverged)
+    parts += [f"{unscored} with no score in the final window"] * bool(unscored)
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def format_table(header: list[str], lines: list[list[str]]) -> str:

@@ -34,7 +34,7 @@ def validate_config(config: Config) -> Config:
     holds every option group a registered algorithm added (:func:`vaco_jax.core.config.extended`), at its defaults
     where ``config`` lacks it."""
     config = extended(config)
-    if config.env.name not in envs.known_env_names():  # the closest id and every known one (vaco_jax.envs)
+    if not envs.is_known(config.env.name):  # the closest id and every known one (vaco_jax.envs)
         raise ConfigError(envs.unknown_env_message(config.env.name))
     validate(config, known_algorithms=algorithms.ALGORITHMS)
     return resolve_defaults(config)

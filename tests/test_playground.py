@@ -1,0 +1,130 @@
+"""MuJoCo Playground's DM Control Suite through the brax adapter: it steps as Playground's own env, takes its time
+limit, refuses what it cannot train, trains, checkpoints (an MJX state holds empty arrays) and restores.
+
+Playground is an optional extra; these tests skip without it, except where ``VACO_JAX_REQUIRE_BRAX=1`` (CI), which
+turns a missing Playground into a failure so that CI cannot pass without running them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+if os.environ.get("VACO_JAX_REQUIRE_BRAX") == "1":
+    import mujoco_playground  # noqa: F401  (fails loudly in CI)
+else:
+    pytest.importorskip(
+        "mujoco_playground", reason="MuJoCo Playground is an optional extra: pip install -e '.[playground]'"
+    )
+
+from vaco_jax import envs  # noqa: E402
+from vaco_jax.core.config import ConfigError  # noqa: E402
+from vaco_jax.envs import playground  # noqa: E402
+
+TASK = "PendulumSwingup"  # the suite's smallest model: its step compiles in seconds on a CPU
+
+
+def test_the_adapter_steps_as_playgrounds_own_env_and_ends_episodes_at_its_time_limit_as_truncations():
+    """Two envs, a 4-step limit, an action repeat of 2: each agent step is two of Playground's own steps from the
+    same state (rewards summed, the observation the second's), the fourth ends every episode as a truncation (never
+    a termination), and the next starts afresh."""
+    env = envs.make(f"playground/{TASK}", episode_length=8, action_repeat=2, start_pool=None)
+    native = playground.load(TASK)
+    assert env.name == f"playground/{TASK}" and env.max_episode_steps == 4
+    assert (env.observation_size, env.action_spec.size) == (3, 1) and not env.action_spec.discrete
+    actions = jnp.asarray([[0.7], [-0.4]])
+
+    @jax.jit
+    def run(key):
+        state, _ = env.reset(jax.random.split(key, 2))
+        first = state.core
+
+        def step(state, k):
+            state, ts = env.step(state, actions, k)
+            return state, ts
+
+        _, ts = jax.lax.scan(step, state, jax.random.split(key, 5))
+        with jax.numpy_rank_promotion("allow"):  # Playground relies on implicit rank promotion
+            once = jax.vmap(native.step)(first, actions)
+            twice = jax.vmap(native.step)(once, actions)
+        return ts, twice.obs, once.reward + twice.reward
+
+    ts, obs, reward = run(jax.random.key(0))
+    np.testing.assert_allclose(np.asarray(ts.observation[0]), np.asarray(obs), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ts.reward[0]), np.asarray(reward), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(ts.truncated), [[False] * 2] * 3 + [[True] * 2] + [[False] * 2])
+    assert not np.asarray(ts.terminated).any() and np.isfinite(np.asarray(ts.observation)).all()
+    # the step after the limit starts from a fresh start state: its observation is not the final one continued
+    assert not np.allclose(np.asarray(ts.observation[3]), np.asarray(ts.final_observation[3]))
+    # the time limit Playground's config gives the env, where none is set (1000 for the DM Control Suite)
+    assert envs.make(f"playground/{TASK}").max_episode_steps == playground.default_episode_length(TASK) == 1000
+
+
+def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors(monkeypatch):
+    assert envs.is_known(f"playground/{TASK}") and not envs.is_known("playground/Pendulum")
+    assert envs.default_normalization(f"playground/{TASK}")  # as Playground's PPO configs do
+    with pytest.raises(ConfigError, match=r"'CartpoleBalance' is unknown; did you mean 'playground/CartpoleBalance'"):
+        envs.make("CartpoleBalance")
+    with pytest.raises(ConfigError, match=r"env.backend='spring' is not an MJX implementation .* jax or warp"):
+        envs.make(f"playground/{TASK}", backend="spring")
+
+    class DictObservations:  # a locomotion env's shape: the policy's and the critic's observations
+        def __init__(self, inner):
+            self.inner, self.action_size = inner, inner.action_size
+
+        def reset(self, rng):
+            state = self.inner.reset(rng)
+            return state.replace(obs={"state": state.obs, "privileged_state": state.obs})
+
+    real_load = playground.load
+    monkeypatch.setattr(playground, "load", lambda name, impl="": DictObservations(real_load(name, impl)))
+    with pytest.raises(ConfigError, match=r"observes a dict \(privileged_state, state: .*one observation array"):
+        playground.make_playground_env(TASK)
+
+    def no_network(name, impl=""):
+        raise subprocess.CalledProcessError(128, ["git", "clone"])
+
+    monkeypatch.setattr(playground, "load", no_network)
+    with pytest.raises(ConfigError, match=r"MuJoCo Menagerie's models.*git clone: exit 128"):
+        playground.make_playground_env("Go1JoystickFlatTerrain")
+
+
+def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
+    """The CLI on a Playground task: it trains with finite losses and writes a checkpoint (the MJX state holds empty
+    arrays, which orbax refuses: they are left out and made again), which load_run restores to the learner the run
+    ended with; the preset's settings are Playground's."""
+    from vaco_jax.cli import main
+    from vaco_jax.core.presets import apply_presets
+    from vaco_jax.runs.saved import load_run
+
+    with jax.numpy_rank_promotion("allow"):
+        start = jax.eval_shape(playground.load(TASK).reset, jax.random.key(0))
+    empty = [x for x in jax.tree.leaves(start) if 0 in x.shape]
+    assert empty, "the test needs an env state with an empty array"
+    out = tmp_path / "run"
+    argv = ["train", "--preset", f"playground-{TASK}-cpu", "--num-iterations", "2", "--num-seeds", "1"]
+    argv += ["--env.num-envs", "4", "--env.num-steps", "8", "--eval.every", "0", "--out-dir", str(out)]
+    assert main(argv) == 0
+    record = json.loads((out / "metrics.json").read_text())
+    assert np.isfinite(np.asarray(record["metrics"]["loss/total"], float)).all()
+    loaded = load_run(out)
+    assert loaded.iterations_done == 2 and loaded.program.config.env.name == f"playground/{TASK}"
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(loaded.state.params))
+    capsys.readouterr()
+    assert main(["render", str(out)]) == 2  # refused, saying how to draw it instead
+    assert "render draws gymnax and brax tasks" in capsys.readouterr().err
+    # Playground's DM Control Suite config, written out: 2048 envs, batch 1024 x 32 minibatches of 30-step unrolls
+    # (480 steps per env), 16 epochs, discount 0.995 (BallInCup and FingerSpin 0.95), lr 1e-3, reward scaling 10,
+    # 6e7 env steps (AcrobotSwingup, SwimmerSwimmer6 and WalkerRun 1e8), num_evals 10: 9 epochs of
+    # ceil(6e7 / (9 x 983,040)) = 7 updates. Its PendulumSwingUp case (action repeat 4) never matches PendulumSwingup
+    gpu, ball, walker = (apply_presets([f"playground-{env}"]) for env in (TASK, "BallInCup", "WalkerRun"))
+    assert (gpu.env.num_envs, gpu.env.num_steps, gpu.ppo.num_epochs, gpu.ppo.num_minibatches) == (2048, 480, 16, 32)
+    assert (gpu.ppo.gamma, gpu.ppo.learning_rate, gpu.env.reward_scale, gpu.env.action_repeat) == (0.995, 1e-3, 10, 1)
+    assert (gpu.num_iterations, gpu.eval.every, gpu.env.backend) == (63, 7, "") and ball.ppo.gamma == 0.95
+    assert walker.num_iterations == 9 * 12  # ceil(1e8 / (9 x 983,040)) = 12
