@@ -469,6 +469,8 @@ def test_train_from_a_saved_sweeps_learner_records_where_it_started(sweep_dir, t
     # a resume (here extending the run) takes its states from its own checkpoint: the saved directory may be gone
     shutil.rmtree(source)
     assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
+    said = capsys.readouterr().out  # the learner is read from the run's own checkpoint: it started from the saved one
+    assert f"started from the learner of {source} after 6 iterations" in said and "starting from" not in said
     assert json.loads((out / "config.json").read_text())["init_from"] == record
     capsys.readouterr()
     assert main(["train", *TINY, "--init-from", str(sweep_dir), "--print-config"]) == 0  # as config.json will say

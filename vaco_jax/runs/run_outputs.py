@@ -134,6 +134,11 @@ def run_config_record(
     return record | ({"async": asynchronous} if asynchronous is not None else {})
 
 
+def _start_verb(plan: RunPlan) -> str:
+    """ "starting" where the runs take the saved learner now, "started" where a resume only recalls it."""
+    return "starting" if plan.initial.loaded else "started"
+
+
 def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
     """The first line of a run: what trains, how much, and where (processes, programs)."""
     config = plan.config
@@ -146,5 +151,5 @@ def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
         + (f"; {plan.split}" if plan.split else "")
         + (f"; {note}" if (note := sharding_note(plan.program_runs)) else "")
-        + (f"; starting from {plan.initial.describe()}" if plan.initial else "")
+        + (f"; {_start_verb(plan)} from {plan.initial.describe()}" if plan.initial else "")
     )
