@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import jax
 import jax.numpy as jnp
@@ -66,39 +65,49 @@ def test_the_adapter_steps_as_playgrounds_own_env_and_ends_episodes_at_its_time_
     assert envs.make(f"playground/{TASK}").max_episode_steps == playground.default_episode_length(TASK) == 1000
 
 
-def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors(monkeypatch):
+def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors():
     assert envs.is_known(f"playground/{TASK}") and not envs.is_known("playground/Pendulum")
     assert envs.default_normalization(f"playground/{TASK}")  # as Playground's PPO configs do
     with pytest.raises(ConfigError, match=r"'CartpoleBalance' is unknown; did you mean 'playground/CartpoleBalance'"):
         envs.make("CartpoleBalance")
     with pytest.raises(ConfigError, match=r"env.backend='spring' is not an MJX implementation .* jax or warp"):
         envs.make(f"playground/{TASK}", backend="spring")
+    # refused by name, before Playground would fetch MuJoCo Menagerie's models for it
+    with pytest.raises(ConfigError, match=r"locomotion or manipulation envs, which are not supported .*CartpoleBal"):
+        envs.make("playground/Go1JoystickFlatTerrain")
 
-    class DictObservations:  # a locomotion env's shape: the policy's and the critic's observations
-        def __init__(self, inner):
-            self.inner, self.action_size = inner, inner.action_size
 
-        def reset(self, rng):
-            state = self.inner.reset(rng)
-            return state.replace(obs={"state": state.obs, "privileged_state": state.obs})
+def test_a_checkpoint_of_a_playground_batch_restores_it_exactly_empty_arrays_included(tmp_path):
+    """An MJX state holds empty arrays (contacts of a model without any), which orbax refuses to save: a checkpoint
+    leaves them out and a restore makes them again, every leaf as it was."""
+    from vaco_jax import Config, EnvConfig, NetworkConfig
+    from vaco_jax.runs import checkpoint
+    from vaco_jax.training.driver import stack_hparams
+    from vaco_jax.training.seeds import seed_keys
+    from vaco_jax.training.trainer import TrainProgram
 
-    real_load = playground.load
-    monkeypatch.setattr(playground, "load", lambda name, impl="": DictObservations(real_load(name, impl)))
-    with pytest.raises(ConfigError, match=r"observes a dict \(privileged_state, state: .*one observation array"):
-        playground.make_playground_env(TASK)
-
-    def no_network(name, impl=""):
-        raise subprocess.CalledProcessError(128, ["git", "clone"])
-
-    monkeypatch.setattr(playground, "load", no_network)
-    with pytest.raises(ConfigError, match=r"MuJoCo Menagerie's models.*git clone: exit 128"):
-        playground.make_playground_env("Go1JoystickFlatTerrain")
+    env = EnvConfig(name=f"playground/{TASK}", num_envs=2, num_steps=4)
+    config = Config(env=env, network=NetworkConfig(actor_hidden=(8,), critic_hidden=(8,)))
+    program = TrainProgram(config)
+    states = jax.jit(program.init_batched)(seed_keys(0, 2), stack_hparams([config] * 2))
+    assert any(0 in np.shape(x) for x in jax.tree.leaves(states)), "the test needs a state with an empty array"
+    saver = checkpoint.Checkpointer(tmp_path, {"config": {}}, every=0, total=1)
+    saver.save(1, states)
+    saver.finish()
+    restored = checkpoint.restore(tmp_path, jax.eval_shape(lambda: states)).states
+    saved_leaves, restored_leaves = jax.tree.leaves(states), jax.tree.leaves(restored)
+    assert len(saved_leaves) == len(restored_leaves)
+    for before, after in zip(saved_leaves, restored_leaves, strict=True):
+        if jax.dtypes.issubdtype(before.dtype, jax.dtypes.prng_key):
+            before, after = jax.random.key_data(before), jax.random.key_data(after)
+        assert before.shape == after.shape and before.dtype == after.dtype
+        np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
 
 
 def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
-    """The CLI on a Playground task: it trains with finite losses and writes a checkpoint (the MJX state holds empty
-    arrays, which orbax refuses: they are left out and made again), which load_run restores to the learner the run
-    ended with; the preset's settings are Playground's."""
+    """The CLI on a Playground task: it trains with finite losses, checkpoints, resumes and trains on (the restored
+    states through the compiled chunk), and load_run reads each checkpoint's learner; render is refused saying what to
+    do; the preset's settings are Playground's."""
     from vaco_jax.cli import main
     from vaco_jax.core.presets import apply_presets
     from vaco_jax.runs.saved import load_run
@@ -111,20 +120,26 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     argv = ["train", "--preset", f"playground-{TASK}-cpu", "--num-iterations", "2", "--num-seeds", "1"]
     argv += ["--env.num-envs", "4", "--env.num-steps", "8", "--eval.every", "0", "--out-dir", str(out)]
     assert main(argv) == 0
+    # resumed: the restored env states (their empty arrays made again) go through the compiled chunk
+    assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
     record = json.loads((out / "metrics.json").read_text())
+    assert len(record["metrics"]["loss/total"][0]) == 3
     assert np.isfinite(np.asarray(record["metrics"]["loss/total"], float)).all()
-    loaded = load_run(out)
-    assert loaded.iterations_done == 2 and loaded.program.config.env.name == f"playground/{TASK}"
-    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(loaded.state.params))
+    loaded, before = load_run(out), load_run(out, step=2)
+    assert loaded.iterations_done == 3 and loaded.program.config.env.name == f"playground/{TASK}"
+    pairs = list(zip(jax.tree.leaves(loaded.state.params), jax.tree.leaves(before.state.params), strict=True))
+    assert all(np.isfinite(np.asarray(after)).all() and after.shape == earlier.shape for after, earlier in pairs)
+    assert any(not np.allclose(after, earlier) for after, earlier in pairs)  # the resumed iteration trained
     capsys.readouterr()
     assert main(["render", str(out)]) == 2  # refused, saying how to draw it instead
     assert "render draws gymnax and brax tasks" in capsys.readouterr().err
     # Playground's DM Control Suite config, written out: 2048 envs, batch 1024 x 32 minibatches of 30-step unrolls
     # (480 steps per env), 16 epochs, discount 0.995 (BallInCup and FingerSpin 0.95), lr 1e-3, reward scaling 10,
-    # 6e7 env steps (AcrobotSwingup, SwimmerSwimmer6 and WalkerRun 1e8), num_evals 10: 9 epochs of
-    # ceil(6e7 / (9 x 983,040)) = 7 updates. Its PendulumSwingUp case (action repeat 4) never matches PendulumSwingup
+    # 6e7 env steps (AcrobotSwingup, SwimmerSwimmer6 and WalkerRun 1e8), num_evals 10, num_resets_per_eval 10: brax
+    # runs 9 x 10 epochs of ceil(6e7 / (9 x 983,040 x 10)) = 1 update (1e8: 2). Its PendulumSwingUp case (action
+    # repeat 4) never matches PendulumSwingup
     gpu, ball, walker = (apply_presets([f"playground-{env}"]) for env in (TASK, "BallInCup", "WalkerRun"))
     assert (gpu.env.num_envs, gpu.env.num_steps, gpu.ppo.num_epochs, gpu.ppo.num_minibatches) == (2048, 480, 16, 32)
     assert (gpu.ppo.gamma, gpu.ppo.learning_rate, gpu.env.reward_scale, gpu.env.action_repeat) == (0.995, 1e-3, 10, 1)
-    assert (gpu.num_iterations, gpu.eval.every, gpu.env.backend) == (63, 7, "") and ball.ppo.gamma == 0.95
-    assert walker.num_iterations == 9 * 12  # ceil(1e8 / (9 x 983,040)) = 12
+    assert (gpu.num_iterations, gpu.eval.every, gpu.env.backend) == (90, 10, "") and ball.ppo.gamma == 0.95
+    assert (walker.num_iterations, walker.eval.every) == (180, 20)

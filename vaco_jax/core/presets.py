@@ -148,6 +148,9 @@ class BraxPPO(NamedTuple):
     action_repeat: int = 1
     num_evals: int = 20
     backend: str = "positional"  # the notebook's physics pipeline ("": the env's default here)
+    # brax's num_resets_per_eval: between two evaluations, this many epochs, each followed by a reset of every env
+    # (0: one epoch, no reset). MuJoCo Playground's DM Control Suite config sets 10; brax's notebook leaves it at 0
+    num_resets_per_eval: int = 0
 
     @property
     def num_steps(self) -> int:
@@ -156,10 +159,13 @@ class BraxPPO(NamedTuple):
 
     @property
     def updates_per_evaluation(self) -> int:
-        """brax's updates between two evaluations: ``num_timesteps`` brax steps over ``num_evals - 1`` epochs, each
-        rounded up (brax's ``num_training_steps_per_epoch``)."""
+        """brax's updates between two evaluations: ``max(num_resets_per_eval, 1)`` epochs of
+        ``ceil(num_timesteps / ((num_evals - 1) x brax steps per update x max(num_resets_per_eval, 1)))`` updates
+        each (brax's ``num_training_steps_per_epoch``, rounded up)."""
         brax_steps_per_update = self.num_envs * self.num_steps * self.action_repeat
-        return math.ceil(self.num_timesteps / (max(self.num_evals - 1, 1) * brax_steps_per_update))
+        epochs = max(self.num_resets_per_eval, 1)
+        per_epoch = math.ceil(self.num_timesteps / (max(self.num_evals - 1, 1) * brax_steps_per_update * epochs))
+        return epochs * per_epoch
 
     @property
     def iterations(self) -> int:
@@ -199,7 +205,9 @@ BRAX_VALUE_HIDDEN = (256, 256, 256, 256, 256)
 # MuJoCo Playground's PPO for its DM Control Suite (mujoco_playground/config/dm_control_suite_params.py,
 # brax_ppo_config, playground 0.2): brax's ppo.train with brax's default networks, every env at the settings below
 # except where named. Its PendulumSwingUp case (action repeat 4, 4 epochs) never applies: the env is PendulumSwingup
-_PLAYGROUND_SUITE = BraxPPO(2048, 30, 1024, 32, 16, 0.995, 1e-3, 1e-2, 10.0, 6e7, num_evals=10, backend="")
+_PLAYGROUND_SUITE = BraxPPO(
+    2048, 30, 1024, 32, 16, 0.995, 1e-3, 1e-2, 10.0, 6e7, num_evals=10, backend="", num_resets_per_eval=10
+)
 _PLAYGROUND_EXCEPTIONS = {
     "AcrobotSwingup": {"num_timesteps": 1e8},
     "AcrobotSwingupSparse": {"num_timesteps": 1e8},

@@ -1,22 +1,25 @@
-"""MuJoCo Playground's tasks (``playground/<Name>``, e.g. ``playground/CartpoleBalance``) through the brax adapter.
+"""MuJoCo Playground's DM Control Suite (``playground/<Env>``, e.g. ``playground/CartpoleBalance``) through the brax
+adapter.
 
 A Playground env (``mujoco_playground.registry.load``) keeps brax's interface: ``reset(rng)`` and ``step(state,
 action)`` returning a state with ``obs``, ``reward`` and ``done``, and ``action_size``; actions in [-1, 1]. So
-:class:`~vaco_jax.envs.brax.BraxEnv` steps it exactly as it steps a brax task (fresh random starts from a start
-pool, the pre-reset observation kept for bootstrapping, the time limit reported as truncation apart from the env's
-own termination, the action repeat, non-finite physics caught); Playground's own ``wrap_for_brax_training`` is not
-used (brax's training wrappers end time limits as terminations).
+:class:`~vaco_jax.envs.brax.BraxEnv` steps it as it steps a brax task: fresh random starts from a start pool, the
+pre-reset observation kept for bootstrapping, the time limit reported as a truncation apart from the env's own
+termination, the action repeat stopped where an episode ends, non-finite physics caught. Playground's own
+``wrap_for_brax_training`` is not used: its auto-reset swaps the final observation for the reset one and restarts
+every env from one cached start state, its action repeat sums rewards past a mid-repeat ending, and its time limit
+would reach this adapter as a termination (brax's PPO reads the truncation from ``info``; this adapter, ``done``).
 
 Where this module differs from Playground's defaults, and why:
 
 * the MJX implementation (``env.backend``) is ``jax`` unless ``warp`` is given: Playground 0.2 defaults to MuJoCo
   Warp, which needs an NVIDIA GPU; ``jax`` runs on every JAX device;
 * the time limit (``env.episode_length`` 0) is the env's own config's ``episode_length`` (1000 control steps for
-  the DM Control Suite), in the env's steps as brax counts them;
-* an env whose observation is a dict is refused, naming its keys: most of Playground's locomotion and manipulation
-  envs observe the policy's ``state`` and the critic's ``privileged_state`` (an asymmetric actor-critic), and this
-  trainer's networks take one array. The DM Control Suite's 25 envs observe one array and are the ones tested
-  here; the others load MuJoCo Menagerie's models, which Playground fetches with ``git clone`` on first use.
+  the DM Control Suite);
+* only the DM Control Suite's 25 envs are taken (each observes one array and needs no download). Playground's
+  locomotion and manipulation envs are refused by name: most observe a dict (the policy's ``state`` and the critic's
+  ``privileged_state``, an asymmetric actor-critic this trainer's networks do not have), they train with domain
+  randomisation, and they load MuJoCo Menagerie's models, fetched with git on first use.
 
 Only this module imports ``mujoco_playground``, and only when a ``playground/`` env is named.
 """
@@ -26,11 +29,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import subprocess
 import sys
 from typing import Any
-
-import jax
 
 from vaco_jax.core.config import ConfigError
 
@@ -59,7 +59,7 @@ def playground_env_names() -> list[str]:
 
 
 def suite_env_names() -> list[str]:
-    """The DM Control Suite's envs in Playground (one observation array each; the ones tested here)."""
+    """The DM Control Suite's envs in Playground: the ones taken here."""
     from mujoco_playground import dm_control_suite
 
     return list(dm_control_suite.ALL_ENVS)
@@ -88,7 +88,7 @@ def make_playground_env(
     """The batched env for ``playground/<name>``: Playground's env inside :class:`~vaco_jax.envs.brax.BraxEnv`.
 
     Args:
-      name: a Playground env name (``CartpoleBalance``), without the prefix.
+      name: a DM Control Suite env name in Playground (``CartpoleBalance``), without the prefix.
       episode_length: the time limit in env steps (0: the env's own config's, 1000 for the DM Control Suite).
       action_repeat: env steps per agent step (the action held, rewards summed).
       backend: MJX's implementation, ``jax`` or ``warp`` ("": ``jax``).
@@ -98,25 +98,16 @@ def make_playground_env(
         raise ConfigError(f"env.name='playground/{name}' needs MuJoCo Playground, which is not installed: {INSTALL}")
     from vaco_jax.envs.brax import BraxEnv
 
-    try:
-        environment = load(name, backend)
-    except subprocess.CalledProcessError as error:  # Menagerie's models, fetched with git on first use
+    if name not in suite_env_names():
         raise ConfigError(
-            f"playground/{name} needs MuJoCo Menagerie's models, which Playground fetches with git on first use, and "
-            f"that failed ({' '.join(map(str, error.cmd))}: exit {error.returncode}); the DM Control Suite's envs need "
-            "no download"
-        ) from None
-    with jax.numpy_rank_promotion("allow"):  # Playground, as brax, relies on implicit rank promotion
-        observation = jax.eval_shape(environment.reset, jax.random.key(0)).obs
-    if isinstance(observation, dict):
-        raise ConfigError(
-            f"playground/{name} observes a dict ({', '.join(map(str, observation))}: an asymmetric actor-critic's "
-            "inputs): this trainer's networks take one observation array, as the DM Control Suite's envs give "
-            f"({', '.join('playground/' + n for n in suite_env_names()[:3])}, ...)"
+            f"playground/{name} is one of Playground's locomotion or manipulation envs, which are not supported here "
+            "(most observe a dict for an asymmetric actor-critic, they train with domain randomisation, and their "
+            "models come from MuJoCo Menagerie); the DM Control Suite's envs are: "
+            f"{', '.join('playground/' + n for n in suite_env_names())}"
         )
     return BraxEnv(
         f"playground/{name}",
-        environment=environment,
+        environment=load(name, backend),
         episode_length=episode_length or default_episode_length(name),
         action_repeat=action_repeat,
         start_pool=start_pool,

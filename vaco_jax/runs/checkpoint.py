@@ -109,14 +109,17 @@ def _from_host(
     """The state tree of ``template`` from the saved leaves; a leaf never saved (empty) made anew with ``sharding``
     (None: this process's first device), as the restored leaves are laid out."""
     leaves, treedef = jax.tree.flatten(template)
-    if len(saved) != sum(not _is_empty(like) for like in leaves):
+    if len(saved) != (saved_here := sum(not _is_empty(like) for like in leaves)):
         raise ConfigError(
-            f"the checkpoint holds {len(saved)} state arrays and this program {len(leaves)}: "
+            f"the checkpoint holds {len(saved)} state arrays and this program {saved_here}: "
             "it was written by a different configuration or version"
         )
     restored = []
     for i, like in enumerate(leaves):
         if _is_empty(like):  # never saved (orbax takes no empty array)
+            if _is_key(like):
+                restored.append(jax.random.wrap_key_data(np.zeros(_saved_shape(like), np.uint32)))
+                continue
             empty = np.zeros(like.shape, like.dtype)
             made = jax.make_array_from_callback(like.shape, sharding, empty.__getitem__) if sharding else empty
             restored.append(made)
