@@ -2,6 +2,14 @@
 notebook (notebooks/training.ipynb) publishes for an env, one seed per call, and record each training step's mean
 return of the training episodes completed in it: the reference runs of the PPO parity benchmark's brax task.
 
+With ``--playground ENV`` it runs MuJoCo Playground's own training of a DM Control Suite env instead, as
+Playground's notebooks and ``learning/train_jax_ppo.py`` do: brax's ``ppo.train`` with Playground's
+``dm_control_suite_params.brax_ppo_config(ENV)`` and ``wrap_env_fn=wrapper.wrap_for_brax_training`` (playground 0.2,
+unmodified, on MJX's ``jax`` implementation: its default, MuJoCo Warp, needs an NVIDIA GPU). Its training resets
+every env after each update (``num_resets_per_eval``), so no training episode completes: the returns recorded are
+its evaluations (``eval/episode_reward``, 128 episodes of the stochastic policy), each at the training step it
+follows (the one before training is kept in ``evaluations``).
+
 This is this project's runner around brax, not brax's code. It runs in a virtual environment of its own, outside
 the package's (brax's PPO needs ``jax.device_put_replicated``, gone in jax 0.10):
 
@@ -12,6 +20,12 @@ the package's (brax's PPO needs ``jax.device_put_replicated``, gone in jax 0.10)
         --num-timesteps 500000 --num-envs 128 --num-evals 2 --out brax_brax-inverted_pendulum.json
 
 ``--num-envs``, ``--num-timesteps`` and ``--num-evals`` size it for a CPU (the notebook's other values unchanged).
+Playground's reference runs (their venv: playground==0.2.0 and warp-lang added to the list above,
+benchmarks/results/ppo_parity/reference/playground_pip_freeze.txt):
+
+    venv-playground/bin/python benchmarks/references/run_brax_ppo.py --playground CartpoleBalance --seeds 0 1 2 3 \
+        --num-timesteps 300000 --num-envs 32 --num-evals 4 --out playground_playground-CartpoleBalance.json
+
 The only instrumentation: brax's EpisodeMetricsLogger.update_episode_metrics (called by jax.debug.callback once per
 training step with that step's episode metrics and done flags) is wrapped to also record the mean sum_reward of the
 episodes done in that step, before calling the original (brax's own logging is unchanged)."""
@@ -49,6 +63,7 @@ NOTEBOOK = {  # notebooks/training.ipynb, train_fn entries, verbatim values
 
 p = argparse.ArgumentParser()
 p.add_argument("--env", default="inverted_pendulum", choices=list(NOTEBOOK))
+p.add_argument("--playground", default=None, help="a DM Control Suite env of MuJoCo Playground, at its own config")
 p.add_argument("--backend", default="positional")  # the notebook's default backend
 p.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
 p.add_argument("--num-timesteps", type=int, default=None, help="CPU size: the budget")
@@ -56,7 +71,13 @@ p.add_argument("--num-envs", type=int, default=None, help="CPU size: envs (batch
 p.add_argument("--num-evals", type=int, default=None, help="CPU size: brax's evaluations (each 128 envs x 1000 steps)")
 p.add_argument("--out", required=True)
 a = p.parse_args()
-config = dict(NOTEBOOK[a.env])
+if a.playground:
+    from mujoco_playground import registry, wrapper
+    from mujoco_playground.config import dm_control_suite_params
+
+    config = dict(dm_control_suite_params.brax_ppo_config(a.playground))
+else:
+    config = dict(NOTEBOOK[a.env])
 if a.num_timesteps:
     config["num_timesteps"] = a.num_timesteps
 if a.num_envs:  # brax needs batch_size * num_minibatches divisible by num_envs: scale batch_size alike
@@ -82,10 +103,15 @@ for seed in a.seeds:
     steps.clear()
     evaluations = []
     start = time.time()
-    env = envs.get_environment(a.env, backend=a.backend)
+    if a.playground:
+        env = registry.load(a.playground, config_overrides={"impl": "jax"})
+        wrap = {"wrap_env_fn": wrapper.wrap_for_brax_training}
+    else:
+        env, wrap = envs.get_environment(a.env, backend=a.backend), {}
     ppo.train(
         environment=env,
         seed=seed,
+        **wrap,
         log_training_metrics=True,
         progress_fn=lambda n, m, evaluations=evaluations: evaluations.append((n, float(m["eval/episode_reward"])))
         if "eval/episode_reward" in m
@@ -93,7 +119,12 @@ for seed in a.seeds:
         **config,
     )
     seconds.append(time.time() - start)
-    returns.append([None if r is None else round(r, 4) for _, r in steps])
+    if a.playground:  # its evaluations, at the training step each follows (none completes a training episode)
+        per_step = config["batch_size"] * config["unroll_length"] * config["num_minibatches"] * config["action_repeat"]
+        at = {round(n / per_step) - 1: r for n, r in evaluations if n > 0}
+        returns.append([None if i not in at else round(at[i], 4) for i in range(len(steps))])
+    else:
+        returns.append([None if r is None else round(r, 4) for _, r in steps])
     counts.append([n for n, _ in steps])
     evals.append(evaluations)
     finals = [r for r in returns[-1][-max(1, len(steps) // 10) :] if r is not None]
@@ -103,20 +134,35 @@ for seed in a.seeds:
         flush=True,
     )
 
+source = {
+    "implementation": "brax",
+    "repo": "google/brax",
+    "package": f"brax=={version('brax')}",
+    "file": "brax/training/agents/ppo/train.py, configuration from notebooks/training.ipynb",
+    "env": f"brax/{a.env}",
+    "backend": a.backend,
+}
+if a.playground:
+    source = {
+        "implementation": "playground",
+        "repo": "google-deepmind/mujoco_playground",
+        "package": f"playground=={version('playground')}, brax=={version('brax')}",
+        "file": "brax/training/agents/ppo/train.py with mujoco_playground wrapper.wrap_for_brax_training, "
+        "configuration from mujoco_playground/config/dm_control_suite_params.py brax_ppo_config",
+        "env": f"playground/{a.playground}",
+        "backend": "MJX impl jax",
+        "score": "eval/episode_reward (128 episodes, stochastic policy) at the training step each evaluation follows",
+    }
 json.dump(
     {
-        "implementation": "brax",
-        "repo": "google/brax",
-        "package": f"brax=={version('brax')}",
-        "file": "brax/training/agents/ppo/train.py, configuration from notebooks/training.ipynb",
-        "env": f"brax/{a.env}",
-        "backend": a.backend,
+        **source,
         "config": config,
         "env_steps_per_iteration": config["batch_size"]
         * config["unroll_length"]
         * config["num_minibatches"]
         * config["action_repeat"],
         "versions": {m: version(m) for m in ["brax", "jax", "jaxlib", "flax", "optax", "mujoco"]}
+        | ({"playground": version("playground")} if a.playground else {})
         | {"python": platform.python_version()},
         "command": " ".join(sys.argv),
         "seeds": a.seeds,
@@ -126,8 +172,15 @@ json.dump(
         "evaluations": evals,
         "wall_seconds": seconds,
         "notes": "brax's PPO unmodified, from the brax package in a virtual environment of its own outside the "
-        "vaco_jax package's; per-iteration return = mean sum_reward (unscaled) of the training episodes completed in "
-        "that training step, recorded by wrapping brax's EpisodeMetricsLogger.update_episode_metrics.",
+        "vaco_jax package's; "
+        + (
+            "per-iteration return = the evaluation that follows that training step (eval/episode_reward), None "
+            "between evaluations: Playground's training resets every env after each update, so no training episode "
+            "completes."
+            if a.playground
+            else "per-iteration return = mean sum_reward (unscaled) of the training episodes completed in that "
+            "training step, recorded by wrapping brax's EpisodeMetricsLogger.update_episode_metrics."
+        ),
     },
     open(a.out, "w"),
 )

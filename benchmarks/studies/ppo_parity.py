@@ -54,6 +54,7 @@ from vaco_jax import Config, run_sweep
 from vaco_jax.core.config import with_overrides
 from vaco_jax.core.presets import apply_preset
 from vaco_jax.numerics import stats
+from vaco_jax.runs.paired import FEWEST_SEEDS_FOR_BOOTSTRAP
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks/results/ppo_parity"
@@ -82,8 +83,11 @@ class Task:
     num_steps: int = 128
     total_env_steps: int = 500_000
     num_minibatches: int = 4
+    num_epochs: int = 4
     learning_rate: float = 2.5e-4
     activation: str = "tanh"
+    metric: str = "episode/return"  # what is scored per iteration (the references' own reading of a return)
+    eval_every: int = 0  # iterations between evaluations, where ``metric`` is an evaluation's
     variants: tuple[str, ...] = ("default", "legacy")  # which of VARIANTS run on this task ("preset" needs a preset)
     reference_configuration: str = "PureJaxRL's ppo.py and CleanRL's ppo.py"
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the reference's other values (dotted)
@@ -158,6 +162,31 @@ TASKS = {
         },
         preset="brax-inverted_pendulum",
     ),
+    # MuJoCo Playground's own training (brax's ppo.train with Playground's wrapper) at its DM Control Suite config,
+    # sized for a CPU: num_envs 2048 -> 32 and batch_size 1024 -> 16 (the same 30-step unrolls, 32 minibatches, 16
+    # epochs: 15,360 env steps per update, here 32 envs x 480 steps), 3e5 env steps in num_evals 4 with its 10 resets
+    # per evaluation, so brax runs 3 x 10 updates (4.6e5 env steps). Its training resets every env after each update,
+    # so no training episode completes: both are scored on their evaluations, 128 episodes of the sampled policy
+    # (brax's eval/episode_reward, eval/return_stochastic here) after updates 10, 20 and 30. Score range: a uniform-
+    # random policy 347.8 (64 envs, 2,100 steps), the best the episode length, 1000. No threshold.
+    "playground/CartpoleBalance": Task(
+        "playground/CartpoleBalance",
+        solved_at=None,
+        random_score=347.8,
+        best_score=1000.0,
+        num_envs=32,
+        num_steps=480,
+        total_env_steps=30 * 32 * 480,
+        num_minibatches=32,
+        num_epochs=16,
+        learning_rate=1e-3,
+        metric="eval/return_stochastic",
+        eval_every=10,
+        variants=("preset",),
+        reference_configuration="MuJoCo Playground's DM Control Suite config, at a CPU's size",
+        settings={"eval.episodes": 128},
+        preset="playground-CartpoleBalance",
+    ),
 }
 
 
@@ -174,10 +203,11 @@ def task_config(task: Task, variant: str) -> Config:
         "env.name": task.env,
         "env.num_envs": task.num_envs,
         "env.num_steps": task.num_steps,
-        "ppo.num_epochs": 4,
+        "ppo.num_epochs": task.num_epochs,
         "ppo.num_minibatches": task.num_minibatches,
-        # scored on the training return, as the references are: no evaluation (a brax preset's own is off here)
-        "eval.every": 0,
+        # scored as the reference is: on the training return with no evaluation (a brax preset's own is off here),
+        # or on evaluations where the reference's training episodes never complete (Playground's)
+        "eval.every": task.eval_every,
         "eval.episodes": Config().eval.episodes,
     }
     if variant == "preset":
@@ -192,7 +222,7 @@ def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> 
     ``first_seed`` onwards, and the wall seconds (compile included)."""
     start = time.perf_counter()
     result = run_sweep(task_config(task, variant), num_seeds=seeds, seed=first_seed, chunk_size=None, progress=False)
-    return np.asarray(result.metrics["episode/return"], np.float64).reshape(seeds, -1), time.perf_counter() - start
+    return np.asarray(result.metrics[task.metric], np.float64).reshape(seeds, -1), time.perf_counter() - start
 
 
 def scores(returns: np.ndarray) -> dict[str, np.ndarray]:
@@ -210,6 +240,14 @@ def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed:
     "level" untested.
     """
     ours, reference = stats.worst_filled(ours), stats.worst_filled(reference)
+    if min(ours.size, reference.size) < FEWEST_SEEDS_FOR_BOOTSTRAP:  # its interval covers far less than it says
+        return {
+            "difference": float(stats.iqm(ours) - stats.iqm(reference)),
+            "interval90": None,
+            "interval95": None,
+            "margin": margin,
+            "verdict": f"undecided (under {FEWEST_SEEDS_FOR_BOOTSTRAP} seeds: no test)",
+        }
     rng = np.random.default_rng(seed)
     resamples = 4000
     a = ours[rng.integers(0, ours.size, size=(resamples, ours.size))]
@@ -261,8 +299,9 @@ def _versus(verdicts: dict[str, dict[str, Any]]) -> str:
     """A row's verdicts against each reference, in words with the difference and its 90% interval."""
     return (
         "; ".join(
-            f"{v['verdict']} vs {name} ({v['difference']:+.1f}, [{v['interval90'][0]:+.1f}, {v['interval90'][1]:+.1f}]"
-            f", margin {v['margin']:.1f})"
+            f"{v['verdict']} vs {name} ({v['difference']:+.1f}"
+            + (f", [{v['interval90'][0]:+.1f}, {v['interval90'][1]:+.1f}]" if v["interval90"] else "")
+            + f", margin {v['margin']:.1f})"
             for name, v in verdicts.items()
         )
         or "-"
