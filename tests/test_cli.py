@@ -118,6 +118,17 @@ def test_load_run_restores_a_chosen_runs_learner_whose_actions_replay_the_render
     assert all(a.shape == (1,) and 0 <= int(a[0]) < 2 for a in sampled)  # CartPole: two actions, a batch of one
     with pytest.raises(ConfigError, match="is not a seed of the run"):
         load_run(sweep_dir, seed=7)
+    # the learner alone, read without the rest of the batch (--init-from's way): the same arrays, the same run
+    from vaco_jax.runs.saved import load_learner
+
+    learner, done, point, seed = load_learner(sweep_dir, point={"lag.k": 4}, seed=1)
+    assert (done, point, seed) == (6, {"lag.k": 4}, 1)
+    for mine, theirs in zip(
+        jax.tree.leaves((learner.params, learner.obs_norm)),
+        jax.tree.leaves((loaded.state.params, loaded.state.obs_norm)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
 
 
 def test_a_loaded_continuous_policy_acts_in_the_shape_of_its_observations_inside_the_bounds():

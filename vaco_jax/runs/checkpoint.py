@@ -312,6 +312,38 @@ def restore(
     return Restored(states=_from_host(saved["state"], template, layout), meta=meta)
 
 
+def restore_fields(
+    directory: Path, template: TrainState, fields: tuple[str, ...], step: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Only the state fields ``fields`` (e.g. ``("params", "obs_norm")``) of the newest complete checkpoint under
+    ``directory`` (or the one at ``step``), read alone on this process's first device: the rest of the batch (its
+    environment states, lag buffer, optimiser moments) is never read. Returns ``{field: its subtree [S, ...]}``
+    rebuilt on the shapes of ``template``, and the checkpoint's meta."""
+    import orbax.checkpoint as ocp
+
+    manager, step = _manager_and_step(directory, step)
+    meta = _read_meta(manager, step)
+    _check_layout(meta.get("state_layout"), template)
+    layout = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    chosen: dict[str, list[str]] = {name: [] for name in fields}
+    targets = {}
+    for i, (path, like) in enumerate(jax.tree_util.tree_flatten_with_path(template)[0]):
+        field_name = getattr(path[0], "name", None)
+        if field_name in chosen:
+            if _is_empty(like) or _is_key(like):
+                raise ValueError(f"restore_fields reads array fields only; {jax.tree_util.keystr(path)} is not one")
+            chosen[field_name].append(f"leaf_{i:05d}")
+            targets[f"leaf_{i:05d}"] = jax.ShapeDtypeStruct(like.shape, like.dtype, sharding=layout)
+    restore_args = {name: ocp.ArrayRestoreArgs(sharding=layout) for name in targets}
+    args = ocp.args.PyTreeRestore(item=targets, restore_args=restore_args, partial_restore=True)
+    saved = manager.restore(step, args=ocp.args.Composite(state=args))["state"]
+    restored = {}
+    for name, leaf_names in chosen.items():
+        treedef = jax.tree.structure(getattr(template, name))
+        restored[name] = jax.tree.unflatten(treedef, [saved[leaf] for leaf in leaf_names])
+    return restored, meta
+
+
 __all__ = [
     "Checkpointer",
     "NoCheckpoint",
@@ -320,6 +352,7 @@ __all__ = [
     "versions",
     "read_meta",
     "restore",
+    "restore_fields",
     "run_meta",
     "check_resumable",
     "differences",

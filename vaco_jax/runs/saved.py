@@ -268,7 +268,9 @@ def resolved_start(output: Output, config: Config) -> tuple[Output, InitialLearn
         )
     saved = recorded_run(run_dir, output.init_step).config
     point = parse_point(saved, output.init_point, INIT_FLAGS[0])
-    loaded = load_run(run_dir, step=output.init_step, point=point, seed=output.init_seed, flags=INIT_FLAGS)
+    learner, done, chosen, chosen_seed = load_learner(
+        run_dir, step=output.init_step, point=point, seed=output.init_seed, flags=INIT_FLAGS
+    )
     for what, theirs, mine in (
         ("network.activation", saved.network.activation, config.network.activation),
         ("env.normalize_observations", *(resolve_defaults(c).env.normalize_observations for c in (saved, config))),
@@ -281,11 +283,11 @@ def resolved_start(output: Output, config: Config) -> tuple[Output, InitialLearn
     pinned = dataclasses.replace(
         output,
         init_from=run_dir,
-        init_step=loaded.iterations_done,
-        init_seed=loaded.seed,
-        init_point=tuple(f"{axis}={json.dumps(value)}" for axis, value in loaded.point.items()),
+        init_step=done,
+        init_seed=chosen_seed,
+        init_point=tuple(f"{axis}={json.dumps(value)}" for axis, value in chosen.items()),
     )
-    return pinned, InitialLearner(loaded.state.params, loaded.state.obs_norm, _source(pinned))
+    return pinned, dataclasses.replace(learner, source=_source(pinned))
 
 
 def _source(output: Output) -> dict[str, Any]:
@@ -317,16 +319,37 @@ def load_run(
       seed: one of the run's seeds; None: the first.
       flags: what the errors call ``point`` and ``seed``.
     """
+    program, template, index, chosen, chosen_seed = _locate(run_dir, step, point, seed, flags)
+    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
+    state = jax.tree.map(lambda x: x[index], restored.states)
+    return LoadedRun(program, state, restored.iterations_done, chosen, chosen_seed)
+
+
+def load_learner(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    point: dict[str, Any] | None = None,
+    seed: int | None = None,
+    flags: tuple[str, str] = ("--point", "--seed"),
+) -> tuple[InitialLearner, int, dict[str, Any], int]:
+    """One run's learner alone (its parameters and observation normaliser, as :func:`load_run` restores them), read
+    without the rest of the saved batch: ``(learner, iterations done, grid point, seed)``. The arguments are
+    :func:`load_run`'s."""
+    program, template, index, chosen, chosen_seed = _locate(run_dir, step, point, seed, flags)
+    fields, meta = checkpoint.restore_fields(RunDirectory(run_dir).checkpoints, template, ("params", "obs_norm"), step)
+    params, obs_norm = (jax.tree.map(lambda x: x[index], fields[name]) for name in ("params", "obs_norm"))
+    return InitialLearner(params, obs_norm), int(meta["iterations_done"]), chosen, chosen_seed
+
+
+def _locate(run_dir: str | Path, step: int | None, point: dict[str, Any] | None, seed: int | None, flags):
+    """A saved run's program, its batch's abstract state, and the chosen run's index, grid point and seed."""
     record = recorded_run(run_dir, step)
     program = TrainProgram(record.config)
     seeds = list(range(record.seed, record.seed + record.num_seeds))
-    point = dict(point or {})
-    index = run_index(record.grid, seeds, point, seed, flags)
+    index = run_index(record.grid, seeds, dict(point or {}), seed, flags)
     template = memory.abstract_batch(program, record.num_runs)[0]
-    restored = checkpoint.restore(RunDirectory(run_dir).checkpoints, template, step)
-    state = jax.tree.map(lambda x: x[index], restored.states)
-    chosen = grid_points(record.grid)[index // len(seeds)]
-    return LoadedRun(program, state, restored.iterations_done, chosen, seeds[index % len(seeds)])
+    return program, template, index, grid_points(record.grid)[index // len(seeds)], seeds[index % len(seeds)]
 
 
 def saved_result(run_dir: str | Path) -> SweepResult:
@@ -347,6 +370,7 @@ __all__ = [
     "RecordedRun",
     "SavedRunEvaluation",
     "evaluate_saved_run",
+    "load_learner",
     "load_run",
     "recorded_run",
     "run_index",
