@@ -230,6 +230,15 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "",
         "",
         "",
+        "none: an env is reset here only where its episode ends. MuJoCo Playground's DM Control Suite config sets 10 "
+        "(every env reset after each update, so its training episodes never pass 480 steps); the playground-<env> "
+        "presets count brax's updates with it but do not reset",
+        brax="num_resets_per_eval",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "",
         "both: eval/return_deterministic and eval/return_stochastic (brax's default, False, samples: its "
         "eval/episode_reward is eval/return_stochastic)",
         brax="deterministic_eval",
