@@ -826,6 +826,13 @@ def test_a_run_with_nothing_to_score_is_told_apart_from_a_diverged_one():
     assert table[2].endswith(" 1") and table[3].endswith("1 (1 with no score in the final window)")
     assert table[4].endswith("1 (1 diverged)")
     assert [row["diverged_runs"] for row in result.summary()] == [0, 0, 1]
+    from vaco_jax.runs.readings import readings_report
+
+    said = readings_report(result, result.summary(), "episode/return")
+    assert "1 run without a score: no episode/return in the final window" in said and "--metric" not in said
+    evaluated = {**result.metrics, "eval/return_deterministic": np.where(np.arange(3) == 2, 50.0, np.nan) + 0 * returns}
+    said = readings_report(SweepResult(config, result.grid, [0], evaluated), result.summary(), "episode/return")
+    assert "--metric eval/return_deterministic scores the learner's evaluations" in said
 
 
 def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():

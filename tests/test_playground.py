@@ -72,6 +72,9 @@ def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors
         envs.make("CartpoleBalance")
     with pytest.raises(ConfigError, match=r"env.backend='spring' is not an MJX implementation .* jax or warp"):
         envs.make(f"playground/{TASK}", backend="spring")
+    if jax.default_backend() != "gpu":  # it crashed inside MuJoCo Warp's compiled step
+        with pytest.raises(ConfigError, match=r"'warp' \(MuJoCo Warp\) needs an NVIDIA GPU .*--env.backend jax"):
+            envs.make(f"playground/{TASK}", backend="warp")
     # refused by name, before Playground would fetch MuJoCo Menagerie's models for it
     with pytest.raises(ConfigError, match=r"locomotion or manipulation envs, which are not supported .*CartpoleBal"):
         envs.make("playground/Go1JoystickFlatTerrain")

@@ -39,14 +39,15 @@ class EnvConfig:
     """Environment and batch shape."""
 
     name: str = static("CartPole-v1")
-    """Environment id: a gymnax id (CartPole-v1, Pendulum-v1, Acrobot-v1) or brax/<name> (brax/ant, brax/hopper)."""
+    """Environment id: a gymnax id (CartPole-v1, Pendulum-v1, Acrobot-v1), brax/<name> (brax/ant, brax/hopper) or
+    playground/<Env>, MuJoCo Playground's DM Control Suite (playground/CartpoleBalance)."""
     num_envs: int = static(64)
     """Environments stepped in parallel per run."""
     num_steps: int = static(128)
     """Rollout length per iteration (T)."""
     normalize_observations: bool | None = static(None)
     """Running mean/variance observation normalisation (part of the actor snapshot). None: the backend's default,
-    chosen by measurement (benchmarks/studies/normalization.py): off for gymnax, on for brax."""
+    chosen by measurement (benchmarks/studies/normalization.py): off for gymnax, on for brax (and Playground)."""
     normalizer_update: Literal["after", "before"] = static("before")
     """When the observation statistics absorb an iteration's observations: before the gradient steps (as brax's
     PPO: the update, its critic values and the new snapshot all use statistics that include the batch; the
@@ -55,22 +56,24 @@ class EnvConfig:
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
-    """Time limit in env steps, after which an episode is truncated (0: the env's own; brax: 1000)."""
+    """Time limit in env steps, after which an episode is truncated (0: the env's own; brax: 1000; Playground: its
+    config's, 1000 for the DM Control Suite)."""
     bootstrap_on_truncation: bool = static(True)
     """Bootstrap from V(s') where an episode is truncated (its time limit): a time limit is not a terminal state.
     false: a truncation ends the return like a termination, as PureJaxRL's and CleanRL's ppo.py (and brax's
     bootstrap_on_timeout=False) do."""
     action_repeat: int = static(1)
-    """brax only: env steps per agent step (the action is held, rewards are summed)."""
+    """brax and Playground only: env steps per agent step (the action is held, rewards are summed)."""
     backend: str = static("")
-    """brax only: physics pipeline, one of generalized, positional, spring, mjx ('': this package's default for the
-    env, spring where it runs, the fastest measured; brax's own default is generalized, its training notebook's
-    positional, which the brax-<env> presets set)."""
+    """brax: physics pipeline, one of generalized, positional, spring, mjx ('': this package's default for the env,
+    spring where it runs, the fastest measured; brax's own default is generalized, its training notebook's
+    positional, which the brax-<env> presets set). Playground: MJX's implementation, jax ('': every device) or warp
+    (MuJoCo Warp, an NVIDIA GPU; Playground's own default)."""
     start_pool: int | None = static(None)
-    """brax only: fresh start states drawn once per rollout, handed in order to the episodes that end in it (None:
-    four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh reset for every
-    environment at every step, as before this option existed). Past the pool's end starts are reused and counted
-    in the metric env/reused_starts."""
+    """brax and Playground only: fresh start states drawn once per rollout, handed in order to the episodes that end
+    in it (None: four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh
+    reset for every environment at every step, as before this option existed). Past the pool's end starts are
+    reused and counted in the metric env/reused_starts."""
 
     def check(self) -> None:
         check_positive_integer("env.num_envs", self.num_envs)

@@ -32,6 +32,8 @@ import importlib.util
 import sys
 from typing import Any
 
+import jax
+
 from vaco_jax.core.config import ConfigError
 
 IMPLEMENTATIONS = ("jax", "warp")  # MJX's two implementations, env.backend for a playground/ task
@@ -72,6 +74,11 @@ def load(name: str, implementation: str = "") -> Any:
         raise ConfigError(
             f"env.backend={implementation!r} is not an MJX implementation for playground/{name}; choose "
             f"{' or '.join(IMPLEMENTATIONS)} (empty: {DEFAULT_IMPLEMENTATION})"
+        )
+    if implementation == "warp" and jax.default_backend() != "gpu":
+        raise ConfigError(
+            f"env.backend='warp' (MuJoCo Warp) needs an NVIDIA GPU and JAX runs on {jax.default_backend()} here: give "
+            "--env.backend jax (or leave it empty)"
         )
     with contextlib.redirect_stdout(sys.stderr):
         return _registry().load(name, config_overrides={"impl": implementation})

@@ -4,6 +4,9 @@ side (its actors' training episodes, and where it evaluates, the learner's mode 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from vaco_jax.core.grid import indexed_points
@@ -86,11 +89,32 @@ def few_seeds_note(num_seeds: int) -> str | None:
     )
 
 
-def readings_report(result: SweepResult) -> str:
-    """What the command line prints after a run's summary: a note where it has few seeds (:func:`few_seeds_note`),
-    the realised lag (:func:`realised_lag_note`) and every reading of its return side by side
-    (:func:`readings_cells`), where the run has them; "" where it has none."""
-    said = [note] if (note := few_seeds_note(len(result.seeds))) else []
+def unscored_note(result: SweepResult, rows: list[dict[str, Any]], metric: str) -> str | None:
+    """A line where a summary's runs have no final score without having diverged (``rows``: its rows, with
+    ``diverged_runs``): nothing of ``metric`` in their final window, e.g. a run shorter than one episode, with the
+    evaluation metric that scores them where the run evaluated."""
+    unscored = sum(row["final"]["diverged"] - row.get("diverged_runs", 0) for row in rows)
+    if not unscored:
+        return None
+    evaluated = metric == "episode/return" and EVAL_METRIC in result.metrics
+    evaluated = evaluated and bool(np.isfinite(result.run_scores(EVAL_METRIC)[0]).any())
+    hint = f": --metric {EVAL_METRIC} scores the learner's evaluations, which it has" if evaluated else ""
+    return (
+        f"{unscored} run{'s' if unscored > 1 else ''} without a score: no {metric} in the final window (no episode "
+        f"ended there, as in a run shorter than its episodes){hint}"
+    )
+
+
+EVAL_METRIC = "eval/return_deterministic"
+
+
+def readings_report(result: SweepResult, rows: Sequence[dict[str, Any]] = (), metric: str = "episode/return") -> str:
+    """What the command line prints after a run's summary (``rows``, of ``metric``): a note where runs have no score
+    (:func:`unscored_note`) or few seeds (:func:`few_seeds_note`), the realised lag (:func:`realised_lag_note`) and
+    every reading of its return side by side (:func:`readings_cells`), where the run has them; "" where it has
+    none."""
+    said = [note] if (note := unscored_note(result, list(rows), metric)) else []
+    said += [note] if (note := few_seeds_note(len(result.seeds))) else []
     note = realised_lag_note(result)
     said += [note] if note else []
     if (readings := readings_cells(result)) is not None:
@@ -109,4 +133,5 @@ __all__ = [
     "readings_cells",
     "readings_report",
     "realised_lag_note",
+    "unscored_note",
 ]

@@ -376,7 +376,7 @@ def _print_results(
         f"final = mean {output.metric} over the last 10% of iterations, AUC = mean over all iterations\n"
     )
     print(format_summary(result, rows))
-    if said := readings_report(result):
+    if said := readings_report(result, rows, output.metric):
         print(f"\n{said}")
     published = f" (moved to {variant.published_as}/ when every variant is done)" if variant is not None else ""
     print(
