@@ -75,9 +75,10 @@ def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors
     if jax.default_backend() != "gpu":  # it crashed inside MuJoCo Warp's compiled step
         with pytest.raises(ConfigError, match=r"'warp' \(MuJoCo Warp\) needs an NVIDIA GPU .*--env.backend jax"):
             envs.make(f"playground/{TASK}", backend="warp")
-    # refused by name, before Playground would fetch MuJoCo Menagerie's models for it
-    with pytest.raises(ConfigError, match=r"locomotion or manipulation envs, which are not supported .*CartpoleBal"):
+    # refused by name, before Playground would fetch MuJoCo Menagerie's models for it; the list names only the suite
+    with pytest.raises(ConfigError, match=r"Go1JoystickFlatTerrain' is unknown.*locomotion and manipulation envs"):
         envs.make("playground/Go1JoystickFlatTerrain")
+    assert "playground/WalkerWalk" in envs.describe_env_names() and "Go1" not in envs.describe_env_names()
 
 
 def test_a_checkpoint_of_a_playground_batch_restores_it_exactly_empty_arrays_included(tmp_path):

@@ -58,6 +58,7 @@ class Backend:
     build: Callable[..., Env]  # (name without prefix, *, episode_length, action_repeat, backend, start_pool) -> Env
     install: str
     normalize_observations: bool  # the default of env.normalize_observations, chosen by measurement
+    note: str = ""  # said after its ids where they are listed (what of the library is not taken)
 
 
 def _gymnax_names() -> list[str]:
@@ -152,7 +153,15 @@ BACKENDS: dict[str, Backend] = {
     "gymnax": Backend("gymnax", _gymnax_names, _build_gymnax, "installed with vaco_jax", False),
     "brax": Backend("brax", _brax_names, _build_brax, "pip install -e '.[brax]'", True),
     # MuJoCo Playground's PPO configs normalise observations on every DM Control Suite task, as brax's do
-    "playground": Backend("playground", _playground_names, _build_playground, "pip install -e '.[playground]'", True),
+    "playground": Backend(
+        "playground",
+        _playground_names,
+        _build_playground,
+        "pip install -e '.[playground]'",
+        True,
+        "its DM Control Suite; its locomotion and manipulation envs are not supported (most observe a dict for an "
+        "asymmetric critic and train with domain randomisation)",
+    ),
     "custom": Backend(
         "custom", lambda: [n.removeprefix("custom/") for n in _CUSTOM], _build_custom, "envs.register", False
     ),
@@ -185,7 +194,7 @@ def describe_env_names() -> str:
         prefix = "" if key == DEFAULT_BACKEND else f"{backend.prefix}/"
         none = "none registered" if key == "custom" else "not installed"
         ids = ", ".join(prefix + n for n in backend.env_names()) or none
-        parts.append(f"{key} ({backend.install}): {ids}")
+        parts.append(f"{key} ({backend.install}): {ids}" + (f" ({backend.note})" if backend.note else ""))
     return "known ids by backend: " + "; ".join(parts)
 
 

@@ -55,15 +55,12 @@ def _registry() -> Any:
 
 
 def playground_env_names() -> list[str]:
-    """Every env name Playground's registry holds (without the ``playground/`` prefix); none where it is not
-    installed."""
-    return list(_registry().ALL_ENVS) if installed() else []
-
-
-def suite_env_names() -> list[str]:
-    """The DM Control Suite's envs in Playground: the ones taken here."""
-    from mujoco_playground import dm_control_suite
-
+    """The env names taken here (without the ``playground/`` prefix): Playground's DM Control Suite; none where
+    Playground is not installed."""
+    if not installed():
+        return []
+    with contextlib.redirect_stdout(sys.stderr):
+        from mujoco_playground import dm_control_suite
     return list(dm_control_suite.ALL_ENVS)
 
 
@@ -105,13 +102,9 @@ def make_playground_env(
         raise ConfigError(f"env.name='playground/{name}' needs MuJoCo Playground, which is not installed: {INSTALL}")
     from vaco_jax.envs.brax import BraxEnv
 
-    if name not in suite_env_names():
-        raise ConfigError(
-            f"playground/{name} is one of Playground's locomotion or manipulation envs, which are not supported here "
-            "(most observe a dict for an asymmetric actor-critic, they train with domain randomisation, and their "
-            "models come from MuJoCo Menagerie); the DM Control Suite's envs are: "
-            f"{', '.join('playground/' + n for n in suite_env_names())}"
-        )
+    if name not in playground_env_names():  # make() names the ones it takes; a direct call is told them too
+        suite = ", ".join(playground_env_names())
+        raise ConfigError(f"playground/{name} is not one of the DM Control Suite's envs: {suite}")
     return BraxEnv(
         f"playground/{name}",
         environment=load(name, backend),
@@ -126,7 +119,6 @@ __all__ = [
     "DEFAULT_IMPLEMENTATION",
     "installed",
     "playground_env_names",
-    "suite_env_names",
     "load",
     "default_episode_length",
     "make_playground_env",
