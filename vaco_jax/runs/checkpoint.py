@@ -326,14 +326,14 @@ def restore_fields(
     _check_layout(meta.get("state_layout"), template)
     layout = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     chosen: dict[str, list[str]] = {name: [] for name in fields}
-    targets = {}
     for i, (path, like) in enumerate(jax.tree_util.tree_flatten_with_path(template)[0]):
         field_name = getattr(path[0], "name", None)
         if field_name in chosen:
             if _is_empty(like) or _is_key(like):
                 raise ValueError(f"restore_fields reads array fields only; {jax.tree_util.keystr(path)} is not one")
             chosen[field_name].append(f"leaf_{i:05d}")
-            targets[f"leaf_{i:05d}"] = jax.ShapeDtypeStruct(like.shape, like.dtype, sharding=layout)
+    wanted = {leaf for leaves in chosen.values() for leaf in leaves}
+    targets = {leaf: like for leaf, like in _targets(template, layout).items() if leaf in wanted}
     restore_args = {name: ocp.ArrayRestoreArgs(sharding=layout) for name in targets}
     args = ocp.args.PyTreeRestore(item=targets, restore_args=restore_args, partial_restore=True)
     saved = manager.restore(step, args=ocp.args.Composite(state=args))["state"]

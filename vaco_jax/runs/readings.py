@@ -11,7 +11,7 @@ import numpy as np
 
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
-from vaco_jax.training.sweep import SweepResult, format_table
+from vaco_jax.training.sweep import SweepResult, format_table, unscored_runs
 
 READINGS = {
     "episode/return": "actors' training return",
@@ -89,11 +89,14 @@ def few_seeds_note(num_seeds: int) -> str | None:
     )
 
 
+EVAL_METRIC = "eval/return_deterministic"  # the learner's evaluation: what scores a run whose episodes never end
+
+
 def unscored_note(result: SweepResult, rows: list[dict[str, Any]], metric: str) -> str | None:
-    """A line where a summary's runs have no final score without having diverged (``rows``: its rows, with
-    ``diverged_runs``): nothing of ``metric`` in their final window, e.g. a run shorter than one episode, with the
-    evaluation metric that scores them where the run evaluated."""
-    unscored = sum(row["final"]["diverged"] - row.get("diverged_runs", 0) for row in rows)
+    """A line where a summary's runs have no final score without having diverged (``rows``: its rows,
+    :func:`~vaco_jax.training.sweep.unscored_runs`): nothing of ``metric`` in their final window, e.g. a run shorter
+    than one episode, with the evaluation metric that scores them where the run evaluated."""
+    unscored = sum(unscored_runs(row)[1] for row in rows)
     if not unscored:
         return None
     evaluated = metric == "episode/return" and EVAL_METRIC in result.metrics
@@ -103,9 +106,6 @@ def unscored_note(result: SweepResult, rows: list[dict[str, Any]], metric: str) 
         f"{unscored} run{'s' if unscored > 1 else ''} without a score: no {metric} in the final window (no episode "
         f"ended there, as in a run shorter than its episodes){hint}"
     )
-
-
-EVAL_METRIC = "eval/return_deterministic"
 
 
 def readings_report(result: SweepResult, rows: Sequence[dict[str, Any]] = (), metric: str = "episode/return") -> str:

@@ -190,12 +190,17 @@ def summary_cells(result: SweepResult, rows: list[dict]) -> tuple[list[str], lis
     return header, lines
 
 
-def _unscored(row: dict[str, Any]) -> str:
-    """The runs of a summary row without a final score, told apart: diverged (the NaN guard skipped most of their
-    gradient steps), or nothing to score in the final window (no episode ended: a short run of long episodes; no
-    evaluation there)."""
+def unscored_runs(row: dict[str, Any]) -> tuple[int, int]:
+    """The runs of a summary row without a final score, told apart: (diverged: the NaN guard skipped most of their
+    gradient steps; with nothing to score in the final window: no episode ended, as in a short run of long episodes,
+    or no evaluation there). A row without ``diverged_runs`` (written before it) counts every such run diverged."""
     diverged = row.get("diverged_runs", row["final"]["diverged"])
-    unscored = row["final"]["diverged"] - diverged
+    return diverged, row["final"]["diverged"] - diverged
+
+
+def _unscored(row: dict[str, Any]) -> str:
+    """The seeds cell's note on a summary row's runs without a final score (:func:`unscored_runs`)."""
+    diverged, unscored = unscored_runs(row)
     parts = [f"{diverged} diverged"] * bool(diverged)
     parts += [f"{unscored} with no score in the final window"] * bool(unscored)
     return f" ({', '.join(parts)})" if parts else ""
