@@ -1046,8 +1046,13 @@ def test_the_reference_name_table_is_on_the_getting_started_page_and_names_real_
     section = text[text.index("## Coming from RLlib's APPO or IMPALA") :]
     command = section[section.index("```bash") : section.index("```", section.index("```bash") + 3)]
     assert set(re.findall(r"--[a-z][a-z0-9.-]*", command)) <= listed["train"]
-    brax_train = pytest.importorskip("brax.training.agents.ppo.train")  # brax's names are its train()'s arguments
+    # brax's names are its train()'s and its networks' arguments, or keys of MuJoCo Playground's env config
+    brax_train = pytest.importorskip("brax.training.agents.ppo.train")
+    brax_networks = pytest.importorskip("brax.training.agents.ppo.networks")
+    playground = pytest.importorskip("mujoco_playground")
     arguments = set(inspect.signature(brax_train.train).parameters)
+    arguments |= set(inspect.signature(brax_networks.make_ppo_networks).parameters)
+    arguments |= set(playground.registry.get_default_config("CartpoleBalance"))
     assert {row.brax for row in REFERENCE_NAMES if row.brax} <= arguments
 
 

@@ -19,9 +19,9 @@ RUN_COMMANDS = ("train", "sweep", "demo")
 
 class ReferenceName(NamedTuple):
     """One hyperparameter: its key in PureJaxRL's config dicts (``ppo.py``'s, or where the note says another script's),
-    its field in CleanRL's ``ppo.py`` ``Args``, its argument of brax's ``ppo.train`` and its attribute of RLlib's
-    ``APPOConfig`` / ``IMPALAConfig`` ("" where one has none), the flag that sets it here ("" where nothing does) and
-    the commands that have it, and what differs."""
+    its field in CleanRL's ``ppo.py`` ``Args``, its argument of brax's ``ppo.train`` (or of its PPO networks, or a key
+    of MuJoCo Playground's env config) and its attribute of RLlib's ``APPOConfig`` / ``IMPALAConfig`` ("" where one
+    has none), the flag that sets it here ("" where nothing does) and the commands that have it, and what differs."""
 
     purejaxrl: str
     cleanrl: str
@@ -193,6 +193,30 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ),
     ReferenceName("ACTIVATION", "", "--network.activation", "widths: --network.actor-hidden, --network.critic-hidden"),
     ReferenceName(
+        "",
+        "",
+        "--network.actor-hidden",
+        "an argument of brax's network_factory, ppo_networks.make_ppo_networks, as MuJoCo Playground's configs set it",
+        brax="policy_hidden_layer_sizes",
+    ),
+    ReferenceName("", "", "--network.critic-hidden", "the critic's widths", brax="value_hidden_layer_sizes"),
+    ReferenceName(
+        "",
+        "",
+        "",
+        "the built-in MLPs only, no network of your own: widths --network.actor-hidden and --network.critic-hidden, "
+        "activation --network.activation",
+        brax="network_factory",
+    ),
+    ReferenceName(
+        "",
+        "",
+        "--env.backend",
+        "MuJoCo Playground's env config key, not ppo.train's: MJX's jax or warp for a playground/ task; jax by default "
+        "here, warp in Playground 0.2, which needs an NVIDIA GPU",
+        brax="impl",
+    ),
+    ReferenceName(
         "NORMALIZE_ENV",
         "",
         "--env.normalize-observations",
@@ -348,7 +372,7 @@ def reference_name_table() -> list[str]:
     """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
     dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
     rows = [
-        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` | RLlib APPO / IMPALA | vaco-jax flag | note |",
+        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` / Playground | RLlib APPO / IMPALA | vaco-jax flag | note |",
         "|---|---|---|---|---|---|",
     ]
     rows += [
