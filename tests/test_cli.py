@@ -826,6 +826,12 @@ def test_a_run_with_nothing_to_score_is_told_apart_from_a_diverged_one():
     assert table[2].endswith(" 1") and table[3].endswith("1 (1 with no score in the final window)")
     assert table[4].endswith("1 (1 diverged)")
     assert [row["diverged_runs"] for row in result.summary()] == [0, 0, 1]
+    told = [(row[score]["diverged"], row[score]["unscored"]) for row in result.summary() for score in ("final", "auc")]
+    assert told == [(0, 0)] * 2 + [(0, 1)] * 2 + [(1, 0)] * 2  # summary.json's diverged counted both kinds
+    from vaco_jax.training.sweep import unscored_runs  # rows written before: final.diverged counted every such run
+
+    assert unscored_runs({"final": {"diverged": 2}, "diverged_runs": 1}) == (1, 1)
+    assert unscored_runs({"final": {"diverged": 2}}) == (2, 0)
     from vaco_jax.runs.readings import readings_report
 
     said = readings_report(result, result.summary(), "episode/return")

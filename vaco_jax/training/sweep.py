@@ -130,17 +130,21 @@ class SweepResult:
         return {name: value[tuple(index)] for name, value in self.metrics.items()}
 
     def summary(self, metric: str = "episode/return", fraction: float = 0.1) -> list[dict[str, Any]]:
-        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC, and
-        ``diverged_runs``, the runs :meth:`diverged_runs` marks (a run's other NaN scores: nothing to score, e.g. no
-        episode ended in the final window)."""
+        """Per grid point: IQM and 95% bootstrap CI over seeds of the final value and of the AUC, each with its runs
+        without a score told apart (``diverged``: the runs :meth:`diverged_runs` marks; ``unscored``: nothing to score,
+        e.g. no episode ended in the final window), and ``diverged_runs`` again beside them."""
         if metric not in self.metrics:
             raise KeyError(f"no metric {metric!r}; the metrics are {', '.join(sorted(self.metrics))}")
         finals, aucs = self.run_scores(metric, fraction)  # [*grid, seed]
         diverged = self.diverged_runs()
         rows = []
         for point, index in indexed_points(self.grid):
-            final, auc = stats.summarize(finals[index]), stats.summarize(aucs[index])
-            rows.append({**point, "final": final, "auc": auc, "diverged_runs": int(diverged[index].sum())})
+            count = int(diverged[index].sum())  # NaN in both scores (run_scores), so within each one's non-finite
+            final, auc = (
+                {**s, "diverged": count, "unscored": s["diverged"] - count}
+                for s in map(stats.summarize, (finals[index], aucs[index]))
+            )
+            rows.append({**point, "final": final, "auc": auc, "diverged_runs": count})
         return rows
 
     def table(self, metric: str = "episode/return") -> str:
@@ -193,9 +197,13 @@ def summary_cells(result: SweepResult, rows: list[dict]) -> tuple[list[str], lis
 def unscored_runs(row: dict[str, Any]) -> tuple[int, int]:
     """The runs of a summary row without a final score, told apart: (diverged: the NaN guard skipped most of their
     gradient steps; with nothing to score in the final window: no episode ended, as in a short run of long episodes,
-    or no evaluation there). A row without ``diverged_runs`` (written before it) counts every such run diverged."""
-    diverged = row.get("diverged_runs", row["final"]["diverged"])
-    return diverged, row["final"]["diverged"] - diverged
+    or no evaluation there). Rows written before the two were told apart, whose ``final.diverged`` counted every run
+    without a score, are read too: one without ``diverged_runs`` either counts every such run diverged."""
+    final = row["final"]
+    if "unscored" in final:
+        return final["diverged"], final["unscored"]
+    diverged = row.get("diverged_runs", final["diverged"])
+    return diverged, final["diverged"] - diverged
 
 
 def _unscored(row: dict[str, Any]) -> str:
