@@ -81,6 +81,21 @@ def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors
     assert "playground/WalkerWalk" in envs.describe_env_names() and "Go1" not in envs.describe_env_names()
 
 
+def test_mujocos_warnings_while_loading_are_python_warnings_not_a_log_file_in_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """CheetahRun's model has a deprecated compiler attribute: MuJoCo's own handler printed the warning to stdout and
+    wrote MUJOCO_LOG.TXT into the directory the user ran from. A tiny model with the same attribute stands in."""
+    import mujoco
+
+    monkeypatch.chdir(tmp_path)
+    model = '<mujoco><compiler settotalmass="2"/><worldbody><body><geom size=".1"/><joint/></body></worldbody></mujoco>'
+    with pytest.warns(UserWarning, match=r"MuJoCo, loading playground/X: compiler attribute 'settotalmass'"):
+        with playground._mujoco_warnings_as_python("playground/X"):
+            mujoco.MjModel.from_xml_string(model)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists() and mujoco.get_mju_user_warning() is None  # handler put back
+
+
 def test_a_checkpoint_of_a_playground_batch_restores_it_exactly_empty_arrays_included(tmp_path):
     """An MJX state holds empty arrays (contacts of a model without any), which orbax refuses to save: a checkpoint
     leaves them out and a restore makes them again, every leaf as it was."""

@@ -30,6 +30,8 @@ import contextlib
 import functools
 import importlib.util
 import sys
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -77,8 +79,26 @@ def load(name: str, implementation: str = "") -> Any:
             f"env.backend='warp' (MuJoCo Warp) needs an NVIDIA GPU and JAX runs on {jax.default_backend()} here: give "
             "--env.backend jax (or leave it empty)"
         )
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr), _mujoco_warnings_as_python(f"playground/{name}"):
         return _registry().load(name, config_overrides={"impl": implementation})
+
+
+@contextlib.contextmanager
+def _mujoco_warnings_as_python(source: str) -> Iterator[None]:
+    """MuJoCo's warnings (a model's deprecated compiler attribute, e.g. CheetahRun's ``settotalmass``) raised as
+    Python warnings while the block runs: MuJoCo's own handler prints them to stdout and appends them to a
+    ``MUJOCO_LOG.TXT`` it creates in the working directory. The handler in place before is put back."""
+    import mujoco
+
+    def warn(message: str) -> None:
+        warnings.warn(f"MuJoCo, loading {source}: {message}", stacklevel=2)
+
+    before = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(warn)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(before)
 
 
 def default_episode_length(name: str) -> int:
