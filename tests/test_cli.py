@@ -785,6 +785,16 @@ def test_an_unknown_preset_gets_the_closest_name_in_one_line(tmp_path, capsys):
     assert "--preset='vaco-decouple' is unknown; did you mean 'vaco-decoupled'?" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
+    from vaco_jax.core.presets import check_preset  # an env preset's env is matched alone, in its own family
+
+    with pytest.raises(ConfigError, match=r"did you mean 'brax-ant-cpu'\? brax's .* env one of ant, halfcheetah"):
+        check_preset("brax-antt-cpu")
+    with pytest.raises(ConfigError) as refused:  # a Playground locomotion env: close to CheetahRun by its prefix
+        check_preset("playground-Go1Getup")
+    assert "did you mean" not in str(refused.value) and "CartpoleBalance, CartpoleBalanceSparse" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"'playground' is unknown; choose one of"):  # not 'playground-FishSwim'
+        check_preset("playground")
+
 
 @pytest.mark.parametrize(
     "variants, message", [((), "--algorithms is empty"), (("ppo", "ppo"), "--algorithms lists ppo more than once")]

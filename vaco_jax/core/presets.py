@@ -325,10 +325,23 @@ def apply_preset(name: str, config: Config | None = None) -> Config:
 
 def check_preset(name: str, flag: str = "preset") -> None:
     """Refuse an unknown preset name, with the closest name if one is close and the names in short."""
-    if name not in PRESETS:
-        close = difflib.get_close_matches(name, list(PRESETS), n=1, cutoff=0.6)
+    if name in PRESETS:
+        return
+    family = next((f for f in ENV_FAMILIES if name.startswith(f"{f.prefix}-")), None)
+    if family is None:  # matched with the algorithm presets alone: an env preset is found by its family's prefix
+        close = difflib.get_close_matches(name, [p for p in PRESETS if _family_of(p) is None], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(f"{flag}={name!r} is unknown; {hint}choose one of {short_names()}")
+    # an env preset: its env matched alone (the shared prefix made playground-Go1Getup close to playground-CheetahRun)
+    env, cpu = name.removeprefix(f"{family.prefix}-"), ""
+    if env.endswith("-cpu"):
+        env, cpu = env.removesuffix("-cpu"), "-cpu"
+    close = difflib.get_close_matches(env, list(family.table), n=1, cutoff=0.6)
+    hint = f"did you mean '{family.prefix}-{close[0]}{cpu}'? " if close else ""
+    raise ConfigError(
+        f"{flag}={name!r} is unknown; {hint}{family.whose} is preset for {family.env_prefix}<env> with env one of "
+        f"{', '.join(family.table)} ({family.prefix}-<env>, or {family.prefix}-<env>-cpu for a smoke run)"
+    )
 
 
 def apply_presets(names: Sequence[str], config: Config | None = None) -> Config:

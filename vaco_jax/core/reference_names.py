@@ -372,7 +372,8 @@ def reference_name_table() -> list[str]:
     """:data:`REFERENCE_NAMES` as a Markdown table (the getting-started page's)."""
     dash = lambda text, code=True: (f"`{text}`" if code else text) if text else "-"  # noqa: E731
     rows = [
-        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` / Playground | RLlib APPO / IMPALA | vaco-jax flag | note |",
+        "| PureJaxRL config key | CleanRL `ppo.py` | brax `ppo.train` / Playground | RLlib APPO / IMPALA "
+        "| vaco-jax flag | note |",
         "|---|---|---|---|---|---|",
     ]
     rows += [
