@@ -246,6 +246,9 @@ def test_bad_options_and_simulated_lag_settings_are_refused_with_what_to_change(
         AsyncOptions(timeout=-1).check()
     with pytest.raises(ConfigError, match="drop the lag flags"):
         check_async_config(async_config(lag=LagConfig(num_actors=2, max_lag=4, k=2)))
+    with pytest.raises(ConfigError, match=r"env.reset_every=1 has no iteration to reset after"):
+        config = async_config()
+        check_async_config(config.replace(env=config.env.replace(reset_every=1)))
 
 
 def test_lag_histogram_and_the_simulator_config_built_from_it():

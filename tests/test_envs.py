@@ -240,3 +240,31 @@ def test_the_readme_start_pool_table_is_the_committed_measurement():
 
     block, table = committed_table("start_pool.json", "start pool")
     assert block == table
+
+
+def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_the_episodes_in_progress():
+    """env.reset_every (brax's num_resets_per_eval, MuJoCo Playground's reset after every update): CountingEnv's
+    episode length after each iteration of 4 steps runs 4, 8, 4, 8, ... with reset_every 2 (4, 8, 12, ... without),
+    the abandoned episodes are never reported as completed, and the run's other random streams are unchanged."""
+    from vaco_jax.envs.base import reset_when_due
+
+    envs.register("custom/counting", lambda: CountingEnv(horizon=100), overwrite=True)
+    lengths, counts, losses = {}, {}, {}
+    for every in (0, 2):
+        env = EnvConfig(name="custom/counting", num_envs=4, num_steps=4, reset_every=every)
+        program = TrainProgram(tiny_config(env=env, num_iterations=5))
+        state = program.init(jax.random.key(0))
+        step = jax.jit(lambda s, program=program: program.update_step(s, program.config))
+        lengths[every], counts[every], losses[every] = [], [], []
+        for _ in range(5):
+            state, metrics = step(state)
+            lengths[every].append(int(state.episode_stats.lengths.max()))
+            counts[every].append(float(metrics["episode/count"]))
+            losses[every].append(float(metrics["loss/total"]))
+    assert lengths == {0: [4, 8, 12, 16, 20], 2: [4, 8, 4, 8, 4]}
+    assert counts[0] == counts[2] == [0.0] * 5  # no episode reaches the horizon: a reset completes none
+    assert losses[0][:2] == losses[2][:2] != losses[0][2:]  # the same run until the first reset (a key of its own)
+    carry = state.env_state, state.observations, state.episode_stats
+    assert reset_when_due(program.env, carry, jax.random.key(1), jnp.asarray(4), 0) is carry  # 0: nothing traced
+    with pytest.raises(ConfigError, match=r"env.reset_every=-1 must be an integer >= 0"):
+        EnvConfig(reset_every=-1).check()

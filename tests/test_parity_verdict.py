@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,13 @@ def test_the_playground_task_trains_playgrounds_reference_batch_and_budget_with_
         assert reference["env_steps_per_iteration"] == config.env.num_envs * config.env.num_steps
         for seed in reference["returns"]:
             assert len(seed) == 30 and [i for i, v in enumerate(seed) if v is not None] == [9, 19, 29]
+        # brax resets every env after each epoch of ceil(num_timesteps / ((num_evals - 1) x steps per update x
+        # num_resets_per_eval)) updates: the variant preset-reset resets after as many, and differs in nothing else
+        brax = reference["config"]
+        per_update = brax["batch_size"] * brax["num_minibatches"] * brax["unroll_length"] * brax["action_repeat"]
+        epoch = math.ceil(brax["num_timesteps"] / ((brax["num_evals"] - 1) * per_update * brax["num_resets_per_eval"]))
+        reset = task_config(task, "preset-reset")
+        assert config.env.reset_every == 0 and reset == config.replace(env=config.env.replace(reset_every=epoch))
 
 
 def test_the_docs_quote_the_committed_parity_table():

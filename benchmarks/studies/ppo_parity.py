@@ -28,7 +28,9 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs brax/inverted_pendulum   # 2 variants: 44 min
-    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 28 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 2 variants: 56 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
+        --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
@@ -67,10 +69,12 @@ VARIANTS = {
     "default": "the package's defaults",
     "legacy": "the PPO before the parity change",
     "preset": "the task's preset",
+    "preset-reset": "the task's preset with every env reset as the reference's training resets them",
 }
 """vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
 unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
-``brax-<env>`` preset: brax's PPO settings, resized to the task's batch)."""
+``brax-<env>`` preset: brax's PPO settings, resized to the task's batch), alone or with ``env.reset_every`` set as
+the reference's ``num_resets_per_eval`` resets every env (MuJoCo Playground's training: after every update)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +98,16 @@ class Task:
     reference_configuration: str = "PureJaxRL's ppo.py and CleanRL's ppo.py"
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the reference's other values (dotted)
     preset: str | None = None  # the package's preset for the reference's setting (variant "preset": it, resized)
+    reset_every: int = 0  # iterations between the reference's resets of every env (variant "preset-reset")
 
     def __post_init__(self) -> None:
-        unknown = [v for v in self.variants if v not in VARIANTS or (v == "preset" and self.preset is None)]
+        needs = {"preset": self.preset is None, "preset-reset": self.preset is None or self.reset_every == 0}
+        unknown = [v for v in self.variants if v not in VARIANTS or needs.get(v, False)]
         if unknown:
-            raise ValueError(f"{self.env}: variants {unknown} are unknown, or need a preset; known: {list(VARIANTS)}")
+            raise ValueError(
+                f"{self.env}: variants {unknown} are unknown, or need a preset (and a reset_every); known: "
+                f"{list(VARIANTS)}"
+            )
 
     @property
     def file_stem(self) -> str:
@@ -170,7 +179,9 @@ TASKS = {
     # per evaluation, so brax runs 3 x 10 updates (4.6e5 env steps). Its training resets every env after each update,
     # so no training episode completes: both are scored on their evaluations, 128 episodes of the sampled policy
     # (brax's eval/episode_reward, eval/return_stochastic here) after updates 10, 20 and 30. Score range: a uniform-
-    # random policy 347.8 (64 envs, 2,100 steps), the best the episode length, 1000. No threshold.
+    # random policy 347.8 (64 envs, 2,100 steps), the best the episode length, 1000. No threshold. The preset does not
+    # reset; the variant preset-reset resets as Playground does (env.reset_every 1: brax's ceil(3e5 / (3 x 10 x
+    # 15,360)) = 1 update per epoch), to test whether the resets explain a difference.
     "playground/CartpoleBalance": Task(
         "playground/CartpoleBalance",
         solved_at=None,
@@ -184,10 +195,11 @@ TASKS = {
         learning_rate=1e-3,
         metric="eval/return_stochastic",
         eval_every=10,
-        variants=("preset",),
+        variants=("preset", "preset-reset"),
         reference_configuration="MuJoCo Playground's DM Control Suite config, at a CPU's size",
         settings={"eval.episodes": 128},
         preset="playground-CartpoleBalance",
+        reset_every=1,
     ),
 }
 
@@ -212,8 +224,9 @@ def task_config(task: Task, variant: str) -> Config:
         "eval.every": task.eval_every,
         "eval.episodes": Config().eval.episodes,
     }
-    if variant == "preset":
-        return with_overrides(apply_preset(task.preset), {**shape, **task.settings})
+    if variant in ("preset", "preset-reset"):
+        reset = {"env.reset_every": task.reset_every} if variant == "preset-reset" else {}
+        return with_overrides(apply_preset(task.preset), {**shape, **task.settings, **reset})
     reference = {**shape, "ppo.learning_rate": task.learning_rate, "network.activation": task.activation}
     legacy = {f"ppo.{name}": value for name, value in STUDY_PPO_PINS.items()} if variant == "legacy" else {}
     return with_overrides(Config(), {**reference, **task.settings, **legacy})
@@ -343,7 +356,9 @@ def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, 
 
 
 def variant_label(task: Task, variant: str) -> str:
-    """What the table calls a variant: its name, or the preset it trains."""
+    """What the table calls a variant: its name, or the preset it trains (with the reference's resets)."""
+    if variant == "preset-reset":
+        return f"{task.preset} preset, --env.reset-every {task.reset_every}"
     return f"{task.preset} preset" if variant == "preset" else variant
 
 
@@ -388,6 +403,8 @@ class ParityArgs:
     """Seeds per task and variant."""
     first_seed: int = 0
     """Append seeds from this one to the recorded runs (0: replace them)."""
+    variants: tuple[Literal[tuple(VARIANTS)], ...] = ()  # type: ignore[valid-type]
+    """Train only these variants of each task (empty: every variant the task has); the others keep their runs."""
     report: bool = False
     """Recompute the table from the committed runs."""
     out: Path = RESULTS / "parity.json"
@@ -402,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
     if not args.report:
         for env in args.envs:
-            for variant in TASKS[env].variants:
+            for variant in (v for v in TASKS[env].variants if not args.variants or v in args.variants):
                 add_runs(saved, TASKS[env], variant, args.seeds, args.first_seed)
                 runs_file.parent.mkdir(parents=True, exist_ok=True)
                 runs_file.write_text(json.dumps(saved, indent=1) + "\n")
@@ -411,8 +428,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for env, task in TASKS.items():
         if env not in saved:
             continue
-        ours = {variant: np.array(saved[env][variant]["returns"], np.float64) for variant in task.variants}
-        for variant in task.variants:
+        recorded = [variant for variant in task.variants if variant in saved[env]]  # a new variant not yet run
+        ours = {variant: np.array(saved[env][variant]["returns"], np.float64) for variant in recorded}
+        for variant in recorded:
             timings[f"{env}/{variant}"] = saved[env][variant].get("seconds")
             commits.update(saved[env][variant].get("commits", [saved[env][variant].get("commit", saved.get("commit"))]))
         rows += compare(task, ours, load_references(env))

@@ -74,6 +74,11 @@ class EnvConfig:
     in it (None: four per environment, chosen by measurement: benchmarks/speed/start_pool.py; 0: no pool, a fresh
     reset for every environment at every step, as before this option existed). Past the pool's end starts are
     reused and counted in the metric env/reused_starts."""
+    reset_every: int = static(0)
+    """Reset every environment after each reset_every-th iteration, abandoning the episodes in progress (never
+    scored: their returns are not completed ones); 0: never, an env resets only where its episode ends. brax's
+    num_resets_per_eval does this between its epochs: MuJoCo Playground's DM Control Suite config resets after every
+    update (reset_every 1), so its training episodes never reach their time limit."""
 
     def check(self) -> None:
         check_positive_integer("env.num_envs", self.num_envs)
@@ -99,6 +104,10 @@ class EnvConfig:
             self.start_pool is None or (isinstance(self.start_pool, int) and self.start_pool >= 0),
             f"env.start_pool={self.start_pool!r} must be a non-negative integer (0: a fresh reset at every step) or "
             "None",
+        )
+        check(
+            isinstance(self.reset_every, int) and self.reset_every >= 0,
+            f"env.reset_every={self.reset_every!r} must be an integer >= 0 (iterations between resets; 0: never)",
         )
         check_number("env.reward_scale", self.reward_scale, low=0, low_open=True)
 

@@ -253,10 +253,11 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName(
         "",
         "",
-        "",
-        "none: an env is reset here only where its episode ends. MuJoCo Playground's DM Control Suite config sets 10 "
-        "(every env reset after each update, so its training episodes never pass 480 steps); the playground-<env> "
-        "presets count brax's updates with it but do not reset",
+        "--env.reset-every",
+        "iterations between resets of every env (0, the default: an env resets only where its episode ends); brax "
+        "resets after each of its num_resets_per_eval epochs between two evaluations. MuJoCo Playground's DM Control "
+        "Suite config sets 10: a reset after every update at 6e7 env steps (--env.reset-every 1), every second one "
+        "at 1e8 (the playground-<env> presets count brax's updates with it but do not reset)",
         brax="num_resets_per_eval",
     ),
     ReferenceName(

@@ -96,6 +96,23 @@ def begin_rollout(env: Env, state: Any, key: jax.Array) -> Any:
     return state if hook is None else hook(state, key)
 
 
+def reset_when_due(
+    env: Env, carry: tuple[Any, jax.Array, EpisodeStats], key: jax.Array, done: jax.Array, every: int
+) -> tuple[Any, jax.Array, EpisodeStats]:
+    """``carry``, the envs' ``(state, observations, episode statistics)``, with every environment reset (fresh starts
+    from ``key``, zeroed statistics: the episodes in progress are abandoned, never reported as completed) where
+    ``done``, the iterations done so far, is a positive multiple of ``every``, and as it is otherwise. ``every`` 0
+    (static) traces nothing. The option ``env.reset_every``; brax's ``num_resets_per_eval``."""
+    if every == 0:
+        return carry
+
+    def reset() -> tuple[Any, jax.Array, EpisodeStats]:
+        num_envs = carry[1].shape[0]
+        return (*env.reset(jax.random.split(key, num_envs)), init_episode_stats(num_envs))
+
+    return jax.lax.cond((done > 0) & (done % every == 0), reset, lambda: carry)
+
+
 def init_episode_stats(num_envs: int) -> EpisodeStats:
     """Zeroed running statistics for ``num_envs`` environments."""
     return EpisodeStats(returns=jnp.zeros(num_envs, jnp.float32), lengths=jnp.zeros(num_envs, jnp.int32))

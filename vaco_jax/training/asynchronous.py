@@ -88,12 +88,17 @@ class AsyncRunError(RuntimeError):
 
 
 def check_async_config(config: Config) -> None:
-    """Refuse lag settings the asynchronous mode would ignore: its lags are measured, not drawn."""
+    """Refuse settings the asynchronous mode would ignore: lags (measured there, not drawn) and env.reset_every."""
     lag = config.lag
     if lag.kind != "fixed" or lag.k != 0 or lag.weights or lag.sequence:
         raise ConfigError(
             f"--async measures the lag of real actor threads, so lag.kind={lag.kind} lag.k={lag.k} would be "
             "ignored: drop the lag flags (keep --lag.num-actors: it sets the number of actor threads)"
+        )
+    if config.env.reset_every:
+        raise ConfigError(
+            f"--async's actor threads step their envs apart from the learner's iterations, so env.reset_every="
+            f"{config.env.reset_every} has no iteration to reset after: drop it (or run without --async)"
         )
 
 

@@ -17,7 +17,7 @@ from vaco_jax.algorithms.state import keep_state
 from vaco_jax.core.config import Config, ConfigError, extended
 from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.core.validation import validate
-from vaco_jax.envs.base import init_episode_stats
+from vaco_jax.envs.base import init_episode_stats, reset_when_due
 from vaco_jax.numerics import diagnostics, lag, losses, normalization, reuse, tv
 from vaco_jax.numerics.distributions import for_actions
 from vaco_jax.numerics.networks import Networks
@@ -27,6 +27,7 @@ from vaco_jax.training.update import Learner, make_optimizer, run_epochs
 
 Metrics = dict[str, jax.Array]
 EVAL_STREAM = 0x5EED  # folded into a state's key for its evaluation: a stream apart from training's
+RESET_STREAM = 0x5E7  # folded into it for env.reset_every's resets: the run's other streams stay as they were
 
 
 def validate_config(config: Config) -> Config:
@@ -92,14 +93,12 @@ def resolve_minibatch(config: Config) -> Config:
 class TrainProgram:
     """A compiled-program factory bound to one static configuration.
 
-    Calling it, ``program(key, hparams=None)``, runs the whole training as one
-    pure function: ``jax.jit(program)(key)``. ``hparams`` is a :class:`Config`
-    with the same static fields whose traced leaves may differ (a sweep point).
+    Calling it, ``program(key, hparams=None)``, runs the whole training as one pure function: ``jax.jit(program)(key)``.
+    ``hparams`` is a :class:`Config` with the same static fields whose traced leaves may differ (a sweep point).
 
-    Warning: do not ``vmap`` a call that initialises (``program`` or
-    :meth:`init`): parameters must be initialised outside the vmapped program
-    (platform trap 1). Batch runs with :meth:`init_batched` and a vmapped
-    :meth:`run`, as :mod:`vaco_jax.training.driver` and :mod:`vaco_jax.training.sweep` do.
+    Warning: do not ``vmap`` a call that initialises (``program`` or :meth:`init`): parameters must be initialised
+    outside the vmapped program (platform trap 1). Batch runs with :meth:`init_batched` and a vmapped :meth:`run`, as
+    :mod:`vaco_jax.training.driver` and :mod:`vaco_jax.training.sweep` do.
     """
 
     def __init__(self, config: Config):
@@ -227,7 +226,10 @@ class TrainProgram:
         behaviour = lag.gather(state.lag_buffer, iteration - lags)  # [G] snapshots
         learner = ActorSnapshot(state.params.actor, state.obs_norm)  # pi_T, the buffer's slot T
 
-        # 2. Rollout with stale actors; the batch also records pi_T's log-probs.
+        # 2. Rollout with stale actors, every env reset first where env.reset_every is due; pi_T's log-probs recorded.
+        envs_now = (state.env_state, state.observations, state.episode_stats)
+        reset_key = jax.random.fold_in(state.key, RESET_STREAM)
+        envs_now = reset_when_due(self.env, envs_now, reset_key, iteration, config.env.reset_every)
         env_state, observations, episode_stats, rollout = collect_rollout(
             self.env,
             self.networks,
@@ -235,9 +237,7 @@ class TrainProgram:
             behaviour,
             learner,
             lags,
-            state.env_state,
-            state.observations,
-            state.episode_stats,
+            *envs_now,
             rollout_key,
             num_steps=config.env.num_steps,
         )
