@@ -52,6 +52,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_cache))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
 from vaco_jax import Config, Driver, EnvConfig, LagConfig, NetworkConfig, PPOConfig, TrainProgram  # noqa: E402
+from vaco_jax.runs.render import offscreen_gl_by_default  # noqa: E402
+
+offscreen_gl_by_default()  # as vaco-jax render does: MuJoCo's renderer off screen, before anything imports MuJoCo
 
 
 def optimised_driver(config: Config) -> Driver:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jax
@@ -87,6 +88,9 @@ def test_render_animates_one_episode_of_a_chosen_runs_saved_policy(sweep_dir, ca
     ]:
         assert main(["render", str(sweep_dir), *argv]) == 2
         assert fragment in capsys.readouterr().err
+    if shutil.which("ffmpeg") is None:  # said before the episode is drawn, not after
+        assert main(["render", str(sweep_dir), "--out", str(sweep_dir / "p.mp4")]) == 2
+        assert "an MP4 is written by ffmpeg, not found on PATH" in capsys.readouterr().err
 
 
 def test_load_run_restores_a_chosen_runs_learner_whose_actions_replay_the_rendered_episode(sweep_dir):

@@ -125,8 +125,8 @@ def test_a_checkpoint_of_a_playground_batch_restores_it_exactly_empty_arrays_inc
 
 def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     """The CLI on a Playground task: it trains with finite losses, checkpoints, resumes and trains on (the restored
-    states through the compiled chunk), and load_run reads each checkpoint's learner; render is refused saying what to
-    do; the preset's settings are Playground's."""
+    states through the compiled chunk), and load_run reads each checkpoint's learner; render draws its policy with
+    Playground's own renderer (it was refused); the preset's settings are Playground's."""
     from vaco_jax.cli import main
     from vaco_jax.core.presets import apply_presets
     from vaco_jax.runs.saved import load_run
@@ -149,9 +149,18 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     pairs = list(zip(jax.tree.leaves(loaded.state.params), jax.tree.leaves(before.state.params), strict=True))
     assert all(np.isfinite(np.asarray(after)).all() and after.shape == earlier.shape for after, earlier in pairs)
     assert any(not np.allclose(after, earlier) for after, earlier in pairs)  # the resumed iteration trained
-    capsys.readouterr()
-    assert main(["render", str(out)]) == 2  # refused, saying how to draw it instead
-    assert "render draws gymnax and brax tasks" in capsys.readouterr().err
+    capsys.readouterr()  # drawn by Playground's env.render: 12 steps at 50 per second, every 2nd, 40 ms apart
+    if _renders():
+        assert main(["render", str(out), "--max-steps", "12"]) == 0
+        assert "12 steps" in capsys.readouterr().out
+        from PIL import Image
+
+        with Image.open(out / "policy.gif") as gif:
+            assert (gif.n_frames, gif.size, gif.info["duration"]) == (6, (320, 240), 40)
+            assert np.asarray(gif.convert("RGB")).std() > 5  # a drawn scene, not a blank frame
+    else:  # no OpenGL here: refused saying what to set
+        assert main(["render", str(out), "--max-steps", "12"]) == 2
+        assert "MUJOCO_GL=egl" in capsys.readouterr().err
     # Playground's DM Control Suite config, written out: 2048 envs, batch 1024 x 32 minibatches of 30-step unrolls
     # (480 steps per env), 16 epochs, discount 0.995 (BallInCup and FingerSpin 0.95), lr 1e-3, reward scaling 10,
     # 6e7 env steps (AcrobotSwingup, SwimmerSwimmer6 and WalkerRun 1e8), num_evals 10, num_resets_per_eval 10: brax
@@ -162,3 +171,14 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     assert (gpu.ppo.gamma, gpu.ppo.learning_rate, gpu.env.reward_scale, gpu.env.action_repeat) == (0.995, 1e-3, 10, 1)
     assert (gpu.num_iterations, gpu.eval.every, gpu.env.backend) == (90, 10, "") and ball.ppo.gamma == 0.95
     assert (walker.num_iterations, walker.eval.every) == (180, 20)
+
+
+def _renders() -> bool:
+    """Whether MuJoCo's OpenGL renderer works here (EGL where there is no display: tests/conftest.py)."""
+    import mujoco
+
+    try:
+        with mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8):
+            return True
+    except Exception:  # no OpenGL library or context: the render test then checks the refusal
+        return False

@@ -215,13 +215,15 @@ class TuneArgs:
 @dataclasses.dataclass
 class RenderArgs:
     """Animate one episode of a saved run's learned policy (its learner at a checkpoint): a GIF (or MP4) drawn by
-    gymnax's visualiser for gymnax tasks, brax's HTML viewer for brax tasks."""
+    gymnax's visualiser for gymnax tasks and by MuJoCo Playground's renderer for playground tasks, brax's HTML viewer
+    for brax tasks."""
 
     run_dir: tyro.conf.Positional[Path]
     """The --out-dir of a train or sweep run (for a demo, one of its variant folders)."""
     out: Path | None = None
     """The file to write (default RUN_DIR/policy.gif, brax: RUN_DIR/policy.html); .gif or .mp4 (needs ffmpeg) for
-    gymnax, .html for brax."""
+    gymnax and Playground, .html for brax. Playground draws with OpenGL: EGL where Linux has no display, unless
+    MUJOCO_GL says otherwise."""
     step: int | None = None
     """The checkpoint (iterations done) whose policy plays; default: the newest."""
     point: tuple[str, ...] = ()

@@ -62,7 +62,9 @@ def run_eval(args: EvalArgs) -> Path:
 
 def run_render(args: RenderArgs) -> Path:
     """``vaco-jax render``: one episode of the saved policy, animated (:mod:`vaco_jax.runs.render`)."""
-    from vaco_jax.runs.render import render_saved_run
+    from vaco_jax.runs.render import offscreen_gl_by_default, render_saved_run
+
+    offscreen_gl_by_default()  # before MuJoCo's import, which reading a brax or Playground run brings
 
     out, episode = render_saved_run(
         args.run_dir,

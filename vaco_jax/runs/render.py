@@ -5,12 +5,17 @@ the newest, or the one after ``step`` iterations; of one grid point and seed. It
 as the learner is scored) or by sampling, on a fresh environment, until the episode ends or ``max_steps``. gymnax
 tasks are drawn by gymnax's own visualiser (a GIF, or any format matplotlib writes: MP4 needs ffmpeg; classic
 control needs pygame, the ``render`` extra), brax tasks by brax's own HTML viewer (a page that plays the episode
-in 3D in a browser).
+in 3D in a browser), MuJoCo Playground tasks by Playground's own ``env.render`` (MuJoCo's OpenGL renderer; a GIF, or
+an MP4 with ffmpeg).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,10 @@ from vaco_jax.training.trainer import TrainProgram
 
 GYMNAX_FORMATS = (".gif", ".mp4")
 BRAX_FORMATS = (".html",)
+PLAYGROUND_FORMATS = (".gif", ".mp4")
+PLAYGROUND_FRAME_RATE = 25  # frames per second at most: every n-th control step is drawn (a GIF's 10 ms frames play
+# slower in most viewers, and a frame per step of a 1000-step episode makes a file ten times the size)
+PLAYGROUND_FRAME_SIZE = (240, 320)  # height, width: Playground's env.render default
 
 
 @dataclasses.dataclass
@@ -76,25 +85,20 @@ def play_episode(
     states, rewards, before, done = jax.device_get(run(reset_key, run_key))
     live = int(np.sum(~np.asarray(before)))  # steps taken before the episode ended (the ending one included)
     # the batch axis of the one environment dropped (a leaf without one, e.g. a brax start pool's count, kept)
-    states = jax.tree.map(
-        lambda x: np.asarray(x)[:live, 0] if np.ndim(x) > 1 and np.shape(x)[1] == 1 else np.asarray(x)[:live], states
-    )
+    # (indexed as it is: a PRNG key, in a Playground state's info, has no NumPy form)
+    states = jax.tree.map(lambda x: x[:live, 0] if np.ndim(x) > 1 and np.shape(x)[1] == 1 else x[:live], states)
     return Episode(states, np.asarray(rewards)[:live], bool(np.asarray(done)[:live].any()))
 
 
 def output_file(env_name: str, out: str | Path | None, default_dir: Path | None = None) -> Path:
-    """The file a render writes: ``out``, checked against what ``env_name`` renders to (.gif or .mp4 for gymnax,
-    .html for brax), or ``default_dir/policy.gif`` (brax: ``policy.html``) where ``out`` is None."""
-    if envs.backend_of(env_name)[0] == "playground":
-        raise ConfigError(
-            f"{env_name}: render draws gymnax and brax tasks; a MuJoCo Playground policy can be played with "
-            "vaco_jax.runs.saved.load_run and drawn with Playground's env.render (MUJOCO_GL=egl on a machine without a "
-            "display)"
-        )
-    formats = BRAX_FORMATS if envs.is_brax(env_name) else GYMNAX_FORMATS
+    """The file a render writes: ``out``, checked against what ``env_name`` renders to (.gif or .mp4 for gymnax and
+    Playground, .html for brax), or ``default_dir/policy.gif`` (brax: ``policy.html``) where ``out`` is None."""
+    formats = _formats(env_name)
     out = Path(out) if out is not None else Path(default_dir or ".") / f"policy{formats[0]}"
     if out.suffix.lower() not in formats:
         raise ConfigError(f"{out}: {env_name} renders to {' or '.join(formats)} (told by the suffix)")
+    if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:  # found out before the episode is drawn
+        raise ConfigError(f"{out}: an MP4 is written by ffmpeg, not found on PATH: install it, or write a .gif")
     return out
 
 
@@ -126,7 +130,10 @@ def render_policy(
         max_steps=max_steps or int(program.env.max_episode_steps),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    (render_brax if out.suffix.lower() in BRAX_FORMATS else render_gymnax)(program.env, episode, out)
+    if envs.backend_of(program.config.env.name)[0] == "playground":
+        render_playground(program.env, episode, out)
+    else:
+        (render_brax if out.suffix.lower() in BRAX_FORMATS else render_gymnax)(program.env, episode, out)
     return episode
 
 
@@ -192,3 +199,48 @@ def render_brax(env: Any, episode: Episode, out: Path) -> None:
     pipeline = _steps(core.pipeline_state, episode.length)
     brax_env = env.native
     out.write_text(html.render(brax_env.sys.tree_replace({"opt.timestep": brax_env.dt}), pipeline))
+
+
+def _formats(env_name: str) -> tuple[str, ...]:
+    """The file suffixes ``env_name`` renders to, the default first."""
+    if envs.backend_of(env_name)[0] == "playground":
+        return PLAYGROUND_FORMATS
+    return BRAX_FORMATS if envs.is_brax(env_name) else GYMNAX_FORMATS
+
+
+def offscreen_gl_by_default() -> None:
+    """MuJoCo draws with EGL (off screen; Mesa's on a machine without a GPU) where nothing chose its OpenGL backend
+    and Linux has no display: MuJoCo reads ``MUJOCO_GL`` once, at its import, and its default (GLFW) needs a window.
+    A no-op where MuJoCo is imported already (set ``MUJOCO_GL=egl`` before Python starts then)."""
+    headless = sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if headless and "mujoco" not in sys.modules:
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def render_playground(env: Any, episode: Episode, out: Path) -> None:
+    """Playground's own ``env.render`` (MuJoCo's renderer) over the episode's states, every n-th control step (at
+    most :data:`PLAYGROUND_FRAME_RATE` frames per second), as a GIF (Pillow) or an MP4 (mediapy's ffmpeg)."""
+    import mujoco
+
+    playground_env = env.native
+    every = max(1, math.ceil(1 / (playground_env.dt * PLAYGROUND_FRAME_RATE)))
+    states = _steps(episode.states.core, episode.length)[::every]
+    height, width = PLAYGROUND_FRAME_SIZE
+    try:
+        frames = [np.asarray(frame) for frame in playground_env.render(states, height=height, width=width)]
+    except (RuntimeError, ImportError, OSError, AttributeError, mujoco.FatalError) as error:
+        raise ConfigError(
+            f"drawing {env.name} needs MuJoCo's OpenGL renderer, which failed ({type(error).__name__}: {error}): on "
+            "a machine without a display set MUJOCO_GL=egl (or osmesa) before Python starts, e.g. MUJOCO_GL=egl "
+            "vaco-jax render RUN_DIR"
+        ) from None
+    milliseconds = 1000 * playground_env.dt * every
+    if out.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(frame) for frame in frames]
+        images[0].save(out, save_all=True, append_images=images[1:], duration=round(milliseconds), loop=0)
+        return
+    import mediapy
+
+    mediapy.write_video(out, frames, fps=1000 / milliseconds)
