@@ -798,6 +798,9 @@ def test_an_unknown_preset_gets_the_closest_name_in_one_line(tmp_path, capsys):
     assert "did you mean" not in str(refused.value) and "CartpoleBalance, CartpoleBalanceSparse" in str(refused.value)
     with pytest.raises(ConfigError, match=r"'playground' is unknown; choose one of"):  # not 'playground-FishSwim'
         check_preset("playground")
+    for typed, meant in [("plaground-CartpoleBalance", "playground-CartpoleBalance"), ("Brx-ant-cpu", "brax-ant-cpu")]:
+        with pytest.raises(ConfigError, match=f"did you mean '{meant}'"):  # the family's prefix mistyped
+            check_preset(typed)
 
 
 @pytest.mark.parametrize(

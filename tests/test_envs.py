@@ -249,22 +249,25 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
     from vaco_jax.envs.base import reset_when_due
 
     envs.register("custom/counting", lambda: CountingEnv(horizon=100), overwrite=True)
-    lengths, counts, losses = {}, {}, {}
+    lengths, counts, losses, seen = {}, {}, {}, {}
     for every in (0, 2):
         env = EnvConfig(name="custom/counting", num_envs=4, num_steps=4, reset_every=every)
         program = TrainProgram(tiny_config(env=env, num_iterations=5))
         state = program.init(jax.random.key(0))
         step = jax.jit(lambda s, program=program: program.update_step(s, program.config))
-        lengths[every], counts[every], losses[every] = [], [], []
+        lengths[every], counts[every], losses[every], seen[every] = [], [], [], []
         for _ in range(5):
             state, metrics = step(state)
             lengths[every].append(int(state.episode_stats.lengths.max()))
+            seen[every].append({int(state.env_state.steps.max()), int(state.observations.max())})  # the envs' own
             counts[every].append(float(metrics["episode/count"]))
             losses[every].append(float(metrics["loss/total"]))
     assert lengths == {0: [4, 8, 12, 16, 20], 2: [4, 8, 4, 8, 4]}
+    assert seen == {every: [{n} for n in lengths[every]] for every in (0, 2)}  # the envs reset, not the statistics
     assert counts[0] == counts[2] == [0.0] * 5  # no episode reaches the horizon: a reset completes none
-    assert losses[0][:2] == losses[2][:2] != losses[0][2:]  # the same run until the first reset (a key of its own)
+    assert losses[0][:2] == losses[2][:2] and losses[0][2:] != losses[2][2:]  # the same run until the first reset
     carry = state.env_state, state.observations, state.episode_stats
     assert reset_when_due(program.env, carry, jax.random.key(1), jnp.asarray(4), 0) is carry  # 0: nothing traced
-    with pytest.raises(ConfigError, match=r"env.reset_every=-1 must be an integer >= 0"):
-        EnvConfig(reset_every=-1).check()
+    for wrong in (-1, True, 1.5):
+        with pytest.raises(ConfigError, match=rf"env.reset_every={wrong!r} must be an integer >= 0"):
+            EnvConfig(reset_every=wrong).check()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -94,6 +95,12 @@ def test_mujocos_warnings_while_loading_are_python_warnings_not_a_log_file_in_th
         with playground._mujoco_warnings_as_python("playground/X"):
             mujoco.MjModel.from_xml_string(model)
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists() and mujoco.get_mju_user_warning() is None  # handler put back
+    with warnings.catch_warnings():  # as an error (-W error): raised in Python, where it aborted inside MuJoCo's C++
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="settotalmass"):
+            with playground._mujoco_warnings_as_python("playground/X"):
+                mujoco.MjModel.from_xml_string(model)
+    assert mujoco.get_mju_user_warning() is None
 
 
 def test_a_checkpoint_of_a_playground_batch_restores_it_exactly_empty_arrays_included(tmp_path):
@@ -137,7 +144,8 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     assert empty, "the test needs an env state with an empty array"
     out = tmp_path / "run"
     argv = ["train", "--preset", f"playground-{TASK}-cpu", "--num-iterations", "2", "--num-seeds", "1"]
-    argv += ["--env.num-envs", "4", "--env.num-steps", "8", "--eval.every", "0", "--out-dir", str(out)]
+    argv += ["--env.num-envs", "4", "--env.num-steps", "8", "--eval.every", "0", "--env.action-repeat", "2"]
+    argv += ["--out-dir", str(out)]
     assert main(argv) == 0
     # resumed: the restored env states (their empty arrays made again) go through the compiled chunk
     assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
@@ -149,14 +157,14 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     pairs = list(zip(jax.tree.leaves(loaded.state.params), jax.tree.leaves(before.state.params), strict=True))
     assert all(np.isfinite(np.asarray(after)).all() and after.shape == earlier.shape for after, earlier in pairs)
     assert any(not np.allclose(after, earlier) for after, earlier in pairs)  # the resumed iteration trained
-    capsys.readouterr()  # drawn by Playground's env.render: 12 steps at 50 per second, every 2nd, 40 ms apart
+    capsys.readouterr()  # drawn by Playground's env.render: 12 agent steps of 2 x 20 ms control steps, each drawn
     if _renders():
         assert main(["render", str(out), "--max-steps", "12"]) == 0
         assert "12 steps" in capsys.readouterr().out
         from PIL import Image
 
         with Image.open(out / "policy.gif") as gif:
-            assert (gif.n_frames, gif.size, gif.info["duration"]) == (6, (320, 240), 40)
+            assert (gif.n_frames, gif.size, gif.info["duration"]) == (12, (320, 240), 40)
             assert np.asarray(gif.convert("RGB")).std() > 5  # a drawn scene, not a blank frame
     else:  # no OpenGL here: refused saying what to set
         assert main(["render", str(out), "--max-steps", "12"]) == 2

@@ -28,7 +28,7 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs brax/inverted_pendulum   # 2 variants: 44 min
-    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 2 variants: 56 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 2 variants: 50 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
@@ -419,6 +419,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
     if not args.report:
         for env in args.envs:
+            if args.variants and not set(args.variants) & set(TASKS[env].variants):
+                raise SystemExit(
+                    f"--variants {' '.join(args.variants)}: {env} has none of them (its variants: "
+                    f"{', '.join(TASKS[env].variants)}); nothing trained"
+                )
             for variant in (v for v in TASKS[env].variants if not args.variants or v in args.variants):
                 add_runs(saved, TASKS[env], variant, args.seeds, args.first_seed)
                 runs_file.parent.mkdir(parents=True, exist_ok=True)

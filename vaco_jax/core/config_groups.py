@@ -78,7 +78,8 @@ class EnvConfig:
     """Reset every environment after each reset_every-th iteration, abandoning the episodes in progress (never
     scored: their returns are not completed ones); 0: never, an env resets only where its episode ends. brax's
     num_resets_per_eval does this between its epochs: MuJoCo Playground's DM Control Suite config resets after every
-    update (reset_every 1), so its training episodes never reach their time limit."""
+    update at 6e7 env steps (reset_every 1; every second one at 1e8), so its training episodes never reach their
+    time limit."""
 
     def check(self) -> None:
         check_positive_integer("env.num_envs", self.num_envs)
@@ -106,7 +107,7 @@ class EnvConfig:
             "None",
         )
         check(
-            isinstance(self.reset_every, int) and self.reset_every >= 0,
+            type(self.reset_every) is int and self.reset_every >= 0,
             f"env.reset_every={self.reset_every!r} must be an integer >= 0 (iterations between resets; 0: never)",
         )
         check_number("env.reward_scale", self.reward_scale, low=0, low_open=True)

@@ -327,13 +327,16 @@ def check_preset(name: str, flag: str = "preset") -> None:
     """Refuse an unknown preset name, with the closest name if one is close and the names in short."""
     if name in PRESETS:
         return
-    family = next((f for f in ENV_FAMILIES if name.startswith(f"{f.prefix}-")), None)
-    if family is None:  # matched with the algorithm presets alone: an env preset is found by its family's prefix
+    # an env preset is found by its family's prefix, itself matched where mistyped (plaground-, brx-, Playground-)
+    head, _, env = name.partition("-")
+    prefixes = {family.prefix: family for family in ENV_FAMILIES}
+    family = prefixes.get(next(iter(difflib.get_close_matches(head.lower(), prefixes, n=1, cutoff=0.75)), None))
+    if family is None or not env:  # matched with the algorithm presets alone
         close = difflib.get_close_matches(name, [p for p in PRESETS if _family_of(p) is None], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(f"{flag}={name!r} is unknown; {hint}choose one of {short_names()}")
-    # an env preset: its env matched alone (the shared prefix made playground-Go1Getup close to playground-CheetahRun)
-    env, cpu = name.removeprefix(f"{family.prefix}-"), ""
+    # its env matched alone (the shared prefix made playground-Go1Getup close to playground-CheetahRun)
+    cpu = ""
     if env.endswith("-cpu"):
         env, cpu = env.removesuffix("-cpu"), "-cpu"
     close = difflib.get_close_matches(env, list(family.table), n=1, cutoff=0.6)

@@ -102,7 +102,9 @@ def reset_when_due(
     """``carry``, the envs' ``(state, observations, episode statistics)``, with every environment reset (fresh starts
     from ``key``, zeroed statistics: the episodes in progress are abandoned, never reported as completed) where
     ``done``, the iterations done so far, is a positive multiple of ``every``, and as it is otherwise. ``every`` 0
-    (static) traces nothing. The option ``env.reset_every``; brax's ``num_resets_per_eval``."""
+    (static) traces nothing. The option ``env.reset_every``; brax's ``num_resets_per_eval``. Under ``vmap`` over runs
+    ``done`` is batched and the branch a select: the reset is computed every iteration (the cost of one reset of
+    every env; none for ``every`` 1, the use it serves, which resets every iteration anyway)."""
     if every == 0:
         return carry
 

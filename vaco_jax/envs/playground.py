@@ -85,20 +85,22 @@ def load(name: str, implementation: str = "") -> Any:
 
 @contextlib.contextmanager
 def _mujoco_warnings_as_python(source: str) -> Iterator[None]:
-    """MuJoCo's warnings (a model's deprecated compiler attribute, e.g. CheetahRun's ``settotalmass``) raised as
-    Python warnings while the block runs: MuJoCo's own handler prints them to stdout and appends them to a
-    ``MUJOCO_LOG.TXT`` it creates in the working directory. The handler in place before is put back."""
+    """MuJoCo's warnings while the block runs (a model's deprecated compiler attribute, e.g. CheetahRun's
+    ``settotalmass``) raised as Python warnings once it ends: MuJoCo's own handler prints them to stdout and appends
+    them to a ``MUJOCO_LOG.TXT`` it creates in the working directory. They are collected and raised after the handler
+    in place before is put back, outside MuJoCo's C++ call: a warning raised there as an error (``-W error``)
+    aborted the process."""
     import mujoco
 
-    def warn(message: str) -> None:
-        warnings.warn(f"MuJoCo, loading {source}: {message}", stacklevel=2)
-
+    said: list[str] = []
     before = mujoco.get_mju_user_warning()
-    mujoco.set_mju_user_warning(warn)
+    mujoco.set_mju_user_warning(said.append)
     try:
         yield
     finally:
         mujoco.set_mju_user_warning(before)
+        for message in said:
+            warnings.warn(f"MuJoCo, loading {source}: {message}", stacklevel=3)
 
 
 def default_episode_length(name: str) -> int:

@@ -117,7 +117,8 @@ def render_policy(
     key: jax.Array | None = None,
 ) -> Episode:
     """Play one episode of ``state``'s learner (one run's state, e.g. ``make_train(config)(key)``'s) and write its
-    animation to ``out`` (.gif or .mp4 for gymnax, .html for brax); the notebooks' way to see a policy."""
+    animation to ``out`` (.gif or .mp4 for gymnax and Playground, .html for brax); the notebooks' way to see a
+    policy."""
     program = program if isinstance(program, TrainProgram) else TrainProgram(program)
     out = output_file(program.config.env.name, out)
     if max_steps < 0:
@@ -198,7 +199,8 @@ def render_brax(env: Any, episode: Episode, out: Path) -> None:
     core = episode.states.core  # the adapter's state: brax's own State per step
     pipeline = _steps(core.pipeline_state, episode.length)
     brax_env = env.native
-    out.write_text(html.render(brax_env.sys.tree_replace({"opt.timestep": brax_env.dt}), pipeline))
+    timestep = brax_env.dt * getattr(env, "action_repeat", 1)  # a state per agent step: action_repeat brax steps
+    out.write_text(html.render(brax_env.sys.tree_replace({"opt.timestep": timestep}), pipeline))
 
 
 def _formats(env_name: str) -> tuple[str, ...]:
@@ -217,24 +219,35 @@ def offscreen_gl_by_default() -> None:
         os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def render_playground(env: Any, episode: Episode, out: Path) -> None:
-    """Playground's own ``env.render`` (MuJoCo's renderer) over the episode's states, every n-th control step (at
-    most :data:`PLAYGROUND_FRAME_RATE` frames per second), as a GIF (Pillow) or an MP4 (mediapy's ffmpeg)."""
+def check_opengl(env_name: str) -> None:
+    """Refuse, saying what to set, where MuJoCo's OpenGL renderer cannot draw here (no GL library or context)."""
     import mujoco
 
-    playground_env = env.native
-    every = max(1, math.ceil(1 / (playground_env.dt * PLAYGROUND_FRAME_RATE)))
-    states = _steps(episode.states.core, episode.length)[::every]
-    height, width = PLAYGROUND_FRAME_SIZE
     try:
-        frames = [np.asarray(frame) for frame in playground_env.render(states, height=height, width=width)]
+        with mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8):
+            return
     except (RuntimeError, ImportError, OSError, AttributeError, mujoco.FatalError) as error:
+        chosen = os.environ.get("MUJOCO_GL")
         raise ConfigError(
-            f"drawing {env.name} needs MuJoCo's OpenGL renderer, which failed ({type(error).__name__}: {error}): on "
-            "a machine without a display set MUJOCO_GL=egl (or osmesa) before Python starts, e.g. MUJOCO_GL=egl "
-            "vaco-jax render RUN_DIR"
+            f"drawing {env_name} needs MuJoCo's OpenGL renderer, which failed here ({type(error).__name__}: {error}; "
+            f"MUJOCO_GL={chosen or 'unset'}): on a machine without a display set MUJOCO_GL to egl (or osmesa) before "
+            "Python starts, e.g. MUJOCO_GL=egl vaco-jax render RUN_DIR, with that library installed"
         ) from None
-    milliseconds = 1000 * playground_env.dt * every
+
+
+def render_playground(env: Any, episode: Episode, out: Path) -> None:
+    """Playground's own ``env.render`` (MuJoCo's renderer) over the episode's states, every n-th agent step (at
+    most :data:`PLAYGROUND_FRAME_RATE` frames per second; an agent step is ``action_repeat`` control steps), as a GIF
+    (Pillow) or an MP4 (mediapy's ffmpeg)."""
+    playground_env = env.native
+    seconds_per_step = playground_env.dt * env.action_repeat
+    every = max(1, math.ceil(1 / (seconds_per_step * PLAYGROUND_FRAME_RATE)))
+    drawn = jax.tree.map(lambda x: x[::every], episode.states.core)
+    check_opengl(env.name)
+    height, width = PLAYGROUND_FRAME_SIZE
+    states = _steps(drawn, len(range(0, episode.length, every)))
+    frames = [np.asarray(frame) for frame in playground_env.render(states, height=height, width=width)]
+    milliseconds = 1000 * seconds_per_step * every
     if out.suffix.lower() == ".gif":
         from PIL import Image
 
