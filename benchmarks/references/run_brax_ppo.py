@@ -69,6 +69,13 @@ p.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
 p.add_argument("--num-timesteps", type=int, default=None, help="CPU size: the budget")
 p.add_argument("--num-envs", type=int, default=None, help="CPU size: envs (batch_size scaled alike)")
 p.add_argument("--num-evals", type=int, default=None, help="CPU size: brax's evaluations (each 128 envs x 1000 steps)")
+p.add_argument(
+    "--set",
+    nargs="+",
+    default=[],
+    metavar="KEY=VALUE",
+    help="a diagnosis: the reference at another value of its own config's keys (e.g. unroll_length=480), recorded",
+)
 p.add_argument("--out", required=True)
 a = p.parse_args()
 if a.playground:
@@ -85,6 +92,13 @@ if a.num_envs:  # brax needs batch_size * num_minibatches divisible by num_envs:
     config["num_envs"] = a.num_envs
 if a.num_evals:
     config["num_evals"] = a.num_evals
+overrides = {}
+for item in a.set:
+    key, _, value = item.partition("=")
+    if key not in config:
+        raise SystemExit(f"--set {item}: {key!r} is not a key of the reference's config ({', '.join(sorted(config))})")
+    overrides[key] = json.loads(value)
+config.update(overrides)
 
 steps: list = []
 original = brax_logger.EpisodeMetricsLogger.update_episode_metrics
@@ -153,10 +167,13 @@ if a.playground:
         "backend": "MJX impl jax",
         "score": "eval/episode_reward (128 episodes, stochastic policy) at the training step each evaluation follows",
     }
+if overrides:  # a diagnosis, named apart from the reference at its own config
+    source["implementation"] += f" ({', '.join(f'{k} {v}' for k, v in overrides.items())})"
 json.dump(
     {
         **source,
         "config": config,
+        "overrides": overrides,
         "env_steps_per_iteration": config["batch_size"]
         * config["unroll_length"]
         * config["num_minibatches"]
