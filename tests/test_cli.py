@@ -749,11 +749,31 @@ def test_tensorboard_events_hold_the_metrics_at_their_env_steps(sweep_dir):
     speed = scalars["time/env_steps_per_second"]
     assert sorted(speed) == [steps[5]] and speed[steps[5]] > 0  # 6 iterations in chunks of 3: the second's end
     assert "time/env_steps_per_second" not in payload["metrics"]
+    # each iteration's learning rate, CleanRL's charts/learning_rate: annealed to 0 over the run's 6 iterations (at
+    # every gradient step by default), read at each iteration's first step; derived, so not in the metric files
+    rate, learning_rate = scalars["optimizer/learning_rate"], payload["config"]["ppo"]["learning_rate"]
+    assert rate == pytest.approx({step: learning_rate * (1 - i / 6) for i, step in enumerate(steps)}, rel=1e-6)
+    assert "optimizer/learning_rate" not in payload["metrics"]
     # the run's hyperparameters as a text table (CleanRL's): every field, this run's grid point and seed
     (text,) = scalars["hyperparameters/text_summary"].values()
     rows = dict(line[1:-1].split("|", 1) for line in text.splitlines()[2:])
     assert (rows["lag.k"], rows["seed"], rows["algorithm"]) == ("4", "1", payload["config"]["algorithm"])
     assert rows["ppo.learning_rate"] == str(payload["config"]["ppo"]["learning_rate"])
+
+
+def test_the_logged_learning_rate_is_each_runs_own_as_its_schedule_anneals_it():
+    """A sweep of ppo.learning_rate logs each point's rate; annealed once per update (PureJaxRL's and CleanRL's) it is
+    LR x (1 - i / N) through iteration i; constant without annealing."""
+    from vaco_jax import Config
+    from vaco_jax.core.config import with_overrides
+    from vaco_jax.runs.writers import LEARNING_RATE_TAG, learning_rate_rows
+
+    config = with_overrides(Config(), {"num_iterations": 4, "ppo.anneal_every": "update"})
+    rows = learning_rate_rows(config, {"ppo.learning_rate": [1e-3, 4e-3]}, [0, 1, 2], 1, 3)[LEARNING_RATE_TAG]
+    expected = [[lr * (1 - i / 4) for i in (1, 2, 3)] for lr in (1e-3, 1e-3, 1e-3, 4e-3, 4e-3, 4e-3)]
+    np.testing.assert_allclose(rows, expected, rtol=1e-6)
+    constant = learning_rate_rows(with_overrides(config, {"ppo.anneal_lr": False}), {}, [0], 0, 4)[LEARNING_RATE_TAG]
+    np.testing.assert_allclose(constant, [[Config().ppo.learning_rate] * 4])
 
 
 def test_the_readme_driver_overlap_table_is_the_committed_measurement():

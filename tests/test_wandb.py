@@ -71,6 +71,9 @@ def test_every_run_and_iteration_reaches_wandb_as_the_run_wrote_it(tmp_path, mon
         # each chunk's speed after the first (compilation's): 6 iterations in chunks of 3, at the second's end
         speeds = [(step, values["time/env_steps_per_second"]) for step, values in run.logged if "time/" in str(values)]
         assert [step for step, _ in speeds] == [6 * steps_per_iteration] and speeds[0][1] > 0, speeds
+        # each iteration's learning rate (CleanRL's charts/learning_rate), as TensorBoard logs it
+        rates = [values["optimizer/learning_rate"] for _, values in run.logged]
+        assert rates == pytest.approx([3e-3 * (1 - i / 6) for i in range(6)], rel=1e-6)
         returns = metrics["metrics"]["episode/return"][point][seed]
         for (_, values), expected in zip(run.logged, returns, strict=True):
             if expected is None or not math.isfinite(expected):

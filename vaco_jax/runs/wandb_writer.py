@@ -30,7 +30,7 @@ import numpy as np
 from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.grid import grid_points
 from vaco_jax.runs.progress import ChunkSpeed
-from vaco_jax.runs.writers import SPEED_TAG, run_labels
+from vaco_jax.runs.writers import SPEED_TAG, learning_rate_rows, run_labels
 
 WandbMode = Literal["online", "offline", "disabled"]
 MODES = ("online", "offline", "disabled", "dryrun")  # what WANDB_MODE may say (dryrun: W&B's old name of offline)
@@ -120,6 +120,7 @@ class WandbWriter:
         self._speed = ChunkSpeed(config.steps_per_iteration)
         record = config_dict(config) | ({"init_from": init_from} if init_from else {})  # --init-from's learner
         self.points = [point for point in grid_points(grid) for _ in seeds]
+        self._rates = lambda first, length: learning_rate_rows(config, grid, seeds, first, length)
         self.runs = []
         for index, (label, point, seed) in enumerate(
             zip(run_labels(grid, seeds), self.points, [s for _ in grid_points(grid) for s in seeds], strict=True)
@@ -143,6 +144,7 @@ class WandbWriter:
     def on_chunk(self, done: int, metrics: dict[str, np.ndarray]) -> None:
         table = {name: np.asarray(values, np.float64).reshape(len(self.runs), -1) for name, values in metrics.items()}
         length = max((values.shape[1] for values in table.values()), default=0)
+        table |= self._rates(self.done, length)  # each iteration's learning rate, derived (CleanRL's)
         speed = self._speed.of(length)  # as TensorBoard's (None for the first chunk: its time is compilation's too)
         speed = {} if speed is None else {SPEED_TAG: speed}
         for s, run in enumerate(self.runs):

@@ -9,12 +9,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vaco_jax.core.config import config_dict, json_default, strict_json
+from vaco_jax.core.config import config_dict, json_default, strict_json, with_overrides
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.nested import flat_items
 from vaco_jax.runs.progress import ChunkSpeed
 from vaco_jax.training.sweep import SweepResult, metrics_length
+from vaco_jax.training.update import learning_rates
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -156,6 +157,8 @@ class TensorBoardWriter:
             tables = hyperparameter_tables(*self._hyperparameters) if self._hyperparameters is not None else []
             for writer, table in zip(self._writers, tables, strict=False):
                 writer.add_text(HYPERPARAMETERS_TAG, table)
+        if self._hyperparameters is not None:  # the config is known: each iteration's learning rate beside
+            metrics = {**metrics, **learning_rate_rows(*self._hyperparameters, first, metrics_length(metrics))}
         for name, values in metrics.items():
             values = np.asarray(values, np.float64).reshape(len(self.labels), -1)
             for writer, run in zip(self._writers, values, strict=True):
@@ -189,6 +192,20 @@ def hyperparameter_tables(config: Any, grid: dict[str, list[Any]], seeds: list[i
             values = {**fields, **point, "seed": seed}
             tables.append("|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in values.items()))
     return tables
+
+
+LEARNING_RATE_TAG = "optimizer/learning_rate"
+"""Each iteration's learning rate (:func:`vaco_jax.training.update.learning_rates`), CleanRL's
+``charts/learning_rate``: derived from the config on the host, so TensorBoard's and W&B's alone, never in the metric
+files (GePPO's adaptive factor on it is its own metric, ``geppo/lr_scale``)."""
+
+
+def learning_rate_rows(config: Any, grid: dict[str, list[Any]], seeds: list[int], first: int, length: int):
+    """``{LEARNING_RATE_TAG: [S, length]}`` for iterations ``first`` onwards of every run (grid points x seeds, as
+    :func:`run_labels`; a grid point's own learning rate where the grid sweeps it)."""
+    iterations = np.arange(first, first + length)
+    rates = [learning_rates(with_overrides(config, point), iterations) for point in grid_points(grid)]
+    return {LEARNING_RATE_TAG: np.repeat(np.stack(rates), len(seeds), axis=0)}
 
 
 SPEED_TAG = "time/env_steps_per_second"

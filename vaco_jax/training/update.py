@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from vaco_jax.algorithms.record import Algorithm, segments_reason
@@ -44,6 +45,15 @@ def learning_rate_schedule(config: Config, hparams: Config) -> optax.ScalarOrSch
     if config.ppo.anneal_every == "step":
         return optax.linear_schedule(ppo.learning_rate, 0.0, config.num_iterations * steps_per_update)
     return lambda count: ppo.learning_rate * (1.0 - (count // steps_per_update) / config.num_iterations)
+
+
+def learning_rates(config: Config, iterations: np.ndarray) -> np.ndarray:
+    """The learning rate of each iteration's first gradient step (float64, on the host, from
+    :func:`learning_rate_schedule`): what TensorBoard and W&B log, CleanRL's ``charts/learning_rate``. A step the NaN
+    guard skipped does not advance optax's count, so after one the run's rate lags this by that step."""
+    schedule = learning_rate_schedule(config, config)
+    counts = np.asarray(iterations, np.int64) * config.ppo.num_epochs * config.ppo.num_minibatches
+    return np.asarray(schedule(counts) if callable(schedule) else np.full(counts.shape, schedule), np.float64)
 
 
 def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
