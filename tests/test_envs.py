@@ -266,6 +266,13 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
     assert seen == {every: [{n} for n in lengths[every]] for every in (0, 2)}  # the envs reset, not the statistics
     assert counts[0] == counts[2] == [0.0] * 5  # no episode reaches the horizon: a reset completes none
     assert losses[0][:2] == losses[2][:2] and losses[0][2:] != losses[2][2:]  # the same run until the first reset
+    from vaco_jax.runs.run_outputs import reset_note  # the run's first line says so, and what it means to scoring
+
+    assert reset_note(program) == (
+        "every env reset after every 2 iterations (8 steps, under the 100-step time limit: only episodes that "
+        "terminate complete, so read the run on its evaluations, --eval.every)"
+    )
+    assert reset_note(TrainProgram(tiny_config())) == ""
     carry = state.env_state, state.observations, state.episode_stats
     assert reset_when_due(program.env, carry, jax.random.key(1), jnp.asarray(4), 0) is carry  # 0: nothing traced
     for wrong in (-1, True, 1.5):

@@ -23,6 +23,7 @@ from vaco_jax.training.driver import sharding_note
 from vaco_jax.training.metrics_store import MetricsStore
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult
+from vaco_jax.training.trainer import TrainProgram
 
 
 def open_writers(
@@ -139,6 +140,22 @@ def _start_verb(plan: RunPlan) -> str:
     return "starting" if plan.initial.loaded else "started"
 
 
+def reset_note(program: TrainProgram) -> str:
+    """What ``env.reset_every`` does to a run, in words ("" where it is 0): a reset sooner than the env's time limit
+    leaves only the episodes that terminate to complete, so the training return may never be scored."""
+    every, env = program.config.env.reset_every, program.env
+    if not every:
+        return ""
+    note = "every env reset after each iteration" if every == 1 else f"every env reset after every {every} iterations"
+    steps, limit = every * program.config.env.num_steps, int(env.max_episode_steps)
+    if steps < limit:
+        note += (
+            f" ({steps} steps, under the {limit}-step time limit: only episodes that terminate complete, so read the "
+            "run on its evaluations, --eval.every)"
+        )
+    return note
+
+
 def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
     """The first line of a run: what trains, how much, and where (processes, programs)."""
     config = plan.config
@@ -148,6 +165,7 @@ def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
         + f"; {plan.program.minibatch_note()}"
+        + (f"; {note}" if (note := reset_note(plan.program)) else "")
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
         + (f"; {plan.split}" if plan.split else "")
         + (f"; {note}" if (note := sharding_note(plan.program_runs)) else "")
