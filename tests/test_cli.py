@@ -774,6 +774,14 @@ def test_the_logged_learning_rate_is_each_runs_own_as_its_schedule_anneals_it():
     np.testing.assert_allclose(rows, expected, rtol=1e-6)
     constant = learning_rate_rows(with_overrides(config, {"ppo.anneal_lr": False}), {}, [0], 0, 4)[LEARNING_RATE_TAG]
     np.testing.assert_allclose(constant, [[Config().ppo.learning_rate] * 4])
+    # the NumPy rates are the optimiser's own schedule at each iteration's first step, in each of its three forms
+    from vaco_jax.training.update import learning_rate_schedule, learning_rates
+
+    for form in ({"ppo.anneal_every": "update"}, {"ppo.anneal_every": "step"}, {"ppo.anneal_lr": False}):
+        run = with_overrides(config, form)
+        schedule, steps = learning_rate_schedule(run, run), run.ppo.num_epochs * run.ppo.num_minibatches
+        optimiser = [float(schedule(i * steps)) if callable(schedule) else schedule for i in range(6)]
+        np.testing.assert_allclose(learning_rates(run, np.arange(6)), optimiser, rtol=1e-6, err_msg=str(form))
 
 
 def test_the_readme_driver_overlap_table_is_the_committed_measurement():

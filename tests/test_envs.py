@@ -273,6 +273,11 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
         "terminate complete, so read the run on its evaluations, --eval.every)"
     )
     assert reset_note(TrainProgram(tiny_config())) == ""
+    from types import SimpleNamespace  # an env of the user's own with no time limit: no comparison, no crash
+
+    for limit in (None, float("inf")):
+        unlimited = SimpleNamespace(config=program.config, env=SimpleNamespace(max_episode_steps=limit))
+        assert reset_note(unlimited) == "every env reset after every 2 iterations"
     carry = state.env_state, state.observations, state.episode_stats
     assert reset_when_due(program.env, carry, jax.random.key(1), jnp.asarray(4), 0) is carry  # 0: nothing traced
     for wrong in (-1, True, 1.5):

@@ -83,6 +83,20 @@ def test_the_playground_task_trains_playgrounds_reference_batch_and_budget_with_
         epoch = math.ceil(brax["num_timesteps"] / ((brax["num_evals"] - 1) * per_update * brax["num_resets_per_eval"]))
         reset = task_config(task, "preset-reset")
         assert config.env.reset_every == 0 and reset == config.replace(env=config.env.replace(reset_every=epoch))
+    # a diagnosis (the reference code at other values of its config) is evaluated where the reference is, named so,
+    # listed after the references and tested against them
+    from benchmarks.studies.ppo_parity import compare, load_references
+
+    records = load_references(task.env)
+    for record in records:
+        assert record["env_steps_per_iteration"] == config.env.num_envs * config.env.num_steps
+        assert all([i for i, v in enumerate(seed) if np.isfinite(v)] == [9, 19, 29] for seed in record["returns"])
+    diagnoses = [r["implementation"] for r in records if r.get("overrides")]
+    if diagnoses:
+        assert all(name.startswith("diagnosis: ") for name in diagnoses) and not records[0].get("overrides")
+        rows = {r["implementation"]: r for r in compare(task, {}, records)}
+        assert all(set(rows[name]["versus_auc"]) == {records[0]["implementation"]} for name in diagnoses)
+        assert "versus" not in rows[records[0]["implementation"]]
 
 
 def test_the_docs_quote_the_committed_parity_table():

@@ -92,12 +92,19 @@ if a.num_envs:  # brax needs batch_size * num_minibatches divisible by num_envs:
     config["num_envs"] = a.num_envs
 if a.num_evals:
     config["num_evals"] = a.num_evals
-overrides = {}
+overrides, replaced = {}, {}
+SIZING = {"num_timesteps": "--num-timesteps", "num_envs": "--num-envs", "num_evals": "--num-evals"}
 for item in a.set:
     key, _, value = item.partition("=")
     if key not in config:
         raise SystemExit(f"--set {item}: {key!r} is not a key of the reference's config ({', '.join(sorted(config))})")
-    overrides[key] = json.loads(value)
+    if key in SIZING:  # their flags size the run (num_envs scales batch_size with it)
+        raise SystemExit(f"--set {item}: give {SIZING[key]} instead")
+    if key in overrides:
+        raise SystemExit(f"--set {item}: {key} is set twice")
+    if json.loads(value) == config[key]:
+        raise SystemExit(f"--set {item}: {key} is {config[key]} already (a diagnosis changes something)")
+    overrides[key], replaced[key] = json.loads(value), config[key]
 config.update(overrides)
 
 steps: list = []
@@ -174,6 +181,7 @@ json.dump(
         **source,
         "config": config,
         "overrides": overrides,
+        "replaced": replaced,  # the values the overrides replaced (after the sizing flags)
         "env_steps_per_iteration": config["batch_size"]
         * config["unroll_length"]
         * config["num_minibatches"]

@@ -38,7 +38,10 @@ def one_run(driver: Driver, seeds: int, chunk_size: int, overlap: bool) -> dict[
     config = driver.program.config
     with tempfile.TemporaryDirectory() as directory:
         store = MetricsStore(Path(directory) / "metrics")
-        tensorboard = TensorBoardWriter(Path(directory) / "tb", {}, list(range(seeds)), config.steps_per_iteration)
+        # with the config, as a run's: its hyperparameter tables and each iteration's learning rate are written too
+        tensorboard = TensorBoardWriter(
+            Path(directory) / "tb", {}, list(range(seeds)), config.steps_per_iteration, config
+        )
 
         def write(done: int, metrics: dict[str, np.ndarray]) -> None:
             store.append(done - next(iter(metrics.values())).shape[1], metrics)

@@ -288,13 +288,16 @@ def parity_verdict(ours: np.ndarray, reference: np.ndarray, margin: float, seed:
 
 
 def load_references(env: str) -> list[dict[str, Any]]:
-    """The committed reference runs on ``env`` (one file per implementation), their returns as float arrays."""
+    """The committed reference runs on ``env`` (one file per implementation), their returns as float arrays; a run of
+    the reference code at other values of its config (``overrides``, ``run_brax_ppo.py --set``) is a diagnosis, named
+    so, after the references."""
     records = []
     for path in sorted(REFERENCES.glob(f"*_{TASKS[env].file_stem}.json")):
         record = json.loads(path.read_text())
         returns = np.array([[np.nan if v is None else v for v in seed] for seed in record["returns"]], np.float64)
-        records.append({**record, "returns": returns, "file": str(path.relative_to(ROOT))})
-    return records
+        name = f"diagnosis: {record['implementation']}" if record.get("overrides") else record["implementation"]
+        records.append({**record, "returns": returns, "file": str(path.relative_to(ROOT)), "implementation": name})
+    return sorted(records, key=lambda record: bool(record.get("overrides")))
 
 
 def row(task: Task, name: str, returns: np.ndarray) -> dict[str, Any]:
@@ -341,16 +344,21 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of the table for one task: the references first, then each variant of ours with its verdicts."""
-    rows = [row(task, ref["implementation"], ref["returns"]) for ref in references]
-    for variant, returns in ours.items():
-        entry = row(task, f"vaco_jax ({variant_label(task, variant)})", returns)
-        mine = scores(returns)
+    """Rows of the table for one task: the references first, each diagnosis with its verdicts against them, then each
+    variant of ours with its verdicts against both."""
+    plain = [ref for ref in references if not ref.get("overrides")]
+    rows = []
+    for name, returns, against in [
+        *((ref["implementation"], ref["returns"], plain if ref.get("overrides") else []) for ref in references),
+        *((f"vaco_jax ({variant_label(task, variant)})", returns, references) for variant, returns in ours.items()),
+    ]:
+        entry, mine = row(task, name, returns), scores(returns)
         for key, score in (("versus", "final"), ("versus_auc", "auc")):
-            entry[key] = {
-                ref["implementation"]: parity_verdict(mine[score], scores(ref["returns"])[score], task.margin)
-                for ref in references
-            }
+            if against:
+                entry[key] = {
+                    ref["implementation"]: parity_verdict(mine[score], scores(ref["returns"])[score], task.margin)
+                    for ref in against
+                }
         rows.append(entry)
     return rows
 

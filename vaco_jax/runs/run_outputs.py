@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vaco_jax.core import plugins
 from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict, get_field
 from vaco_jax.core.nested import strict_json
@@ -147,8 +149,8 @@ def reset_note(program: TrainProgram) -> str:
     if not every:
         return ""
     note = "every env reset after each iteration" if every == 1 else f"every env reset after every {every} iterations"
-    steps, limit = every * program.config.env.num_steps, int(env.max_episode_steps)
-    if steps < limit:
+    steps, limit = every * program.config.env.num_steps, getattr(env, "max_episode_steps", None)
+    if isinstance(limit, int | np.integer) and steps < limit:  # a custom env may have no time limit (None, inf)
         note += (
             f" ({steps} steps, under the {limit}-step time limit: only episodes that terminate complete, so read the "
             "run on its evaluations, --eval.every)"

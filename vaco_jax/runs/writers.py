@@ -122,7 +122,8 @@ class TensorBoardWriter:
     Use :meth:`on_chunk` as a driver chunk callback (``tensorboard --logdir`` then shows a long run while it trains),
     or :meth:`write` for blocks already on hand (a resumed run's earlier iterations); :meth:`close` flushes. Given
     the run's ``config``, each TensorBoard run also shows its hyperparameters as a text table (CleanRL's
-    ``hyperparameters``): every config field, its grid point's values and its seed.
+    ``hyperparameters``): every config field, its grid point's values and its seed; and each iteration's learning
+    rate (:data:`LEARNING_RATE_TAG`), which needs the config too.
     """
 
     def __init__(

@@ -48,12 +48,21 @@ def learning_rate_schedule(config: Config, hparams: Config) -> optax.ScalarOrSch
 
 
 def learning_rates(config: Config, iterations: np.ndarray) -> np.ndarray:
-    """The learning rate of each iteration's first gradient step (float64, on the host, from
-    :func:`learning_rate_schedule`): what TensorBoard and W&B log, CleanRL's ``charts/learning_rate``. A step the NaN
-    guard skipped does not advance optax's count, so after one the run's rate lags this by that step."""
-    schedule = learning_rate_schedule(config, config)
-    counts = np.asarray(iterations, np.int64) * config.ppo.num_epochs * config.ppo.num_minibatches
-    return np.asarray(schedule(counts) if callable(schedule) else np.full(counts.shape, schedule), np.float64)
+    """The learning rate of each iteration's first gradient step (float64): what TensorBoard and W&B log, CleanRL's
+    ``charts/learning_rate``. :func:`learning_rate_schedule`'s three forms in NumPy alone (a JAX op here would wait
+    for the chunk the driver has just sent to the device; a test holds the two equal). A step the NaN guard skipped
+    does not advance optax's count, so after one the run's rate lags this by that step."""
+    learning_rate, steps_per_update = (
+        float(config.ppo.learning_rate),
+        config.ppo.num_epochs * config.ppo.num_minibatches,
+    )
+    iterations = np.asarray(iterations, np.int64)
+    if not config.ppo.anneal_lr:
+        return np.full(iterations.shape, learning_rate)
+    if config.ppo.anneal_every == "step":  # optax.linear_schedule to 0 over every step of the run
+        total = config.num_iterations * steps_per_update
+        return learning_rate * (1.0 - np.minimum(iterations * steps_per_update, total) / total)
+    return learning_rate * (1.0 - iterations / config.num_iterations)
 
 
 def make_optimizer(config: Config, hparams: Config) -> optax.GradientTransformation:
