@@ -424,6 +424,8 @@ class ParityArgs:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(ParityArgs, argv, __doc__)
     runs_file = args.out.with_name("vaco_jax_runs.json")
+    if args.report and not runs_file.exists():
+        raise SystemExit(f"--report reads the recorded runs beside --out, {runs_file}, which does not exist")
     saved = json.loads(runs_file.read_text()) if runs_file.exists() else {}
     if not args.report:
         for env in args.envs:
