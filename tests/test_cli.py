@@ -880,7 +880,11 @@ def test_a_run_with_nothing_to_score_is_told_apart_from_a_diverged_one():
     from vaco_jax.runs.readings import readings_report
 
     said = readings_report(result, result.summary(), "episode/return")
-    assert "1 run without a score: no episode/return in the final window" in said and "--metric" not in said
+    assert "1 run without a score: no episode/return in the final window" in said
+    assert "--eval.every N evaluates the learner on whole episodes" in said  # it evaluated nothing: how to
+    with_evaluations = config.replace(eval=config.eval.replace(every=2))  # evaluating, none in yet: no hint
+    said = readings_report(SweepResult(with_evaluations, result.grid, [0], result.metrics), result.summary())
+    assert "without a score" in said and "--metric" not in said and "--eval.every" not in said
     evaluated = {**result.metrics, "eval/return_deterministic": np.where(np.arange(3) == 2, 50.0, np.nan) + 0 * returns}
     said = readings_report(SweepResult(config, result.grid, [0], evaluated), result.summary(), "episode/return")
     assert "--metric eval/return_deterministic scores the learner's evaluations" in said

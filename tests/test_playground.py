@@ -77,8 +77,10 @@ def test_names_implementations_and_envs_the_trainer_cannot_take_are_clear_errors
         with pytest.raises(ConfigError, match=r"'warp' \(MuJoCo Warp\) needs an NVIDIA GPU .*--env.backend jax"):
             envs.make(f"playground/{TASK}", backend="warp")
     # refused by name, before Playground would fetch MuJoCo Menagerie's models for it; the list names only the suite
-    with pytest.raises(ConfigError, match=r"Go1JoystickFlatTerrain' is unknown.*locomotion and manipulation envs"):
-        envs.make("playground/Go1JoystickFlatTerrain")
+    with pytest.raises(ConfigError, match=r"Go1JoystickFlatTerrain' is one of MuJoCo Playground's locomotion envs, wh"):
+        envs.make("playground/Go1JoystickFlatTerrain")  # (it was "unknown; did you mean 'playground/WalkerRun'?")
+    with pytest.raises(ConfigError, match=r"'playground/PandaPickCube' is one of MuJoCo Playground's manipulation"):
+        envs.make("playground/PandaPickCube")
     assert "playground/WalkerWalk" in envs.describe_env_names() and "Go1" not in envs.describe_env_names()
 
 

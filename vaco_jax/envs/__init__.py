@@ -211,6 +211,15 @@ def unknown_env_message(name: str) -> str:
     key, _ = backend_of(name)
     if key not in (DEFAULT_BACKEND, "custom") and not BACKENDS[key].env_names():
         return f"env.name={name!r} needs {key}, which is not installed: {BACKENDS[key].install}"
+    if key == "playground":  # a real Playground env of a family not taken: said first, with no near-miss suggested
+        from vaco_jax.envs.playground import unsupported_family
+
+        if family := unsupported_family(backend_of(name)[1]):
+            return (
+                f"env.name={name!r} is one of MuJoCo Playground's {family} envs, which are not supported (most observe "
+                "a dict for an asymmetric critic, train with domain randomisation and load MuJoCo Menagerie's models); "
+                f"its DM Control Suite's are: playground/{', playground/'.join(BACKENDS[key].env_names())}"
+            )
     known = known_env_names()
     by_lower = {n.lower(): n for n in known}
     # an exact name under a prefix first ("reacher" -> "brax/reacher", not gymnax's "Reacher-misc"), then spelling

@@ -66,6 +66,15 @@ def playground_env_names() -> list[str]:
     return list(dm_control_suite.ALL_ENVS)
 
 
+def unsupported_family(name: str) -> str | None:
+    """Which of Playground's env families this trainer does not take ``name`` (without the prefix) belongs to,
+    ``locomotion`` or ``manipulation``; None for any other name (or where Playground is not installed)."""
+    if not installed():
+        return None
+    families = {family: getattr(_registry(), family).ALL_ENVS for family in ("locomotion", "manipulation")}
+    return next((family for family, names in families.items() if name in names), None)
+
+
 def load(name: str, implementation: str = "") -> Any:
     """Playground's env ``name`` (its own default config) on MJX's ``implementation`` ("": ``jax``), unwrapped."""
     implementation = implementation or DEFAULT_IMPLEMENTATION

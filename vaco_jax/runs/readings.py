@@ -102,6 +102,11 @@ def unscored_note(result: SweepResult, rows: list[dict[str, Any]], metric: str) 
     evaluated = metric == "episode/return" and EVAL_METRIC in result.metrics
     evaluated = evaluated and bool(np.isfinite(result.run_scores(EVAL_METRIC)[0]).any())
     hint = f": --metric {EVAL_METRIC} scores the learner's evaluations, which it has" if evaluated else ""
+    if not evaluated and metric == "episode/return" and not result.config.eval.every:  # nothing else to read it by
+        hint = (
+            ": --eval.every N evaluates the learner on whole episodes every N iterations, and --metric "
+            f"{EVAL_METRIC} reads them"
+        )
     return (
         f"{unscored} run{'s' if unscored > 1 else ''} without a score: no {metric} in the final window (no episode "
         f"ended there, as in a run shorter than its episodes){hint}"
