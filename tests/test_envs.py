@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import rollout_with_lags, tiny_config
 from tests.golden_metrics import GOLDEN_PATH, cpu_model, golden_configs, run_golden
-from tests.stub_envs import CountingEnv, TargetEnv
+from tests.stub_envs import CountingEnv, LeverEnv, TargetEnv
 from vaco_jax import EnvConfig, TrainProgram, envs
 from vaco_jax.core.config import ConfigError, set_field
 from vaco_jax.core.types import ActorSnapshot
@@ -283,3 +283,21 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
     for wrong in (-1, True, 1.5):
         with pytest.raises(ConfigError, match=rf"env.reset_every={wrong!r} must be an integer >= 0"):
             EnvConfig(reset_every=wrong).check()
+
+
+def test_a_played_episode_says_whether_its_end_was_the_time_limit():
+    """render's line said "ended" for an episode its time limit cut off as for one that terminated."""
+    from vaco_jax.runs.render import play_episode
+
+    envs.register("custom/counting", lambda: CountingEnv(horizon=3), overwrite=True)
+    program = TrainProgram(tiny_config(env=EnvConfig(name="custom/counting", num_envs=4, num_steps=4)))
+    state = program.init(jax.random.key(0))
+    episode = play_episode(program, state, jax.random.key(1), deterministic=True, max_steps=10)
+    assert (episode.length, episode.ended, episode.truncated) == (3, True, True)
+    cut = play_episode(program, state, jax.random.key(1), deterministic=True, max_steps=2)
+    assert (cut.length, cut.ended, cut.truncated) == (2, False, False)
+    envs.register("custom/lever", lambda: LeverEnv(horizon=50), overwrite=True)  # action 0 ends it: a termination
+    program = TrainProgram(tiny_config(env=EnvConfig(name="custom/lever", num_envs=4, num_steps=4)))
+    state = program.init(jax.random.key(0))
+    ended = play_episode(program, state, jax.random.key(1), deterministic=False, max_steps=50)
+    assert ended.length < 50 and (ended.ended, ended.truncated) == (True, False)

@@ -77,7 +77,8 @@ def run_render(args: RenderArgs) -> Path:
         episode_seed=args.episode_seed,
         overwrite=args.overwrite,
     )
-    ending = "ended" if episode.ended else "still running at the step budget"
+    ending = "still running at the step budget" if not episode.ended else "ended"
+    ending += " at its time limit" if episode.truncated else ""
     print(
         f"vaco-jax: {'sampled' if args.stochastic else 'deterministic'} episode of {args.run_dir}'s policy: "
         f"{episode.length} steps, return {episode.total:.1f} ({ending}); wrote {out}"

@@ -11,7 +11,9 @@ an MP4 with ffmpeg).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import os
 import shutil
@@ -41,12 +43,13 @@ PLAYGROUND_FRAME_SIZE = (240, 320)  # height, width: Playground's env.render def
 
 @dataclasses.dataclass
 class Episode:
-    """One rendered episode: the env's own states in order (a pytree with a leading step axis), its rewards, and
-    whether it ended within the step budget."""
+    """One rendered episode: the env's own states in order (a pytree with a leading step axis), its rewards,
+    whether it ended within the step budget, and whether that end was its time limit (a truncation)."""
 
     states: Any
     rewards: np.ndarray
     ended: bool
+    truncated: bool = False
 
     @property
     def length(self) -> int:
@@ -76,18 +79,19 @@ def play_episode(
             action = program.dist.mode(params) if deterministic else program.dist.sample(act_key, params)
             next_state, ts = env.step(env_state, to_env_actions(env.action_spec, action), env_key)
             done = (ts.terminated | ts.truncated)[0]
-            return (next_state, ts.observation, ended | done), (env_state, ts.reward[0], ended, done)
+            return (next_state, ts.observation, ended | done), (env_state, ts.reward[0], ended, done, ts.truncated[0])
 
         carry = (env_state, obs, jnp.zeros((), bool))
-        _, (states, rewards, before, done) = jax.lax.scan(step, carry, jnp.arange(max_steps))
-        return states, rewards, before, done
+        _, (states, rewards, before, done, truncated) = jax.lax.scan(step, carry, jnp.arange(max_steps))
+        return states, rewards, before, done, truncated
 
-    states, rewards, before, done = jax.device_get(run(reset_key, run_key))
+    states, rewards, before, done, truncated = jax.device_get(run(reset_key, run_key))
     live = int(np.sum(~np.asarray(before)))  # steps taken before the episode ended (the ending one included)
     # the batch axis of the one environment dropped (a leaf without one, e.g. a brax start pool's count, kept)
     # (indexed as it is: a PRNG key, in a Playground state's info, has no NumPy form)
     states = jax.tree.map(lambda x: x[:live, 0] if np.ndim(x) > 1 and np.shape(x)[1] == 1 else x[:live], states)
-    return Episode(states, np.asarray(rewards)[:live], bool(np.asarray(done)[:live].any()))
+    ended = bool(np.asarray(done)[:live].any())
+    return Episode(states, np.asarray(rewards)[:live], ended, ended and bool(np.asarray(truncated)[live - 1]))
 
 
 def output_file(env_name: str, out: str | Path | None, default_dir: Path | None = None) -> Path:
@@ -246,7 +250,8 @@ def render_playground(env: Any, episode: Episode, out: Path) -> None:
     check_opengl(env.name)
     height, width = PLAYGROUND_FRAME_SIZE
     states = _steps(drawn, len(range(0, episode.length, every)))
-    frames = [np.asarray(frame) for frame in playground_env.render(states, height=height, width=width)]
+    with contextlib.redirect_stderr(io.StringIO()):  # Playground's progress bar, a line per frame in a log
+        frames = [np.asarray(frame) for frame in playground_env.render(states, height=height, width=width)]
     milliseconds = 1000 * seconds_per_step * every
     if out.suffix.lower() == ".gif":
         from PIL import Image
