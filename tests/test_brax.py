@@ -233,6 +233,9 @@ def test_a_hopper_fall_is_a_termination_and_is_never_bootstrapped():
 
     config = tiny_config(env=EnvConfig(name="brax/hopper", num_envs=8, num_steps=64, episode_length=40))
     program = TrainProgram(config)
+    from vaco_jax.runs.run_outputs import physics_note  # a run's first line names the pipeline "" resolved to
+
+    assert program.config.env.backend == "" and physics_note(program) == "brax's spring pipeline"
     hparams = jax.tree.map(lambda x: x[0], stack_hparams([program.config]))
     state = jax.jit(program.init)(jax.random.key(0), hparams)  # compiled: brax's reset op by op takes seconds
     rollout = jax.jit(lambda s: rollout_with_lags(program, s, [0, 0]))(state)

@@ -149,6 +149,7 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     argv += ["--env.num-envs", "4", "--env.num-steps", "8", "--eval.every", "0", "--env.action-repeat", "2"]
     argv += ["--out-dir", str(out)]
     assert main(argv) == 0
+    assert "; MJX's jax implementation" in capsys.readouterr().out.splitlines()[0]  # the run's first line
     # resumed: the restored env states (their empty arrays made again) go through the compiled chunk
     assert main(["train", "--resume", str(out), "--num-iterations", "3"]) == 0
     record = json.loads((out / "metrics.json").read_text())

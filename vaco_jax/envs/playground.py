@@ -136,13 +136,15 @@ def make_playground_env(
     if name not in playground_env_names():  # make() names the ones it takes; a direct call is told them too
         suite = ", ".join(playground_env_names())
         raise ConfigError(f"playground/{name} is not one of the DM Control Suite's envs: {suite}")
-    return BraxEnv(
+    env = BraxEnv(
         f"playground/{name}",
         environment=load(name, backend),
         episode_length=episode_length or default_episode_length(name),
         action_repeat=action_repeat,
         start_pool=start_pool,
     )
+    env.backend = backend or DEFAULT_IMPLEMENTATION  # the implementation it runs, as a run's first line names it
+    return env
 
 
 __all__ = [

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from vaco_jax import envs
 from vaco_jax.core import plugins
 from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict, get_field
 from vaco_jax.core.nested import strict_json
@@ -142,6 +143,15 @@ def _start_verb(plan: RunPlan) -> str:
     return "starting" if plan.initial.loaded else "started"
 
 
+def physics_note(program: TrainProgram) -> str:
+    """The physics a brax or Playground run steps, resolved (``env.backend`` "" is recorded as given): brax's
+    pipeline, MJX's implementation; "" for the others."""
+    backend, family = getattr(program.env, "backend", ""), envs.backend_of(program.config.env.name)[0]
+    if not backend or family not in ("brax", "playground"):
+        return ""
+    return f"brax's {backend} pipeline" if family == "brax" else f"MJX's {backend} implementation"
+
+
 def reset_note(program: TrainProgram) -> str:
     """What ``env.reset_every`` does to a run, in words ("" where it is 0): a reset sooner than the env's time limit
     leaves only the episodes that terminate to complete, so the training return may never be scored."""
@@ -167,6 +177,7 @@ def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
         + f"; {plan.program.minibatch_note()}"
+        + (f"; {note}" if (note := physics_note(plan.program)) else "")
         + (f"; {note}" if (note := reset_note(plan.program)) else "")
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")
         + (f"; {plan.split}" if plan.split else "")
