@@ -70,11 +70,17 @@ VARIANTS = {
     "legacy": "the PPO before the parity change",
     "preset": "the task's preset",
     "preset-reset": "the task's preset with every env reset as the reference's training resets them",
+    "preset-reset-horizon": "preset-reset with advantages estimated inside the reference's unrolls",
+    "preset-reset-unrolls": "preset-reset with brax's estimation: inside unrolls, minibatches of them, at every step",
 }
 """vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
 unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
 ``brax-<env>`` preset: brax's PPO settings, resized to the task's batch), alone or with ``env.reset_every`` set as
-the reference's ``num_resets_per_eval`` resets every env (MuJoCo Playground's training: after every update)."""
+the reference's ``num_resets_per_eval`` resets every env (MuJoCo Playground's training: after every update), and then
+with advantages estimated as brax estimates them, to tell which part of it matters: inside the reference's
+``unroll_length``-step unrolls alone (``ppo.advantage_horizon``), or with its minibatches of whole unrolls and GAE
+re-estimated at every gradient step with the live critic as well (``ppo.minibatch=unrolls``,
+``ppo.advantages_every_step``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +105,22 @@ class Task:
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the reference's other values (dotted)
     preset: str | None = None  # the package's preset for the reference's setting (variant "preset": it, resized)
     reset_every: int = 0  # iterations between the reference's resets of every env (variant "preset-reset")
+    unroll_length: int = 0  # the reference's unroll_length (variants "preset-reset-horizon", "preset-reset-unrolls")
 
     def __post_init__(self) -> None:
-        needs = {"preset": self.preset is None, "preset-reset": self.preset is None or self.reset_every == 0}
+        resets = self.preset is None or self.reset_every == 0
+        unrolls = resets or self.unroll_length == 0
+        needs = {
+            "preset": self.preset is None,
+            "preset-reset": resets,
+            "preset-reset-horizon": unrolls,
+            "preset-reset-unrolls": unrolls,
+        }
         unknown = [v for v in self.variants if v not in VARIANTS or needs.get(v, False)]
         if unknown:
             raise ValueError(
-                f"{self.env}: variants {unknown} are unknown, or need a preset (and a reset_every); known: "
+                f"{self.env}: variants {unknown} are unknown, or need a preset (and a reset_every, an unroll_length); "
+                f"known: "
                 f"{list(VARIANTS)}"
             )
 
@@ -195,11 +210,12 @@ TASKS = {
         learning_rate=1e-3,
         metric="eval/return_stochastic",
         eval_every=10,
-        variants=("preset", "preset-reset"),
+        variants=("preset", "preset-reset", "preset-reset-horizon", "preset-reset-unrolls"),
         reference_configuration="MuJoCo Playground's DM Control Suite config, at a CPU's size",
         settings={"eval.episodes": 128},
         preset="playground-CartpoleBalance",
         reset_every=1,
+        unroll_length=30,
     ),
 }
 
@@ -224,12 +240,27 @@ def task_config(task: Task, variant: str) -> Config:
         "eval.every": task.eval_every,
         "eval.episodes": Config().eval.episodes,
     }
-    if variant in ("preset", "preset-reset"):
-        reset = {"env.reset_every": task.reset_every} if variant == "preset-reset" else {}
-        return with_overrides(apply_preset(task.preset), {**shape, **task.settings, **reset})
+    if variant.startswith("preset"):
+        reset = {"env.reset_every": task.reset_every} if variant.startswith("preset-reset") else {}
+        return with_overrides(
+            apply_preset(task.preset), {**shape, **task.settings, **reset, **brax_estimation(task, variant)}
+        )
     reference = {**shape, "ppo.learning_rate": task.learning_rate, "network.activation": task.activation}
     legacy = {f"ppo.{name}": value for name, value in STUDY_PPO_PINS.items()} if variant == "legacy" else {}
     return with_overrides(Config(), {**reference, **task.settings, **legacy})
+
+
+def brax_estimation(task: Task, variant: str) -> dict[str, Any]:
+    """The options a variant sets to estimate advantages as brax does (none for the others)."""
+    if variant == "preset-reset-horizon":
+        return {"ppo.advantage_horizon": task.unroll_length}
+    if variant == "preset-reset-unrolls":
+        return {
+            "ppo.advantage_horizon": task.unroll_length,
+            "ppo.minibatch": "unrolls",
+            "ppo.advantages_every_step": True,
+        }
+    return {}
 
 
 def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> tuple[np.ndarray, float]:
@@ -365,8 +396,12 @@ def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, 
 
 def variant_label(task: Task, variant: str) -> str:
     """What the table calls a variant: its name, or the preset it trains (with the reference's resets)."""
-    if variant == "preset-reset":
-        return f"{task.preset} preset, --env.reset-every {task.reset_every}"
+    if variant.startswith("preset-reset"):
+        flags = " ".join(
+            f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+            for name, value in {"env.reset_every": task.reset_every, **brax_estimation(task, variant)}.items()
+        )
+        return f"{task.preset} preset, {flags}"
     return f"{task.preset} preset" if variant == "preset" else variant
 
 

@@ -31,6 +31,7 @@ from vaco_jax.algorithms.record import (  # noqa: F401  (re-exported: what a new
 )
 from vaco_jax.core import plugins
 from vaco_jax.core.config import Config, ConfigError, add_option_group, remove_option_group
+from vaco_jax.numerics import advantages
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in BUILT_IN}
 """Every known algorithm's record by name: the built-in ones, then those :func:`register` added."""
@@ -109,10 +110,39 @@ def spec_of(name: str) -> AlgorithmSpec:
 
 
 def build(config: Config) -> Algorithm:
-    """The algorithm named by ``config.algorithm``, specialised to its static options."""
+    """The algorithm named by ``config.algorithm``, specialised to its static options (and to how the PPO group
+    says advantages are estimated: :func:`with_estimation`)."""
     spec = spec_of(config.algorithm)
-    algorithm = spec.build(config)
+    algorithm = with_estimation(spec.build(config), config)
     return algorithm._replace(lean_metrics=spec.lean_metrics) if spec.lean_metrics else algorithm
+
+
+def with_estimation(algorithm: Algorithm, config: Config) -> Algorithm:
+    """``algorithm`` with its estimator cut into unrolls of ``ppo.advantage_horizon`` steps
+    (:func:`~vaco_jax.numerics.advantages.cut_at_horizon`) and, under ``ppo.advantages_every_step``, GAE re-estimated
+    at every gradient step with the live critic (brax's PPO does both). Re-estimating at every step is offered for
+    GAE only: an algorithm whose estimator is another (V-trace's align, a weighted GAE) is refused, naming it."""
+    horizon = config.ppo.advantage_horizon
+    if config.ppo.advantages_every_step:
+        if algorithm.advantage_fn is not gae_advantages or algorithm.advantages_every_step:
+            how = (
+                "re-estimates its own advantages at every step already"
+                if algorithm.advantages_every_step
+                else "estimates its advantages otherwise (not plain GAE)"
+            )
+            raise ConfigError(
+                f"ppo.advantages_every_step re-estimates GAE at every gradient step; algorithm={config.algorithm} "
+                f"with these options {how}: drop --ppo.advantages-every-step"
+            )
+        algorithm = algorithm._replace(advantages_every_step=True)
+    if horizon:
+        estimate = algorithm.advantage_fn
+
+        def within_unrolls(batch, hparams):
+            return estimate(batch.replace(truncations=advantages.cut_at_horizon(batch.truncations, horizon)), hparams)
+
+        algorithm = algorithm._replace(advantage_fn=within_unrolls)
+    return algorithm
 
 
 def own_config_groups() -> dict[str, str]:

@@ -92,7 +92,7 @@ def minibatch_split(config: Config) -> str:
     ``auto`` where the algorithm cannot be built here (a plugin's, not loaded)."""
     from vaco_jax import algorithms
     from vaco_jax.core.config import extended
-    from vaco_jax.training.trainer import resolved_split
+    from vaco_jax.training.minibatch_plan import resolved_split
 
     if config.ppo.minibatch != "auto":
         return config.ppo.minibatch

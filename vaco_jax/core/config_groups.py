@@ -22,7 +22,7 @@ LagKind = Literal[LAG_KINDS]  # type: ignore[valid-type]  # the one list of lag.
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
-MINIBATCH_SPLITS = ("auto", "samples", "segments")
+MINIBATCH_SPLITS = ("auto", "samples", "segments", "unrolls")
 ANNEAL_EVERY = ("step", "update")
 
 
@@ -141,12 +141,23 @@ class PPOConfig:
     """Epochs over each batch (forward lag)."""
     num_minibatches: int = static(4)
     """Minibatches per epoch (forward lag); how the batch is split is ppo.minibatch."""
-    minibatch: Literal["auto", "samples", "segments"] = static("auto")
+    minibatch: Literal["auto", "samples", "segments", "unrolls"] = static("auto")
     """How each epoch splits the batch into minibatches: samples (the whole batch flattened, shuffled and split, as
     PureJaxRL and CleanRL do), segments (whole environment rollout segments, [T, E / M] each, for the losses that
-    need a rollout's time axis inside a gradient step) or auto (samples, unless the algorithm and its options need
-    segments: IMPALA's and IMPACT's V-trace at every step, vaco.tv_scope=trajectory, cispo.truncation=topr; the training
-    program resolves it and says so). Forcing segments on every method keeps a controlled comparison."""
+    need a rollout's time axis inside a gradient step), unrolls (the segments cut into unrolls of
+    ppo.advantage_horizon steps, shuffled and split, as brax's PPO forms its minibatches) or auto (samples, unless the
+    algorithm and its options need segments: IMPALA's and IMPACT's V-trace at every step, ppo.advantages_every_step,
+    vaco.tv_scope=trajectory, cispo.truncation=topr; the training program resolves it and says so). Forcing segments
+    on every method keeps a controlled comparison."""
+    advantage_horizon: int = static(0)
+    """Estimate advantages and value targets inside unrolls of this many steps, each bootstrapping from the critic's
+    value of the state after it, as brax's PPO estimates GAE inside its unroll_length-step unrolls (0: along each
+    whole rollout segment, as PureJaxRL and CleanRL). Must divide env.num_steps; every algorithm's estimator takes
+    it (V-trace's traces are cut there too)."""
+    advantages_every_step: bool = static(False)
+    """Re-estimate GAE and the value targets at every gradient step with the live critic V_phi, as brax's PPO does
+    inside its loss, instead of once per iteration with V_T (for the algorithms that estimate GAE; IMPALA and IMPACT
+    re-estimate V-trace so already). Each minibatch then needs a time axis: segments or unrolls."""
     learning_rate: float = 2.5e-4
     """Adam step size (its initial value when annealed)."""
     anneal_lr: bool = static(True)
@@ -191,8 +202,19 @@ class PPOConfig:
     def check(self) -> None:
         check_positive_integer("ppo.num_epochs", self.num_epochs)
         check_positive_integer("ppo.num_minibatches", self.num_minibatches)
-        check_choice("ppo.minibatch", self.minibatch, MINIBATCH_SPLITS)  # its sizes: trainer.resolve_minibatch
+        check_choice("ppo.minibatch", self.minibatch, MINIBATCH_SPLITS)  # its sizes: minibatch_plan.resolve_minibatch
         check_choice("ppo.anneal_every", self.anneal_every, ANNEAL_EVERY)
+        check(
+            type(self.advantage_horizon) is int and self.advantage_horizon >= 0,
+            f"ppo.advantage_horizon={self.advantage_horizon!r} must be an integer >= 0 (steps per unroll; 0: the "
+            "whole segment)",
+        )
+        check(
+            self.minibatch != "unrolls" or self.advantage_horizon > 0,
+            "ppo.minibatch=unrolls cuts the batch into unrolls of ppo.advantage_horizon steps: set "
+            "--ppo.advantage-horizon (brax's unroll_length, e.g. 30)",
+        )
+        check(type(self.advantages_every_step) is bool, "ppo.advantages_every_step must be true or false")
         check(
             self.anneal_lr or self.anneal_every == "step",
             "ppo.anneal_every=update with ppo.anneal_lr off: a constant learning rate is never lowered; drop "

@@ -76,6 +76,11 @@ def validate(
         f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "
         f"make num_envs a multiple of num_actors",
     )
+    _check(
+        ppo.advantage_horizon == 0 or env.num_steps % ppo.advantage_horizon == 0,
+        f"ppo.advantage_horizon={ppo.advantage_horizon} does not divide env.num_steps={env.num_steps} into whole "
+        "unrolls: choose a horizon that divides it (or env.num_steps a multiple of it)",
+    )
     _check_lag_sequence(lag, config.num_iterations)
     reuse = config.reuse.num_batches
     _check(

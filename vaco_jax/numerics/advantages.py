@@ -74,6 +74,24 @@ def td_errors(
     return rewards + gamma * not_terminal * next_values - values
 
 
+def cut_at_horizon(truncations: jax.Array, horizon: int) -> jax.Array:
+    """``truncations`` [T, ...] with a cut after every ``horizon``-th step as well: steps ``horizon - 1``,
+    ``2 horizon - 1``, ... marked as truncated, so that an estimator's recursion stops there and bootstraps from
+    V(s'_t) = V(s_{t+1}), the next step's own value. The rollout is then estimated as independent unrolls of
+    ``horizon`` steps, as brax's PPO estimates GAE inside each ``unroll_length``-step unroll. ``horizon`` is
+    static; 0 returns ``truncations`` unchanged.
+
+    Example:
+      >>> cut_at_horizon(jnp.zeros(6, bool), 3).tolist()
+      [False, False, True, False, False, True]
+    """
+    if horizon == 0:
+        return truncations
+    steps = jnp.arange(1, truncations.shape[0] + 1)
+    cuts = (steps % horizon == 0).reshape(-1, *([1] * (truncations.ndim - 1)))
+    return jnp.logical_or(truncations, cuts)
+
+
 def gae(
     rewards: jax.Array,
     values: jax.Array,

@@ -1,4 +1,4 @@
-"""Splitting one epoch's batch into minibatches: shuffled samples, or whole environment segments.
+"""Splitting one epoch's batch into minibatches: shuffled samples, whole environment segments, or unrolls.
 
 A batch is time-major, leaves ``[T, E, ...]`` (E: the environments, or every reused batch's columns under sample
 reuse). Both splits return leaves ``[M, T_mb, B_mb, ...]`` for ``M = num_minibatches``, so that a gradient step's
@@ -10,13 +10,18 @@ minibatch keeps the ``[T, B]`` rank every loss is written for:
 * :func:`segment_minibatches` - the environment axis permuted and split, each minibatch ``[T, E / M]``: whole
   rollout segments, for the losses that read a rollout's time axis inside a gradient step (IMPALA's V-trace at every
   step, VACO's trajectory-scoped TV, TOPR per trajectory).
+* :func:`unroll_minibatches` - every segment cut into unrolls of ``H`` consecutive steps, the unrolls permuted and
+  split, each minibatch ``[H, T x E / (H x M)]``: brax's PPO forms its minibatches so (``unroll_length``), with
+  advantages estimated inside each unroll (``ppo.advantage_horizon``).
 
 Pure functions of a key, like :mod:`vaco_jax.numerics.lag`; ``ppo.minibatch`` chooses, resolved by the training
-program (:func:`vaco_jax.training.trainer.resolve_minibatch`).
+program (:func:`vaco_jax.training.minibatch_plan.resolve_minibatch`).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TypeVar
 
 import jax
@@ -51,7 +56,38 @@ def segment_minibatches(batch: Batch, key: jax.Array, num_minibatches: int) -> B
     return jax.tree.map(lambda x: jnp.moveaxis(x[:, order], 1, 0), batch)  # [M, T, B, ...]
 
 
-SPLITS = {"samples": sample_minibatches, "segments": segment_minibatches}
-"""The minibatch split of each resolved ``ppo.minibatch`` value."""
+def as_unrolls(batch: Batch, horizon: int) -> Batch:
+    """``batch`` [T, E, ...] as its unrolls of ``horizon`` consecutive steps, side by side: leaves
+    ``[horizon, T / horizon x E, ...]``, column ``u x E + e`` holding steps ``u x horizon`` to ``(u + 1) x horizon - 1``
+    of column e. T must be a multiple of ``horizon``."""
+    num_steps = jax.tree.leaves(batch)[0].shape[0]
+    if num_steps % horizon:
+        raise ValueError(f"a rollout of {num_steps} steps does not cut into unrolls of {horizon} steps")
 
-__all__ = ["SPLITS", "sample_minibatches", "segment_minibatches"]
+    def cut(x: jax.Array) -> jax.Array:
+        unrolls = x.reshape(num_steps // horizon, horizon, *x.shape[1:])  # [U, H, E, ...]
+        return jnp.moveaxis(unrolls, 0, 1).reshape(horizon, -1, *x.shape[2:])  # [H, U x E, ...]
+
+    return jax.tree.map(cut, batch)
+
+
+def unroll_minibatches(batch: Batch, key: jax.Array, num_minibatches: int, horizon: int) -> Batch:
+    """``batch``'s unrolls of ``horizon`` steps (:func:`as_unrolls`) in a random order, split into
+    ``num_minibatches`` parts: leaves ``[M, horizon, T x E / (horizon x M), ...]``. The unrolls must split into M
+    equal parts."""
+    return segment_minibatches(as_unrolls(batch, horizon), key, num_minibatches)
+
+
+SPLITS = {"samples": sample_minibatches, "segments": segment_minibatches}
+"""The minibatch split of ``ppo.minibatch`` values ``samples`` and ``segments`` (``unrolls`` takes its horizon too:
+:func:`split_of`)."""
+
+
+def split_of(minibatch: str, horizon: int) -> Callable[[Batch, jax.Array, int], Batch]:
+    """The split of a resolved ``ppo.minibatch`` value: ``fn(batch, key, num_minibatches)``."""
+    if minibatch == "unrolls":
+        return functools.partial(unroll_minibatches, horizon=horizon)
+    return SPLITS[minibatch]
+
+
+__all__ = ["SPLITS", "as_unrolls", "sample_minibatches", "segment_minibatches", "split_of", "unroll_minibatches"]

@@ -22,6 +22,11 @@ from vaco_jax.numerics import diagnostics, lag, losses, normalization, reuse, tv
 from vaco_jax.numerics.distributions import for_actions
 from vaco_jax.numerics.networks import Networks
 from vaco_jax.training import evaluation
+from vaco_jax.training.minibatch_plan import (  # noqa: F401  (resolved_split re-exported)
+    minibatch_note,
+    resolve_minibatch,
+    resolved_split,
+)
 from vaco_jax.training.rollout import act, collect_rollout
 from vaco_jax.training.update import Learner, make_optimizer, run_epochs
 
@@ -43,51 +48,14 @@ def validate_config(config: Config) -> Config:
 
 def resolve_defaults(config: Config) -> Config:
     """``config`` with every backend- and algorithm-dependent default filled in: ``env.normalize_observations=None``
-    (the backend's choice) and ``ppo.minibatch=auto`` (:func:`resolve_minibatch`); the option groups registered
+    (the backend's choice) and ``ppo.minibatch=auto``
+    (:func:`~vaco_jax.training.minibatch_plan.resolve_minibatch`); the option groups registered
     algorithms added, at their defaults where ``config`` lacks them."""
     config = extended(config)
     if config.env.normalize_observations is None:
         normalize = envs.default_normalization(config.env.name)
         config = config.replace(env=config.env.replace(normalize_observations=normalize))
     return resolve_minibatch(config)
-
-
-def resolved_split(minibatch: str, reason: str | None) -> str:
-    """``ppo.minibatch`` as the split it means: ``auto`` is ``segments`` where the algorithm needs them (``reason``:
-    :func:`vaco_jax.algorithms.registry.segments_reason`), else ``samples``."""
-    return minibatch if minibatch != "auto" else ("samples" if reason is None else "segments")
-
-
-def resolve_minibatch(config: Config) -> Config:
-    """``config`` with ``ppo.minibatch`` resolved to the split its gradient steps use: ``auto`` becomes ``segments``
-    where the algorithm and its options need a rollout's time axis inside a minibatch
-    (:func:`vaco_jax.algorithms.registry.segments_reason`), ``samples`` otherwise; ``samples`` forced on such a loss is
-    refused, naming why. The split's sizes are checked here: samples need ``env.num_envs x env.num_steps`` (times
-    ``reuse.num_batches``) to be a multiple of ``ppo.num_minibatches``, segments ``env.num_envs`` (times
-    ``reuse.num_batches``)."""
-    ppo, env = config.ppo, config.env
-    reason = algorithms.segments_reason(algorithms.build(config))
-    if ppo.minibatch == "samples" and reason is not None:
-        raise ConfigError(
-            f"ppo.minibatch=samples cannot serve algorithm={config.algorithm}: {reason}, so its minibatches must be "
-            "whole segments; use ppo.minibatch=segments (or auto)"
-        )
-    split = resolved_split(ppo.minibatch, reason)
-    columns = env.num_envs * config.reuse.num_batches
-    if split == "samples" and (columns * env.num_steps) % ppo.num_minibatches:
-        raise ConfigError(
-            f"a batch of env.num_envs x env.num_steps = {env.num_envs} x {env.num_steps}"
-            f"{f' x reuse.num_batches={config.reuse.num_batches}' if config.reuse.num_batches > 1 else ''} samples "
-            f"does not split into ppo.num_minibatches={ppo.num_minibatches} equal minibatches: make the batch a "
-            "multiple of num_minibatches"
-        )
-    if split == "segments" and columns % ppo.num_minibatches:
-        why = f" ({reason})" if ppo.minibatch == "auto" else ""
-        raise ConfigError(
-            f"minibatches of whole segments{why} split the environment axis: env.num_envs={env.num_envs} is not "
-            f"divisible by ppo.num_minibatches={ppo.num_minibatches}; make num_envs a multiple of num_minibatches"
-        )
-    return config if split == ppo.minibatch else config.replace(ppo=ppo.replace(minibatch=split))
 
 
 class TrainProgram:
@@ -122,12 +90,7 @@ class TrainProgram:
 
     def minibatch_note(self) -> str:
         """How the gradient steps split each batch, in words: a run's first line says so (not silently)."""
-        ppo = self.config.ppo
-        count = f"{ppo.num_minibatches} minibatch{'es' if ppo.num_minibatches != 1 else ''}"
-        if ppo.minibatch == "samples":
-            return f"{count} of shuffled samples"
-        reason = algorithms.segments_reason(self.algorithm) or "ppo.minibatch=segments"
-        return f"{count} of whole env segments ({reason})"
+        return minibatch_note(self.config, self.algorithm)
 
     # ------------------------------------------------------------------ public entry points
 

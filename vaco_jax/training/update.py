@@ -3,7 +3,7 @@
 Each epoch splits the batch as ``ppo.minibatch`` says (:mod:`vaco_jax.numerics.minibatches`): shuffled samples, as
 PureJaxRL and CleanRL do, for every loss that does not read a rollout's time axis; whole environment segments
 ``[T, B]`` for those that do (IMPALA's V-trace at every step, VACO's trajectory-scoped TV, TOPR), or for every
-algorithm when a comparison forces them.
+algorithm when a comparison forces them; or unrolls of ``ppo.advantage_horizon`` steps, as brax's PPO.
 """
 
 from __future__ import annotations
@@ -150,23 +150,24 @@ def run_epochs(
     learner: Learner,
     hparams: Config,
 ) -> tuple[AgentParams, optax.OptState, losses.Metrics]:
-    """``num_epochs`` passes over the batch, each shuffled into ``num_minibatches`` minibatches (of samples or of
-    whole segments: ``config.ppo.minibatch``, resolved by the training program).
+    """``num_epochs`` passes over the batch, each shuffled into ``num_minibatches`` minibatches (of samples, whole
+    segments or unrolls: ``config.ppo.minibatch``, resolved by the training program).
 
     Returns the new parameters and optimiser state, and every metric averaged over
     all gradient steps (plus ``grad_norm``, the pre-clipping global gradient norm, and
     ``nonfinite/skipped_steps``, the number of steps the NaN guard skipped).
     """
-    num_minibatches = learner.config.ppo.num_minibatches
-    if learner.config.ppo.minibatch not in minibatches.SPLITS:
+    ppo = learner.config.ppo
+    num_minibatches = ppo.num_minibatches
+    if ppo.minibatch == "auto":
         raise ValueError(
-            f"ppo.minibatch={learner.config.ppo.minibatch!r} is not resolved: build the Learner from a training "
-            "program's config (TrainProgram(config).config), which resolves auto to samples or segments"
+            "ppo.minibatch='auto' is not resolved: build the Learner from a training program's config "
+            "(TrainProgram(config).config), which resolves auto to samples or segments"
         )
     reason = segments_reason(learner.algorithm)
-    if reason is not None and learner.config.ppo.minibatch != "segments":  # a hand-built Learner: never silently wrong
+    if reason is not None and ppo.minibatch == "samples":  # a hand-built Learner: never silently wrong
         raise ValueError(f"{reason}: its minibatches must be whole segments, not ppo.minibatch=samples")
-    split = minibatches.SPLITS[learner.config.ppo.minibatch]
+    split = minibatches.split_of(ppo.minibatch, ppo.advantage_horizon)
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
     adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
 
