@@ -20,10 +20,10 @@ from vaco_jax.numerics.minibatches import as_unrolls, unroll_minibatches
 HORIZON = 5
 
 
-def per_unroll(estimate, data: dict[str, np.ndarray], horizon: int) -> tuple[np.ndarray, np.ndarray]:
+def per_unroll(estimate, data: dict[str, np.ndarray], horizon: int, length: int = 37) -> tuple[np.ndarray, np.ndarray]:
     """``estimate`` run on each unroll of ``horizon`` steps alone (its last step bootstrapping from its
     ``next_values``, as the end of a rollout does), the results put back in time order."""
-    pieces = [estimate({k: v[start : start + horizon] for k, v in data.items()}) for start in range(0, 37, horizon)]
+    pieces = [estimate({k: v[start : start + horizon] for k, v in data.items()}) for start in range(0, length, horizon)]
     return tuple(np.concatenate([np.asarray(piece[i]) for piece in pieces]) for i in range(2))
 
 
@@ -50,6 +50,38 @@ def test_vtrace_within_a_horizon_is_vtrace_of_each_unroll_alone(form):
     ref_adv, ref_target = per_unroll(estimate, data, HORIZON)
     np.testing.assert_allclose(adv, ref_adv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(target, ref_target, rtol=1e-5, atol=1e-5)
+
+
+def test_gaes_q_form_is_brax_advantage_written_from_its_equation():
+    """brax's PPO (``compute_gae``) advantage: A_t = r_t + gamma (1 - term_t) v+_{t+1} - V(s_t), with v the
+    lambda-return and v+_{t+1} = v_{t+1} inside an episode, V(s'_t) at its end (float64, from the equation); it is
+    V-trace's q form with the behaviour policy as target, and its value targets are GAE's."""
+    data = random_trajectory(8, dtype=np.float64)
+    gamma, lambda_ = 0.97, 0.9
+    with jax.enable_x64(True):
+        q, q_targets = advantages.gae(
+            **{k: jnp.asarray(v) for k, v in data.items()}, gamma=gamma, lambda_=lambda_, advantage="q"
+        )
+    _, returns = reference.gae(**data, gamma=gamma, lambda_=lambda_)
+    ends = data["terminations"] | data["truncations"]
+    expected = np.empty_like(returns)
+    for t in range(len(returns)):
+        later = returns[t + 1] if t + 1 < len(returns) else data["next_values"][t]
+        following = np.where(ends[t], data["next_values"][t], later)
+        expected[t] = data["rewards"][t] + gamma * (1.0 - data["terminations"][t]) * following - data["values"][t]
+    np.testing.assert_allclose(q, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q_targets, returns, rtol=1e-10, atol=1e-12)
+    lambda_form, _ = reference.gae(**data, gamma=gamma, lambda_=lambda_)
+    assert not np.allclose(q, lambda_form)  # a different estimator at lambda < 1
+    on_policy = {k: jnp.asarray(v) for k, v in random_off_policy(8).items()}
+    on_policy["log_probs"] = on_policy["behaviour_log_probs"]
+    v_q, _ = advantages.vtrace(**on_policy, gamma=gamma, lambda_=lambda_, advantage="q")
+    g_q, _ = advantages.gae(
+        **{k: v for k, v in on_policy.items() if "log_probs" not in k}, gamma=gamma, lambda_=lambda_, advantage="q"
+    )
+    np.testing.assert_allclose(g_q, v_q, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="advantage='x' is unknown"):
+        advantages.gae(**{k: jnp.asarray(v) for k, v in data.items()}, gamma=gamma, lambda_=lambda_, advantage="x")
 
 
 def test_a_horizon_of_zero_or_of_the_whole_rollout_cuts_nothing_new():
@@ -100,6 +132,8 @@ def test_unrolls_hold_consecutive_steps_of_one_env_and_minibatches_shuffle_whole
             "unrolls cannot serve algorithm=vaco: vaco.tv_scope=trajectory",
         ),
         ({"algorithm": "vaco", "ppo.advantages_every_step": True}, "vaco with these options estimates its adv"),
+        ({"algorithm": "vaco", "ppo.advantage_form": "q"}, "advantage_form=q is a form of GAE's advantage; algorithm="),
+        ({"ppo.advantage_form": "lambda-return"}, "ppo.advantage_form"),
         ({"algorithm": "impala", "ppo.advantages_every_step": True}, "re-estimates its own advantages at every step"),
         ({"ppo.advantages_every_step": True, "ppo.minibatch": "samples"}, "samples cannot serve algorithm=ppo"),
     ],
@@ -158,3 +192,34 @@ def test_unrolls_as_long_as_the_rollout_are_segments_and_every_step_gae_starts_f
         for a, b in zip(jax.tree.leaves(every_two.params), jax.tree.leaves(segments.params), strict=True)
     ]
     assert any(moved)  # with 2 x 2 steps the live critic's GAE differs from the batch's
+
+
+def test_every_step_estimation_cuts_each_segment_at_the_horizon_with_the_live_critic():
+    """step_advantages on whole segments with a horizon: GAE in brax's q form of each 4-step unroll alone, valued by
+    the parameters the step is given (the live critic), not by the batch's V_T."""
+    from tests.test_algorithms import _learner
+    from vaco_jax.training.update import step_advantages
+
+    overrides = {"ppo.advantages_every_step": True, "ppo.advantage_horizon": 4, "ppo.advantage_form": "q"}
+    program = TrainProgram(with_overrides(tiny_config(), overrides))
+    state = program.init(jax.random.key(0))
+    batch, _ = program.estimate_advantages(
+        state, rollout_with_lags(program, state, jnp.zeros(2, jnp.int32)), program.config
+    )
+    live = jax.tree.map(lambda x: x * 1.5, state.params)  # another critic than the batch's
+    adv, targets = step_advantages(
+        live, batch, batch.behaviour_log_probs, state.obs_norm, _learner(program), program.config
+    )
+    value = lambda obs: np.asarray(program.networks.value(live.critic, state.obs_norm, obs), np.float64)  # noqa: E731
+    data = {
+        "rewards": np.asarray(batch.rewards, np.float64),
+        "values": value(batch.observations),
+        "next_values": value(batch.next_observations),
+        "terminations": np.asarray(batch.terminations),
+        "truncations": np.asarray(batch.truncations),
+    }
+    q = lambda d: advantages.gae(**{k: jnp.asarray(v) for k, v in d.items()}, gamma=0.99, lambda_=0.95, advantage="q")  # noqa: E731
+    expected_adv, expected_targets = per_unroll(q, data, 4, length=16)
+    np.testing.assert_allclose(adv, expected_adv, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(targets, expected_targets, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(np.asarray(adv), np.asarray(batch.advantages), atol=1e-3)  # not the batch's

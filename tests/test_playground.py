@@ -185,11 +185,12 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
 
 
 def _renders() -> bool:
-    """Whether MuJoCo's OpenGL renderer works here (EGL where there is no display: tests/conftest.py)."""
-    import mujoco
+    """Whether MuJoCo's OpenGL renderer works here (EGL where there is no display: tests/conftest.py), as render asks
+    it before drawing."""
+    from vaco_jax.runs.render import check_opengl
 
     try:
-        with mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8):
-            return True
-    except Exception:  # no OpenGL library or context: the render test then checks the refusal
+        check_opengl(f"playground/{TASK}")
+    except ConfigError:  # no OpenGL library or context: the render test then checks the refusal
         return False
+    return True

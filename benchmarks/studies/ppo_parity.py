@@ -71,16 +71,18 @@ VARIANTS = {
     "preset": "the task's preset",
     "preset-reset": "the task's preset with every env reset as the reference's training resets them",
     "preset-reset-horizon": "preset-reset with advantages estimated inside the reference's unrolls",
-    "preset-reset-unrolls": "preset-reset with brax's estimation: inside unrolls, minibatches of them, at every step",
+    "preset-reset-unrolls": "preset-reset with brax's estimation: inside unrolls, minibatches of them, at every step, "
+    "its q-form advantage",
 }
 """vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
 unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
 ``brax-<env>`` preset: brax's PPO settings, resized to the task's batch), alone or with ``env.reset_every`` set as
 the reference's ``num_resets_per_eval`` resets every env (MuJoCo Playground's training: after every update), and then
 with advantages estimated as brax estimates them, to tell which part of it matters: inside the reference's
-``unroll_length``-step unrolls alone (``ppo.advantage_horizon``), or with its minibatches of whole unrolls and GAE
-re-estimated at every gradient step with the live critic as well (``ppo.minibatch=unrolls``,
-``ppo.advantages_every_step``)."""
+``unroll_length``-step unrolls alone (``ppo.advantage_horizon``), or with its minibatches of whole unrolls, GAE
+re-estimated at every gradient step with the live critic and brax's advantage (the one-step error bootstrapped from
+the next lambda-return) as well (``ppo.minibatch=unrolls``, ``ppo.advantages_every_step``,
+``ppo.advantage_form=q``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,6 +261,7 @@ def brax_estimation(task: Task, variant: str) -> dict[str, Any]:
             "ppo.advantage_horizon": task.unroll_length,
             "ppo.minibatch": "unrolls",
             "ppo.advantages_every_step": True,
+            "ppo.advantage_form": "q",
         }
     return {}
 

@@ -54,7 +54,7 @@ from vaco_jax.numerics.tv import ratios, state_tv
 
 
 def gae_advantages(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
-    """GAE(lambda) with the batch's critic values."""
+    """GAE(lambda) with the batch's critic values, in the form ``ppo.advantage_form`` says."""
     return advantages.gae(
         batch.rewards,
         batch.values,
@@ -63,6 +63,7 @@ def gae_advantages(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.
         batch.truncations,
         gamma=hparams.ppo.gamma,
         lambda_=hparams.ppo.gae_lambda,
+        advantage=hparams.ppo.advantage_form,
     )
 
 

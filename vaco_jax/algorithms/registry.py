@@ -120,9 +120,16 @@ def build(config: Config) -> Algorithm:
 def with_estimation(algorithm: Algorithm, config: Config) -> Algorithm:
     """``algorithm`` with its estimator cut into unrolls of ``ppo.advantage_horizon`` steps
     (:func:`~vaco_jax.numerics.advantages.cut_at_horizon`) and, under ``ppo.advantages_every_step``, GAE re-estimated
-    at every gradient step with the live critic (brax's PPO does both). Re-estimating at every step is offered for
-    GAE only: an algorithm whose estimator is another (V-trace's align, a weighted GAE) is refused, naming it."""
+    at every gradient step with the live critic (brax's PPO does both). ``ppo.advantage_form`` and re-estimating at
+    every step are offered for GAE only: an algorithm whose estimator is another (V-trace's align, a weighted GAE) is
+    refused, naming it."""
     horizon = config.ppo.advantage_horizon
+    if config.ppo.advantage_form != "lambda" and algorithm.advantage_fn is not gae_advantages:
+        raise ConfigError(
+            f"ppo.advantage_form={config.ppo.advantage_form} is a form of GAE's advantage; algorithm="
+            f"{config.algorithm} with these options estimates its advantages otherwise (not plain GAE): drop "
+            "--ppo.advantage-form"
+        )
     if config.ppo.advantages_every_step:
         if algorithm.advantage_fn is not gae_advantages or algorithm.advantages_every_step:
             how = (

@@ -87,7 +87,7 @@ def run_render(args: RenderArgs) -> Path:
 
 
 def minibatch_split(config: Config) -> str:
-    """The minibatch split a saved run's gradient steps used, ``samples`` or ``segments``: its recorded
+    """The minibatch split a saved run's gradient steps used, ``samples``, ``segments`` or ``unrolls``: its recorded
     ``ppo.minibatch``, or where that says ``auto`` what its algorithm resolves it to (without building its env); still
     ``auto`` where the algorithm cannot be built here (a plugin's, not loaded)."""
     from vaco_jax import algorithms

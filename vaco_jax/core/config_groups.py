@@ -24,6 +24,7 @@ W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 MINIBATCH_SPLITS = ("auto", "samples", "segments", "unrolls")
 ANNEAL_EVERY = ("step", "update")
+GAE_FORMS = ("lambda", "q")  # GAE's advantage: its own and brax's PPO's (ppo.advantage_form)
 
 
 def check_positive_integer(path: str, value: Any) -> None:
@@ -154,6 +155,10 @@ class PPOConfig:
     value of the state after it, as brax's PPO estimates GAE inside its unroll_length-step unrolls (0: along each
     whole rollout segment, as PureJaxRL and CleanRL). Must divide env.num_steps; every algorithm's estimator takes
     it (V-trace's traces are cut there too)."""
+    advantage_form: Literal["lambda", "q"] = static("lambda")
+    """GAE's advantage: lambda (A_t = v_t - V(s_t), GAE(lambda) itself) or q (A_t = r_t + gamma v_{t+1} - V(s_t), the
+    one-step error bootstrapped from the next step's lambda-return v: brax's PPO's advantage, V-trace's q form
+    on-policy). The value targets are v_t in both. For the algorithms that estimate plain GAE."""
     advantages_every_step: bool = static(False)
     """Re-estimate GAE and the value targets at every gradient step with the live critic V_phi, as brax's PPO does
     inside its loss, instead of once per iteration with V_T (for the algorithms that estimate GAE; IMPALA and IMPACT
@@ -215,6 +220,7 @@ class PPOConfig:
             "--ppo.advantage-horizon (brax's unroll_length, e.g. 30)",
         )
         check(type(self.advantages_every_step) is bool, "ppo.advantages_every_step must be true or false")
+        check_choice("ppo.advantage_form", self.advantage_form, GAE_FORMS)
         check(
             self.anneal_lr or self.anneal_every == "step",
             "ppo.anneal_every=update with ppo.anneal_lr off: a constant learning rate is never lowered; drop "

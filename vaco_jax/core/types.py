@@ -6,7 +6,8 @@ Axis letters:
   E  environments (``env.num_envs``); Eg = E / G environments per actor group
   T  rollout steps (``env.num_steps``)
   B  a minibatch's columns: E / ``ppo.num_minibatches`` whole environment segments (``ppo.minibatch=segments``),
-     or T x E / ``ppo.num_minibatches`` shuffled samples under a time axis of length 1 (``samples``)
+     or T x E / ``ppo.num_minibatches`` shuffled samples under a time axis of length 1 (``samples``), or
+     T x E / (H x ``ppo.num_minibatches``) unrolls under a time axis of H = ``ppo.advantage_horizon`` (``unrolls``)
   K  lag-buffer slots (``lag.max_lag + 1``)
   A  action categories (discrete) or action dimensions (continuous)
   D  observation features

@@ -13,6 +13,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from vaco_jax.core.config_groups import GAE_FORMS
 from vaco_jax.numerics.tv import ratios
 
 
@@ -101,6 +102,7 @@ def gae(
     *,
     gamma: float | jax.Array,
     lambda_: float | jax.Array,
+    advantage: str = "lambda",
 ) -> tuple[jax.Array, jax.Array]:
     """Generalised advantage estimation, GAE(lambda), with correct truncation handling.
 
@@ -110,6 +112,10 @@ def gae(
 
     where ``done_t = term_t or trunc_t``: the recursion stops at every episode
     end, and a truncated step still bootstraps from V(s'_t) through delta_t.
+    ``advantage="q"`` returns instead A_t = r_t + gamma * (1 - term_t) * v+_{t+1} - V(s_t), the one-step error
+    bootstrapped from the next step's lambda-return (v+_{t+1} = v_{t+1} inside an episode, V(s'_t) at its end or
+    after the last step): brax's PPO's advantage (``compute_gae``), :func:`vtrace`'s q form on-policy. The value
+    targets are v_t either way.
 
     Args:
       rewards: [T, ...] reward r_t of transition t.
@@ -119,6 +125,7 @@ def gae(
       truncations: [T, ...] bool, time-limit truncation at t.
       gamma: discount factor (may be traced).
       lambda_: GAE lambda (may be traced).
+      advantage: ``"lambda"`` (GAE's) or ``"q"`` (brax's), static.
 
     Returns:
       ``(advantages, value_targets)``, each [T, ...], dtype of ``values``.
@@ -139,6 +146,8 @@ def gae(
       >>> adv.tolist()
       [1.75, 1.5, 1.0]
     """
+    if advantage not in GAE_FORMS:
+        raise ValueError(f"GAE's advantage={advantage!r} is unknown; choose one of {', '.join(GAE_FORMS)}")
     chex.assert_equal_shape([rewards, values, next_values, terminations, truncations])
     chex.assert_type([rewards, values, next_values], float)
     deltas = td_errors(rewards, values, next_values, terminations, gamma=gamma)
@@ -146,11 +155,23 @@ def gae(
 
     def backward(next_advantage: jax.Array, step: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         delta, cont = step
-        advantage = delta + gamma * lambda_ * cont * next_advantage
-        return advantage, advantage
+        this_advantage = delta + gamma * lambda_ * cont * next_advantage
+        return this_advantage, this_advantage
 
     _, advantages = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, continues), reverse=True)
-    return advantages, advantages + values
+    targets = advantages + values
+    if advantage == "q":
+        return _q_form(rewards, values, next_values, terminations, continues, targets, gamma), targets
+    return advantages, targets
+
+
+def _q_form(rewards, values, next_values, terminations, continues, targets, gamma) -> jax.Array:
+    """r_t + gamma * (1 - term_t) * v+_{t+1} - V(s_t) from the targets v_t, where v+_{t+1} is v_{t+1} inside an
+    episode and V(s'_t) at an episode end and after the last step."""
+    later_targets = jnp.concatenate([targets[1:], next_values[-1:]])
+    next_targets = jnp.where(continues > 0, later_targets, next_values)
+    not_terminal = 1.0 - terminations.astype(values.dtype)
+    return rewards + gamma * not_terminal * next_targets - values
 
 
 VTRACE_FORMS = ("lambda", "q", "truncated_gae")
@@ -251,8 +272,4 @@ def vtrace(
 
         _, advs = jax.lax.scan(unweighted, jnp.zeros_like(values[0]), (deltas, continues, next_clipped), reverse=True)
         return advs, targets
-    # v+_{t+1}: v_{t+1} inside an episode; V(s'_t) at an episode end and after the last step.
-    later_targets = jnp.concatenate([targets[1:], next_values[-1:]])
-    next_targets = jnp.where(continues > 0, later_targets, next_values)
-    not_terminal = 1.0 - terminations.astype(values.dtype)
-    return rhos * (rewards + gamma * not_terminal * next_targets - values), targets
+    return rhos * _q_form(rewards, values, next_values, terminations, continues, targets, gamma), targets

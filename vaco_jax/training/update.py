@@ -167,6 +167,9 @@ def run_epochs(
     reason = segments_reason(learner.algorithm)
     if reason is not None and ppo.minibatch == "samples":  # a hand-built Learner: never silently wrong
         raise ValueError(f"{reason}: its minibatches must be whole segments, not ppo.minibatch=samples")
+    if ppo.minibatch == "unrolls" and (learner.algorithm.needs_segments is not None or not ppo.advantage_horizon):
+        why = learner.algorithm.needs_segments or "ppo.advantage_horizon is 0"
+        raise ValueError(f"ppo.minibatch=unrolls cannot serve this Learner: {why}")
     split = minibatches.split_of(ppo.minibatch, ppo.advantage_horizon)
     grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
     adaptive = learner.algorithm.update_state is not keep_state  # its per-step metrics are not what it adapts to
