@@ -99,6 +99,23 @@ def test_the_playground_task_trains_playgrounds_reference_batch_and_budget_with_
         assert "versus" not in rows[records[0]["implementation"]]
 
 
+def test_the_brax_estimation_variants_add_only_brax_estimation_to_the_reset_variant_and_are_tested_against_it():
+    from benchmarks.studies.ppo_parity import compare
+    from vaco_jax.core.config import with_overrides
+
+    task = TASKS["playground/CartpoleBalance"]
+    reset = task_config(task, "preset-reset")
+    horizon, unrolls = task_config(task, "preset-reset-horizon"), task_config(task, "preset-reset-unrolls")
+    assert horizon == with_overrides(reset, {"ppo.advantage_horizon": 30})
+    brax = {"ppo.minibatch": "unrolls", "ppo.advantages_every_step": True, "ppo.advantage_form": "q"}
+    assert unrolls == with_overrides(horizon, brax)
+    rng = np.random.default_rng(0)
+    ours = {name: rng.uniform(500, 1000, (8, 30)) for name in ("preset-reset", "preset-reset-horizon")}
+    rows = compare(task, ours, [])
+    assert "versus_auc" not in rows[0]  # the reset variant has nothing to be tested against here
+    assert set(rows[1]["versus_auc"]) == {rows[0]["implementation"]} == set(rows[1]["versus"])
+
+
 def test_the_docs_quote_the_committed_parity_table():
     from tests.conftest import committed_table
 

@@ -31,6 +31,8 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 2 variants: 50 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset   # the one variant: 28 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
+        --variants preset-reset-horizon preset-reset-unrolls   # brax's estimation: 15 and 23 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
@@ -377,14 +379,28 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+VARIANT_BASES = {"preset-reset-horizon": "preset-reset", "preset-reset-unrolls": "preset-reset"}
+"""The variant of ours each diagnosis variant adds options to: its row is tested against that one's too."""
+
+
 def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of the table for one task: the references first, each diagnosis with its verdicts against them, then each
-    variant of ours with its verdicts against both."""
+    variant of ours with its verdicts against both (and a diagnosis variant against the variant it adds to)."""
     plain = [ref for ref in references if not ref.get("overrides")]
+
+    def own_base(variant: str) -> list[dict[str, Any]]:
+        base = VARIANT_BASES.get(variant)
+        if base not in ours:
+            return []
+        return [{"implementation": f"vaco_jax ({variant_label(task, base)})", "returns": ours[base]}]
+
     rows = []
     for name, returns, against in [
         *((ref["implementation"], ref["returns"], plain if ref.get("overrides") else []) for ref in references),
-        *((f"vaco_jax ({variant_label(task, variant)})", returns, references) for variant, returns in ours.items()),
+        *(
+            (f"vaco_jax ({variant_label(task, variant)})", returns, references + own_base(variant))
+            for variant, returns in ours.items()
+        ),
     ]:
         entry, mine = row(task, name, returns), scores(returns)
         for key, score in (("versus", "final"), ("versus_auc", "auc")):
