@@ -36,8 +36,10 @@ _BRAX_BATCH = (
     "brax's update takes num_minibatches x batch_size unrolls of unroll_length steps; here one rollout of num_envs x "
     "num_steps feeds it: num_steps = batch_size x num_minibatches x unroll_length / num_envs (the brax-<env> presets)"
 )
-
-_BRAX_UNROLLS = "--ppo.advantage-horizon UNROLL_LENGTH --ppo.minibatch unrolls --ppo.advantages-every-step"
+_BRAX_UNROLLS = (
+    f"{_BRAX_BATCH}; its estimation inside unrolls of N = unroll_length steps: --ppo.advantage-horizon N "
+    "--ppo.minibatch unrolls --ppo.advantages-every-step --ppo.advantage-form q"
+)
 REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName("ENV_NAME", "env_id", "--env.name"),
     ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs", brax="num_envs"),
@@ -49,9 +51,7 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "one update's batch is num_envs x num_steps samples: num_envs = train_batch_size / rollout_fragment_length",
         rllib="train_batch_size",
     ),
-    ReferenceName(
-        "", "", "--env.num-steps", f"{_BRAX_BATCH}; brax's own unrolls: {_BRAX_UNROLLS}", brax="unroll_length"
-    ),
+    ReferenceName("", "", "--env.num-steps", _BRAX_UNROLLS, brax="unroll_length"),
     ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="batch_size"),
     ReferenceName(
         "TOTAL_TIMESTEPS",
