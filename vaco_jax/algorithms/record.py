@@ -23,7 +23,10 @@ class AdvantageFn(Protocol):
         """Return ``(advantages, value_targets)``, each [T, ...], from the estimating stage of ``batch``: scaled
         ``rewards``, the critic's ``values`` and ``next_values``, ``terminations``, ``truncations``, and the
         policy being evaluated in ``learner_log_probs`` (pi_T; pi_theta where an algorithm re-estimates its
-        advantages at every gradient step) against ``behaviour_log_probs``."""
+        advantages at every gradient step) against ``behaviour_log_probs``. An estimator should stop its recursion
+        where ``terminations`` or ``truncations`` is set, bootstrapping a truncation from ``next_values``:
+        ``ppo.advantage_horizon`` cuts the rollout into unrolls by setting ``truncations``, so an estimator that
+        ignores them ignores the horizon too."""
         ...
 
 
