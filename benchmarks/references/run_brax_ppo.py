@@ -26,6 +26,9 @@ benchmarks/results/ppo_parity/reference/playground_pip_freeze.txt):
     venv-playground/bin/python benchmarks/references/run_brax_ppo.py --playground CartpoleBalance --seeds 0 1 2 3 \
         --num-timesteps 300000 --num-envs 32 --num-evals 4 --out playground_playground-CartpoleBalance.json
 
+``--set KEY=VALUE`` and ``--network KEY=VALUE`` (an argument of brax's ``make_ppo_networks``) run it at another
+value of its own settings, a diagnosis recorded as ``overrides`` and named so.
+
 The only instrumentation: brax's EpisodeMetricsLogger.update_episode_metrics (called by jax.debug.callback once per
 training step with that step's episode metrics and done flags) is wrapped to also record the mean sum_reward of the
 episodes done in that step, before calling the original (brax's own logging is unchanged)."""
@@ -76,6 +79,14 @@ p.add_argument(
     metavar="KEY=VALUE",
     help="a diagnosis: the reference at another value of its own config's keys (e.g. unroll_length=480), recorded",
 )
+p.add_argument(
+    "--network",
+    nargs="+",
+    default=[],
+    metavar="KEY=VALUE",
+    help='a diagnosis: brax\'s make_ppo_networks at another value of its arguments (e.g. distribution_type="normal"), '
+    "recorded as network_factory.KEY",
+)
 p.add_argument("--out", required=True)
 a = p.parse_args()
 if a.playground:
@@ -106,6 +117,32 @@ for item in a.set:
         raise SystemExit(f"--set {item}: {key} is {config[key]} already (a diagnosis changes something)")
     overrides[key], replaced[key] = json.loads(value), config[key]
 config.update(overrides)
+network: dict = {}
+for item in a.network:  # brax's network factory's own defaults stand unless a diagnosis names one
+    key, _, value = item.partition("=")
+    if key in network:
+        raise SystemExit(f"--network {item}: {key} is set twice")
+    network[key] = json.loads(value)
+    overrides[f"network_factory.{key}"] = network[key]
+if network:
+    import functools
+    import inspect
+
+    from brax.training.agents.ppo import networks as ppo_networks
+
+    known = inspect.signature(ppo_networks.make_ppo_networks).parameters
+    unknown = sorted(set(network) - set(known))
+    if unknown:
+        raise SystemExit(f"--network: {unknown} are not arguments of brax's make_ppo_networks ({', '.join(known)})")
+    for key in network:
+        replaced[f"network_factory.{key}"] = known[key].default
+        if network[key] == known[key].default:
+            raise SystemExit(
+                f"--network {key}: {network[key]!r} is its default already (a diagnosis changes something)"
+            )
+    network_factory = {"network_factory": functools.partial(ppo_networks.make_ppo_networks, **network)}
+else:
+    network_factory = {}
 
 steps: list = []
 original = brax_logger.EpisodeMetricsLogger.update_episode_metrics
@@ -134,6 +171,7 @@ for seed in a.seeds:
         seed=seed,
         **wrap,
         log_training_metrics=True,
+        **network_factory,
         progress_fn=lambda n, m, evaluations=evaluations: evaluations.append((n, float(m["eval/episode_reward"])))
         if "eval/episode_reward" in m
         else None,
