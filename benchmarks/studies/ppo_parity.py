@@ -33,6 +33,7 @@ value loss), kept in the table so that the change's effect is measured, not asse
         --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset-horizon preset-reset-unrolls   # brax's estimation: 15 and 23 min
+    # the reference's diagnosis runs (run_brax_ppo.py --set / --network, in their own venv) are read like references
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
 
