@@ -7,9 +7,10 @@ trains ``--algorithm ppo`` with the package's defaults at a reference's publishe
 Breakout-MinAtar: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps; brax's
 training notebook for brax/inverted_pendulum, sized for a CPU, where the ``brax-inverted_pendulum`` preset runs
 beside the defaults; MuJoCo Playground's DM Control Suite config for playground/CartpoleBalance, sized for a CPU,
-its preset alone, scored on evaluations), 16 seeds (8 on Playground), and reads the reference's own runs
-from ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched
-and run in a virtual environment of its own outside this repository (none of its code is here); each file names the
+its preset alone, with the reference's resets and with brax's estimation of advantages, scored on evaluations),
+16 seeds (8 on Playground), and reads the reference's own runs from
+``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched and
+run in a virtual environment of its own outside this repository (none of its code is here); each file names the
 repository, commit, versions and command, and holds every seed's per-iteration return of completed episodes.
 
 Per task and implementation it reports, from per-iteration returns of completed training episodes (the project's
@@ -28,7 +29,7 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs brax/inverted_pendulum   # 2 variants: 44 min
-    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 2 variants: 50 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 4 variants: 88 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
