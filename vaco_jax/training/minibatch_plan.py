@@ -55,8 +55,8 @@ def resolve_minibatch(config: Config) -> Config:
             f"minibatches of whole segments{why} split the environment axis: env.num_envs={env.num_envs} is not "
             f"divisible by ppo.num_minibatches={ppo.num_minibatches}; make num_envs a multiple of num_minibatches"
         )
-    if split == "unrolls" and (columns * (env.num_steps // ppo.advantage_horizon)) % ppo.num_minibatches:
-        unrolls = columns * (env.num_steps // ppo.advantage_horizon)
+    unrolls = columns * (env.num_steps // ppo.advantage_horizon) if split == "unrolls" else 0
+    if unrolls % ppo.num_minibatches:
         raise ConfigError(
             f"env.num_envs={env.num_envs}{reused} segments of env.num_steps={env.num_steps} steps make {unrolls} "
             f"unrolls of ppo.advantage_horizon={ppo.advantage_horizon} steps, which do not split into "
