@@ -13,7 +13,7 @@ from vaco_jax import run_sweep
 from vaco_jax.core.config import EvalConfig
 from vaco_jax.core.types import ActorSnapshot
 from vaco_jax.numerics import normalization
-from vaco_jax.numerics.distributions import CATEGORICAL, DIAG_GAUSSIAN
+from vaco_jax.numerics.distributions import CATEGORICAL, DIAG_GAUSSIAN, TANH_GAUSSIAN
 from vaco_jax.numerics.networks import Networks
 from vaco_jax.training import evaluation
 
@@ -97,20 +97,29 @@ def test_a_one_program_run_evaluates_like_the_chunked_driver(with_and_without_ev
         np.testing.assert_allclose(metrics[name], evaluated.metrics[name][0, 0], rtol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("mean, expected", [(0.5, 0.0), (3.0, -8 * 0.25)])
-def test_continuous_evaluation_acts_with_the_clipped_mean(mean, expected):
+@pytest.mark.parametrize(
+    "dist, mean, expected",
+    [
+        (DIAG_GAUSSIAN, 0.5, 0.0),
+        (DIAG_GAUSSIAN, 3.0, -8 * 0.25),
+        (TANH_GAUSSIAN, np.arctanh(0.5), 0.0),
+        (TANH_GAUSSIAN, 3.0, -8 * (np.tanh(3.0) - 0.5) ** 2),
+    ],
+)
+def test_continuous_evaluation_acts_with_the_mean_as_the_env_receives_it(dist, mean, expected):
     """TargetEnv pays -mean_i (a_i - 0.5)^2 per step for 8 steps: the mean 0.5 earns 0; the mean 3.0 reaches the
-    env clipped to the bound 1, earning -0.25 per step."""
+    env clipped to the bound 1 (-0.25 per step), or squashed to tanh(3) by the tanh-squashed Gaussian (whose
+    mean arctanh(0.5) reaches the env as 0.5)."""
     env = TargetEnv(action_size=3, horizon=8, target=0.5)
     networks = Networks(env.action_spec, 3, (4,), (4,), "tanh", False)
     params = jax.tree.map(jnp.zeros_like, networks.init(jax.random.key(0)).actor)
-    params["params"]["MLP_0"]["Dense_1"]["bias"] = jnp.full(3, mean)
+    params["params"]["MLP_0"]["Dense_1"]["bias"] = jnp.full(3, mean, jnp.float32)
     actor = ActorSnapshot(params, normalization.init(3))
-    scores = evaluation.run_episodes(env, networks, DIAG_GAUSSIAN, actor, jax.random.key(1), episodes=8, max_steps=8)
-    np.testing.assert_allclose(scores["eval/return_deterministic"], expected, atol=1e-6)
+    scores = evaluation.run_episodes(env, networks, dist, actor, jax.random.key(1), episodes=8, max_steps=8)
+    np.testing.assert_allclose(scores["eval/return_deterministic"], expected, atol=1e-5)
     assert scores["eval/length"] == 8
-    if mean == 0.5:  # samples (std 1) land away from the optimum the mean sits on
-        assert scores["eval/return_stochastic"] < scores["eval/return_deterministic"] - 0.5
+    if expected == 0.0:  # samples land away from the optimum the mean sits on
+        assert scores["eval/return_stochastic"] < scores["eval/return_deterministic"] - 0.1
 
 
 def test_under_lag_the_evaluated_policy_is_the_learner_not_the_actors_stale_snapshot():

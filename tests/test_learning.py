@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import optimised_driver
-from vaco_jax import Config, EnvConfig, PPOConfig, envs, run_sweep
+from vaco_jax import Config, EnvConfig, NetworkConfig, PPOConfig, envs, run_sweep
 from vaco_jax.core.config import EvalConfig
 from vaco_jax.numerics import stats
 
@@ -74,9 +74,17 @@ def test_impala_solves_cartpole_with_one_pass_and_raw_advantages():
     assert stats.iqm(final) >= 475, final
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_learns_pendulum_well_above_random(algorithm):
-    config = PENDULUM.replace(algorithm=algorithm)
+# brax's policy: a tanh-squashed Gaussian with a state-dependent deviation (final IQM -266 over 4 seeds at this
+# budget, -188 with the clipped Gaussian: measured with the CLI, not tested apart)
+BRAX_POLICY = NetworkConfig(distribution="tanh_gaussian", std="state_dependent")
+
+
+@pytest.mark.parametrize(
+    "algorithm, network",
+    [pytest.param(a, NetworkConfig(), id=a) for a in ALGORITHMS] + [pytest.param("ppo", BRAX_POLICY, id="ppo-tanh")],
+)
+def test_learns_pendulum_well_above_random(algorithm, network):
+    config = PENDULUM.replace(algorithm=algorithm, network=network)
     result = run_sweep(config, num_seeds=4, driver=optimised_driver(config))
     final = stats.final_return(result.metrics["episode/return"])
     chance = random_policy_return("Pendulum-v1")

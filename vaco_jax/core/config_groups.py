@@ -20,6 +20,8 @@ LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
 from their values."""
 LagKind = Literal[LAG_KINDS]  # type: ignore[valid-type]  # the one list of lag.kind's choices (the CLI's too)
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
+CONTINUOUS_DISTRIBUTIONS = ("gaussian", "tanh_gaussian")  # network.distribution (vaco_jax.numerics.distributions)
+STD_KINDS = ("state_independent", "state_dependent")  # network.std
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 MINIBATCH_SPLITS = ("auto", "samples", "segments", "unrolls")
@@ -124,9 +126,19 @@ class NetworkConfig:
     """Hidden layer widths of the value MLP."""
     activation: Literal["tanh", "relu", "gelu", "silu"] = static("tanh")
     """Hidden-layer activation of both MLPs."""
+    distribution: Literal["gaussian", "tanh_gaussian"] = static("gaussian")
+    """Continuous actions only: gaussian (a diagonal Gaussian whose samples are clipped to the action bounds, as
+    PureJaxRL and CleanRL) or tanh_gaussian (brax's PPO's: samples squashed by tanh into the bounds; the batch keeps
+    the raw samples, their log-probabilities carry tanh's log-det-Jacobian, the entropy is the squashed one's)."""
+    std: Literal["state_independent", "state_dependent"] = static("state_independent")
+    """Continuous actions only: the policy's deviation, a learned parameter per action dimension (state_independent,
+    as PureJaxRL and CleanRL) or a second output of the actor MLP, softplus(x) + 0.001 (state_dependent, as brax's
+    tanh-squashed policy)."""
 
     def check(self) -> None:
         check_choice("network.activation", self.activation, ACTIVATIONS)
+        check_choice("network.distribution", self.distribution, CONTINUOUS_DISTRIBUTIONS)
+        check_choice("network.std", self.std, STD_KINDS)
         for path, sizes in (("network.actor_hidden", self.actor_hidden), ("network.critic_hidden", self.critic_hidden)):
             check(
                 all(isinstance(s, int) and s >= 1 for s in sizes),

@@ -40,16 +40,26 @@ _BRAX_UNROLLS = (
     f"{_BRAX_BATCH}; its estimation inside unrolls of N = unroll_length steps: --ppo.advantage-horizon N "
     "--ppo.minibatch unrolls --ppo.advantages-every-step --ppo.advantage-form q"
 )
+
+
+def _brax(flag: str, note: str, name: str) -> ReferenceName:
+    """A row of brax's (or MuJoCo Playground's) alone."""
+    return ReferenceName("", "", flag, note, brax=name)
+
+
+def _rllib(flag: str, note: str, name: str) -> ReferenceName:
+    """A row of RLlib's alone."""
+    return ReferenceName("", "", flag, note, rllib=name)
+
+
 REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ReferenceName("ENV_NAME", "env_id", "--env.name"),
     ReferenceName("NUM_ENVS", "num_envs", "--env.num-envs", brax="num_envs"),
     ReferenceName("NUM_STEPS", "num_steps", "--env.num-steps", rllib="rollout_fragment_length"),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--env.num-envs",
         "one update's batch is num_envs x num_steps samples: num_envs = train_batch_size / rollout_fragment_length",
-        rllib="train_batch_size",
+        "train_batch_size",
     ),
     ReferenceName("", "", "--env.num-steps", _BRAX_UNROLLS, brax="unroll_length"),
     ReferenceName("", "", "--env.num-steps", _BRAX_BATCH, brax="batch_size"),
@@ -67,12 +77,10 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "UPDATE_EPOCHS", "update_epochs", "--ppo.num-epochs", brax="num_updates_per_batch", rllib="num_epochs"
     ),
     ReferenceName("NUM_MINIBATCHES", "num_minibatches", "--ppo.num-minibatches", brax="num_minibatches"),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--ppo.num-minibatches",
         "a count here, not a size: num_minibatches = num_envs x num_steps / minibatch_size",
-        rllib="minibatch_size",
+        "minibatch_size",
     ),
     ReferenceName(
         "LR",
@@ -109,12 +117,10 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         brax="clipping_epsilon",
         rllib="clip_param",
     ),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--ppo.vf-clip-eps",
         "brax clips its value loss only where this is set; here --ppo.clip-value-loss switches it",
-        brax="clipping_epsilon_value",
+        "clipping_epsilon_value",
     ),
     ReferenceName("", "clip_vloss", "--ppo.clip-value-loss", "off: --ppo.no-clip-value-loss"),
     ReferenceName(
@@ -130,94 +136,78 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         brax="max_grad_norm",
         rllib="grad_clip",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--vtrace.rho-bar",
         "V-trace's rho-bar; its traces' c-bar is --vtrace.c-bar (RLlib fixes it at 1); the policy gradient's rho "
         "clip is rho-bar too (RLlib's vtrace_clip_pg_rho_threshold has no flag of its own)",
-        rllib="vtrace_clip_rho_threshold",
+        "vtrace_clip_rho_threshold",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--impact.rho-max",
         "APPO's target-worker clip, clip(beta/pi_T, 0, rho_max), 2 in both",
-        rllib="target_worker_clipping",
+        "target_worker_clipping",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--impact.kl-coef",
         "APPO's KL term: 0 is RLlib's use_kl_loss=False; fixed here, not adapted toward a kl_target (RLlib's PPO's "
         "kl_coeff is --ppo.kl-coef with --algorithm ppo_kl)",
-        rllib="kl_coeff",
+        "kl_coeff",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "",
         "no adaptive KL coefficient for --algorithm impact; a KL-penalised PPO with a target: --algorithm ppo_kl "
         "--ppo.kl-adaptive --ppo.kl-target",
-        rllib="kl_target",
+        "kl_target",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "",
         "the target network pi_T is the learner at the start of each update (what target_network_update_freq 1 "
         "and tau 1 give); no slower target",
-        rllib="target_network_update_freq",
+        "target_network_update_freq",
     ),
     ReferenceName("", "", "", "the target is copied whole at every update (tau 1)", rllib="tau"),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--reuse.num-batches",
         "each update trains on the last M batches (IMPACT's circular buffer, every batch used M times); RLlib's "
         "circular_buffer_iterations_per_batch has no flag of its own",
-        rllib="circular_buffer_num_batches",
+        "circular_buffer_num_batches",
     ),
-    ReferenceName(
-        "",
-        "",
+    _rllib(
         "--lag.num-actors",
         "simulated actor groups inside one program, each acting with a snapshot --lag.kind makes stale (a measured "
         "histogram: --lag.kind empirical --lag.weights); real threads: --async",
-        rllib="num_env_runners",
+        "num_env_runners",
     ),
     ReferenceName("", "target_kl", "", "no early stop on KL; a KL-penalised PPO is --algorithm ppo_kl"),
-    ReferenceName(
-        "",
-        "",
-        "",
-        "no KL-driven learning rate; a KL-penalised PPO: --algorithm ppo_kl --ppo.kl-adaptive",
-        brax="desired_kl",
-    ),
+    _brax("", "no KL-driven learning rate; a KL-penalised PPO: --algorithm ppo_kl --ppo.kl-adaptive", "desired_kl"),
     ReferenceName("ACTIVATION", "", "--network.activation", "widths: --network.actor-hidden, --network.critic-hidden"),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--network.actor-hidden",
         "an argument of brax's network_factory, ppo_networks.make_ppo_networks, as MuJoCo Playground's configs set it",
-        brax="policy_hidden_layer_sizes",
+        "policy_hidden_layer_sizes",
     ),
     ReferenceName("", "", "--network.critic-hidden", "the critic's widths", brax="value_hidden_layer_sizes"),
-    ReferenceName(
-        "",
-        "",
+    _brax(
+        "--network.distribution",
+        "brax's tanh_normal (its default): tanh_gaussian; its normal: gaussian, here clipped to the action bounds",
+        "distribution_type",
+    ),
+    _brax(
+        "--network.std",
+        "brax's tanh_normal: state_dependent (softplus + 0.001); its normal: state_independent (a log-std here)",
+        "state_dependent_std",
+    ),
+    _brax(
         "",
         "the built-in MLPs only, no network of your own: widths --network.actor-hidden and --network.critic-hidden, "
-        "activation --network.activation",
-        brax="network_factory",
+        "activation --network.activation, policy --network.distribution and --network.std",
+        "network_factory",
     ),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--env.backend",
         "MuJoCo Playground's env config key, not ppo.train's: MJX's jax or warp for a playground/ task; jax by default "
         "here, warp in Playground 0.2, which needs an NVIDIA GPU",
-        brax="impl",
+        "impl",
     ),
     ReferenceName(
         "NORMALIZE_ENV",
@@ -229,47 +219,37 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ),
     ReferenceName("", "", "--env.reward-scale", brax="reward_scaling"),
     ReferenceName("", "", "--env.episode-length", "in brax steps, as brax counts it", brax="episode_length"),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--env.action-repeat",
         "brax steps per agent step: an episode is episode_length / R agent steps, and env_steps count agent steps",
-        brax="action_repeat",
+        "action_repeat",
     ),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--env.bootstrap-on-truncation",
         "on by default here: a time limit's truncation is bootstrapped with V(s'); brax's default, and PureJaxRL's and "
         "CleanRL's ppo.py, end the return there: --env.no-bootstrap-on-truncation",
-        brax="bootstrap_on_timeout",
+        "bootstrap_on_timeout",
     ),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--eval.every",
         "iterations between evaluations, the inverse of a count: num_iterations // num_evals (the brax-<env> presets "
         "set it so), each on fresh environments",
-        brax="num_evals",
+        "num_evals",
     ),
     ReferenceName("", "", "--eval.episodes", "episodes per evaluation", brax="num_eval_envs"),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "--env.reset-every",
         "iterations between resets of every env (0, the default: an env resets only where its episode ends); brax "
         "resets after each of its num_resets_per_eval epochs between two evaluations. MuJoCo Playground's DM Control "
         "Suite config sets 10: a reset after every update at 6e7 env steps (--env.reset-every 1), every second one "
         "at 1e8 (the playground-<env> presets count brax's updates with it but do not reset)",
-        brax="num_resets_per_eval",
+        "num_resets_per_eval",
     ),
-    ReferenceName(
-        "",
-        "",
+    _brax(
         "",
         "both: eval/return_deterministic and eval/return_stochastic (brax's default, False, samples: its "
         "eval/episode_reward is eval/return_stochastic)",
-        brax="deterministic_eval",
+        "deterministic_eval",
     ),
     ReferenceName(
         "SEED",

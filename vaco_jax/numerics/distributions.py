@@ -1,8 +1,13 @@
 """Action distributions as records of pure functions over distribution parameters.
 
 Categorical parameters are logits ``[..., A]``. Diagonal-Gaussian parameters are a
-``(mean [..., A], log_std [..., A])`` pair. Every log-probability is computed in log
-space; ratios elsewhere are ``exp(logp_a - logp_b)``, never a division.
+``(mean [..., A], log_std [..., A])`` pair, for both continuous distributions: the
+Gaussian whose samples are clipped to the action bounds (PureJaxRL's and CleanRL's), and
+the tanh-squashed Gaussian (brax's ``NormalTanhDistribution``), whose samples ``u`` are
+kept raw in the batch and reach the env as ``tanh(u)`` scaled to the bounds. Every
+log-probability is computed in log space; ratios elsewhere are ``exp(logp_a - logp_b)``,
+never a division. Squashing is a bijection, so ratios, total variations and KL
+divergences of raw samples are those of the squashed actions: only the entropy differs.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from vaco_jax.envs.base import ActionSpec
 
 DistParams = Any  # logits [..., A] or (mean [..., A], log_std [..., A])
 
@@ -28,6 +36,7 @@ class Distribution(NamedTuple):
     entropy: Any  # (params) -> [...]
     discrete: bool
     mode: Any  # (params) -> the most likely action [...]: the deterministic policy of an evaluation
+    env_action: Any  # (spec, actions [N, ...]) -> what the env receives: clipped, squashed, or as they are
 
 
 def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
@@ -81,10 +90,70 @@ def gaussian_mode(params: tuple[jax.Array, jax.Array]) -> jax.Array:
     return params[0]
 
 
-CATEGORICAL = Distribution(categorical_sample, categorical_log_prob, categorical_entropy, True, categorical_mode)
-DIAG_GAUSSIAN = Distribution(gaussian_sample, gaussian_log_prob, gaussian_entropy, False, gaussian_mode)
+def tanh_log_det_jacobian(raw: jax.Array) -> jax.Array:
+    """log |d tanh(u) / du| = log(1 - tanh(u)^2), elementwise, in the form that stays finite for any u:
+    ``2 (log 2 - u - softplus(-2u))`` (brax's ``TanhBijector``)."""
+    return 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
 
 
-def for_actions(discrete: bool) -> Distribution:
-    """The distribution record for a discrete or continuous action space."""
-    return CATEGORICAL if discrete else DIAG_GAUSSIAN
+def tanh_gaussian_log_prob(params: tuple[jax.Array, jax.Array], raw: jax.Array) -> jax.Array:
+    """log-density [...] of the squashed action tanh(u) for raw samples u [..., A] of the Gaussian: the Gaussian's
+    log-density less the log-det-Jacobian of tanh (change of variables), summed over action dimensions."""
+    return gaussian_log_prob(params, raw) - jnp.sum(tanh_log_det_jacobian(raw), axis=-1)
+
+
+_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
+_HERMITE_WEIGHTS = _HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum()  # E_{e ~ N(0, 1)}[f(e)] ~ sum_k w_k f(x_k)
+
+
+def tanh_gaussian_entropy(params: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """Entropy [...] of the squashed Gaussian: the Gaussian's plus E_u[log(1 - tanh(u)^2)] per action dimension.
+
+    brax estimates that expectation from one reparameterised sample per state; here a 32-node Gauss-Hermite rule
+    over the reparameterisation u = mean + std * e computes it: the same quantity and the same expected gradient
+    (through the mean and the deviation), deterministic, with no key in the loss. The rule is exact to about 1e-5
+    for deviations up to 2 and within 0.2% at 4; wider Gaussians put nearly all their mass at the bounds, and the
+    error grows (2% at 10), but stays far below one sample's noise."""
+    mean, log_std = params
+    nodes = jnp.asarray(_HERMITE_NODES, mean.dtype).reshape((1,) * mean.ndim + (-1,))
+    weights = jnp.asarray(_HERMITE_WEIGHTS, mean.dtype).reshape((1,) * mean.ndim + (-1,))
+    raw = mean[..., None] + jnp.exp(log_std)[..., None] * nodes  # [..., A, K]
+    expected_log_det = jnp.sum(tanh_log_det_jacobian(raw) * weights, axis=-1)  # [..., A]
+    return gaussian_entropy(params) + jnp.sum(expected_log_det, axis=-1)
+
+
+def clipped_env_action(spec: ActionSpec, actions: jax.Array) -> jax.Array:
+    """The Gaussian's samples [N, A] clipped to the action bounds (the batch keeps the unclipped ones, whose
+    log-probabilities the losses use)."""
+    return jnp.clip(actions, jnp.asarray(spec.low)[None], jnp.asarray(spec.high)[None])
+
+
+def squashed_env_action(spec: ActionSpec, raw: jax.Array) -> jax.Array:
+    """Raw samples u [N, A] as the env receives them: ``low + (tanh(u) + 1) (high - low) / 2``, tanh(u) itself for
+    bounds [-1, 1] up to rounding, as brax (the batch keeps u, whose log-probabilities the losses use)."""
+    low, high = jnp.asarray(spec.low)[None], jnp.asarray(spec.high)[None]
+    return low + 0.5 * (jnp.tanh(raw) + 1.0) * (high - low)
+
+
+def discrete_env_action(spec: ActionSpec, actions: jax.Array) -> jax.Array:
+    """Discrete actions reach the env as they are."""
+    return actions
+
+
+CATEGORICAL = Distribution(
+    categorical_sample, categorical_log_prob, categorical_entropy, True, categorical_mode, discrete_env_action
+)
+DIAG_GAUSSIAN = Distribution(
+    gaussian_sample, gaussian_log_prob, gaussian_entropy, False, gaussian_mode, clipped_env_action
+)
+TANH_GAUSSIAN = Distribution(
+    gaussian_sample, tanh_gaussian_log_prob, tanh_gaussian_entropy, False, gaussian_mode, squashed_env_action
+)
+CONTINUOUS = {"gaussian": DIAG_GAUSSIAN, "tanh_gaussian": TANH_GAUSSIAN}
+"""The continuous distributions by their ``network.distribution`` name."""
+
+
+def for_actions(discrete: bool, continuous: str) -> Distribution:
+    """The distribution record for a discrete action space, or the ``continuous`` one (a :data:`CONTINUOUS` name)
+    for a continuous action space."""
+    return CATEGORICAL if discrete else CONTINUOUS[continuous]

@@ -42,20 +42,34 @@ class MLP(nn.Module):
         )(x)
 
 
+MIN_STD = 0.001
+"""The least deviation of a state-dependent one, ``softplus(x) + MIN_STD``: brax's ``NormalTanhDistribution``'s."""
+
+
 class Actor(nn.Module):
-    """Policy network: categorical logits, or a Gaussian mean with a learned state-independent log-std."""
+    """Policy network: categorical logits, or a Gaussian's mean and log-deviation.
+
+    The deviation is a learned state-independent one (``std="state_independent"``, PureJaxRL's and CleanRL's:
+    one log-std parameter per action dimension, 0 at init), or a second head of the MLP (``"state_dependent"``,
+    brax's: ``softplus(x) + MIN_STD``, about 0.69 at init)."""
 
     action_spec: ActionSpec
     hidden: Sequence[int]
     activation: str = "tanh"
+    std: str = "state_independent"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> DistParams:
-        out = MLP(self.hidden, self.action_spec.size, 0.01, self.activation)(x)
-        if self.action_spec.discrete:
-            return out
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_spec.size,))
-        return out, jnp.broadcast_to(log_std, out.shape)
+        size = self.action_spec.size
+        if self.action_spec.discrete or self.std == "state_independent":
+            out = MLP(self.hidden, size, 0.01, self.activation)(x)
+            if self.action_spec.discrete:
+                return out
+            log_std = self.param("log_std", nn.initializers.zeros, (size,))
+            return out, jnp.broadcast_to(log_std, out.shape)
+        out = MLP(self.hidden, 2 * size, 0.01, self.activation)(x)
+        mean, scale = out[..., :size], out[..., size:]
+        return mean, jnp.log(jax.nn.softplus(scale) + MIN_STD)
 
 
 class Critic(nn.Module):
@@ -84,8 +98,9 @@ class Networks:
         critic_hidden: Sequence[int],
         activation: str,
         normalize_observations: bool,
+        std: str = "state_independent",
     ):
-        self.actor = Actor(action_spec, tuple(actor_hidden), activation)
+        self.actor = Actor(action_spec, tuple(actor_hidden), activation, std)
         self.critic = Critic(tuple(critic_hidden), activation)
         self.observation_size = observation_size
         self.normalize_observations = normalize_observations

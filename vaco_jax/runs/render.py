@@ -30,7 +30,6 @@ from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.core.types import ActorSnapshot, TrainState
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.saved import load_run, parse_point, recorded_run
-from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.trainer import TrainProgram
 
 GYMNAX_FORMATS = (".gif", ".mp4")
@@ -77,7 +76,7 @@ def play_episode(
             act_key, env_key = jax.random.split(jax.random.fold_in(run_key, t))
             params = program.networks.policy(actor, obs)
             action = program.dist.mode(params) if deterministic else program.dist.sample(act_key, params)
-            next_state, ts = env.step(env_state, to_env_actions(env.action_spec, action), env_key)
+            next_state, ts = env.step(env_state, program.dist.env_action(env.action_spec, action), env_key)
             done = (ts.terminated | ts.truncated)[0]
             return (next_state, ts.observation, ended | done), (env_state, ts.reward[0], ended, done, ts.truncated[0])
 

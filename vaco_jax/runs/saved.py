@@ -30,7 +30,6 @@ from vaco_jax.runs.output_options import Output
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import evaluation, memory
 from vaco_jax.training.metrics_store import MetricsStore, StoredMetrics
-from vaco_jax.training.rollout import to_env_actions
 from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.sweep import SweepResult
 from vaco_jax.training.trainer import TrainProgram, resolve_defaults
@@ -190,7 +189,7 @@ class LoadedRun:
         batch = observations.reshape(-1, observations.shape[-1])  # the env's action bounds broadcast over a batch
         params = self.program.networks.policy(snapshot, batch)
         dist = self.program.dist
-        actions = to_env_actions(
+        actions = dist.env_action(
             self.program.env.action_spec, dist.mode(params) if key is None else dist.sample(key, params)
         )
         return actions.reshape(*observations.shape[:-1], *actions.shape[1:])

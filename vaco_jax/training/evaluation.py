@@ -19,7 +19,6 @@ from vaco_jax.core.types import ActorSnapshot
 from vaco_jax.envs.base import Env
 from vaco_jax.numerics.distributions import Distribution
 from vaco_jax.numerics.networks import Networks
-from vaco_jax.training.rollout import to_env_actions
 
 METRICS = ("eval/return_deterministic", "eval/return_stochastic", "eval/length")
 """What an evaluation logs: mean returns of the ended episodes of each policy, and the deterministic policy's mean
@@ -60,7 +59,7 @@ def run_episodes(
         sampled, mode = dist.sample(act_key, params), dist.mode(params)
         chosen = deterministic.reshape(-1, *([1] * (mode.ndim - 1)))
         actions = jnp.where(chosen, mode, sampled)
-        env_state, ts = env.step(env_state, to_env_actions(env.action_spec, actions), env_key)
+        env_state, ts = env.step(env_state, dist.env_action(env.action_spec, actions), env_key)
         live = ~ended
         running = running + jnp.where(live, ts.reward, 0.0)
         lengths = lengths + live.astype(jnp.float32)

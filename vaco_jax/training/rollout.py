@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from vaco_jax.core.types import ActorSnapshot, EpisodeStats, Transitions
-from vaco_jax.envs.base import ActionSpec, Env, begin_rollout, update_episode_stats
+from vaco_jax.envs.base import Env, begin_rollout, update_episode_stats
 from vaco_jax.numerics.distributions import Distribution
 from vaco_jax.numerics.networks import Networks
 
@@ -88,7 +88,7 @@ def act(
         actions = dist.sample(act_key, dist_params)  # [G, Eg, ...]
         log_probs = flat(dist.log_prob(dist_params, actions))
         actions = flat(actions)
-        env_state, ts = env.step(env_state, to_env_actions(spec, actions), env_key)
+        env_state, ts = env.step(env_state, dist.env_action(spec, actions), env_key)
         dones = jnp.logical_or(ts.terminated, ts.truncated)
         stats, finished_returns, finished_lengths = update_episode_stats(stats, ts.reward, dones)
         transition = Transitions(  # the learner's fields are scored once on the whole batch (score_learner)
@@ -113,14 +113,6 @@ def act(
         env_step, (env_state, observations, episode_stats), keys
     )
     return env_state, observations, episode_stats, rollout
-
-
-def to_env_actions(spec: ActionSpec, actions: jax.Array) -> jax.Array:
-    """The actions an env receives: continuous ones clipped to the action bounds (the batch keeps the unclipped
-    ones, whose log-probabilities the losses use); discrete ones as they are."""
-    if spec.discrete:
-        return actions
-    return jnp.clip(actions, jnp.asarray(spec.low)[None], jnp.asarray(spec.high)[None])
 
 
 def score_learner(

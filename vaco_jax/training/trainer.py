@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vaco_jax import envs
 from vaco_jax.algorithms import registry as algorithms
@@ -17,7 +18,7 @@ from vaco_jax.algorithms.state import keep_state
 from vaco_jax.core.config import Config, ConfigError, extended
 from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.core.validation import validate
-from vaco_jax.envs.base import init_episode_stats, reset_when_due
+from vaco_jax.envs.base import ActionSpec, init_episode_stats, reset_when_due
 from vaco_jax.numerics import diagnostics, lag, losses, normalization, reuse, tv
 from vaco_jax.numerics.distributions import for_actions
 from vaco_jax.numerics.networks import Networks
@@ -58,6 +59,33 @@ def resolve_defaults(config: Config) -> Config:
     return resolve_minibatch(config)
 
 
+def check_action_options(config: Config, spec: ActionSpec) -> None:
+    """Refuse the options that the env's action space cannot take, saying what to change."""
+    env = config.env.name
+    if spec.discrete:
+        for path, value, default in (
+            ("network.distribution", config.network.distribution, "gaussian"),
+            ("network.std", config.network.std, "state_independent"),
+        ):
+            if value != default:
+                raise ConfigError(
+                    f"{path}={value!r} is for continuous actions, and {env} has discrete ones (a categorical "
+                    f"policy): leave {path} at {default!r}"
+                )
+    elif config.vaco.tv_estimator == "exact":
+        raise ConfigError(
+            f"vaco.tv_estimator='exact' needs discrete actions, and {env} has continuous ones: "
+            "use vaco.tv_estimator=auto (or sample)"
+        )
+    elif config.network.distribution == "tanh_gaussian" and not (
+        np.all(np.isfinite(spec.low)) and np.all(np.isfinite(spec.high))
+    ):
+        raise ConfigError(
+            f"network.distribution='tanh_gaussian' squashes actions into the action bounds, and {env}'s are not "
+            f"finite (low {spec.low}, high {spec.high}): use network.distribution=gaussian"
+        )
+
+
 class TrainProgram:
     """A compiled-program factory bound to one static configuration.
 
@@ -79,13 +107,10 @@ class TrainProgram:
             config.network.critic_hidden,
             config.network.activation,
             config.env.normalize_observations,
+            config.network.std,
         )
-        self.dist = for_actions(self.env.action_spec.discrete)
-        if config.vaco.tv_estimator == "exact" and not self.env.action_spec.discrete:
-            raise ConfigError(
-                f"vaco.tv_estimator='exact' needs discrete actions, and {config.env.name} has continuous ones: "
-                "use vaco.tv_estimator=auto (or sample)"
-            )
+        check_action_options(config, self.env.action_spec)
+        self.dist = for_actions(self.env.action_spec.discrete, config.network.distribution)
         self.algorithm = algorithms.build(config)
 
     def minibatch_note(self) -> str:
