@@ -99,7 +99,7 @@ def test_the_playground_task_trains_playgrounds_reference_batch_and_budget_with_
         assert "versus" not in rows[records[0]["implementation"]]
 
 
-def test_the_brax_estimation_variants_add_only_brax_estimation_to_the_reset_variant_and_are_tested_against_it():
+def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested_against():
     from benchmarks.studies.ppo_parity import compare
     from vaco_jax.core.config import with_overrides
 
@@ -109,11 +109,20 @@ def test_the_brax_estimation_variants_add_only_brax_estimation_to_the_reset_vari
     assert horizon == with_overrides(reset, {"ppo.advantage_horizon": 30})
     brax = {"ppo.minibatch": "unrolls", "ppo.advantages_every_step": True, "ppo.advantage_form": "q"}
     assert unrolls == with_overrides(horizon, brax)
+    policy = {"network.distribution": "tanh_gaussian", "network.std": "state_dependent"}
+    tanh = task_config(task, "preset-reset-tanh")
+    assert tanh == with_overrides(reset, policy)
+    assert task_config(task, "preset-reset-unrolls-tanh") == with_overrides(unrolls, policy)
     rng = np.random.default_rng(0)
-    ours = {name: rng.uniform(500, 1000, (8, 30)) for name in ("preset-reset", "preset-reset-horizon")}
+    names = ("preset-reset", "preset-reset-horizon", "preset-reset-unrolls", "preset-reset-tanh")
+    ours = {name: rng.uniform(500, 1000, (8, 30)) for name in (*names, "preset-reset-unrolls-tanh")}
     rows = compare(task, ours, [])
     assert "versus_auc" not in rows[0]  # the reset variant has nothing to be tested against here
-    assert set(rows[1]["versus_auc"]) == {rows[0]["implementation"]} == set(rows[1]["versus"])
+    for index in (1, 2, 3):
+        assert set(rows[index]["versus_auc"]) == {rows[0]["implementation"]} == set(rows[index]["versus"])
+    # brax's estimation and policy together: against each of the two alone
+    assert set(rows[4]["versus_auc"]) == {rows[2]["implementation"], rows[3]["implementation"]}
+    assert "--network.distribution tanh_gaussian --network.std state_dependent" in rows[4]["implementation"]
 
 
 def test_the_docs_quote_the_committed_parity_table():

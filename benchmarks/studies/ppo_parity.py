@@ -34,6 +34,8 @@ value loss), kept in the table so that the change's effect is measured, not asse
         --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset-horizon preset-reset-unrolls   # brax's estimation: 15 and 23 min
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
+        --variants preset-reset-tanh preset-reset-unrolls-tanh   # brax's policy, without and with its estimation
     # the reference's diagnosis runs (run_brax_ppo.py --set / --network, in their own venv) are read like references
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
@@ -77,6 +79,8 @@ VARIANTS = {
     "preset-reset-horizon": "preset-reset with advantages estimated inside the reference's unrolls",
     "preset-reset-unrolls": "preset-reset with brax's estimation: inside unrolls, minibatches of them, at every step, "
     "its q-form advantage",
+    "preset-reset-tanh": "preset-reset with brax's policy: a tanh-squashed Gaussian, its deviation state-dependent",
+    "preset-reset-unrolls-tanh": "preset-reset with brax's estimation and brax's policy",
 }
 """vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
 unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
@@ -86,7 +90,9 @@ with advantages estimated as brax estimates them, to tell which part of it matte
 ``unroll_length``-step unrolls alone (``ppo.advantage_horizon``), or with its minibatches of whole unrolls, GAE
 re-estimated at every gradient step with the live critic and brax's advantage (the one-step error bootstrapped from
 the next lambda-return) as well (``ppo.minibatch=unrolls``, ``ppo.advantages_every_step``,
-``ppo.advantage_form=q``)."""
+``ppo.advantage_form=q``); and with brax's policy, a tanh-squashed Gaussian whose deviation is a softplus head of the
+network (``network.distribution=tanh_gaussian``, ``network.std=state_dependent``), alone or with brax's estimation:
+with the two, this trainer runs brax's PPO in everything the table's diagnoses have shown to matter."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +127,8 @@ class Task:
             "preset-reset": resets,
             "preset-reset-horizon": unrolls,
             "preset-reset-unrolls": unrolls,
+            "preset-reset-tanh": resets,
+            "preset-reset-unrolls-tanh": unrolls,
         }
         unknown = [v for v in self.variants if v not in VARIANTS or needs.get(v, False)]
         if unknown:
@@ -216,7 +224,14 @@ TASKS = {
         learning_rate=1e-3,
         metric="eval/return_stochastic",
         eval_every=10,
-        variants=("preset", "preset-reset", "preset-reset-horizon", "preset-reset-unrolls"),
+        variants=(
+            "preset",
+            "preset-reset",
+            "preset-reset-horizon",
+            "preset-reset-unrolls",
+            "preset-reset-tanh",
+            "preset-reset-unrolls-tanh",
+        ),
         reference_configuration="MuJoCo Playground's DM Control Suite config, at a CPU's size",
         settings={"eval.episodes": 128},
         preset="playground-CartpoleBalance",
@@ -249,25 +264,31 @@ def task_config(task: Task, variant: str) -> Config:
     if variant.startswith("preset"):
         reset = {"env.reset_every": task.reset_every} if variant.startswith("preset-reset") else {}
         return with_overrides(
-            apply_preset(task.preset), {**shape, **task.settings, **reset, **brax_estimation(task, variant)}
+            apply_preset(task.preset), {**shape, **task.settings, **reset, **brax_options(task, variant)}
         )
     reference = {**shape, "ppo.learning_rate": task.learning_rate, "network.activation": task.activation}
     legacy = {f"ppo.{name}": value for name, value in STUDY_PPO_PINS.items()} if variant == "legacy" else {}
     return with_overrides(Config(), {**reference, **task.settings, **legacy})
 
 
-def brax_estimation(task: Task, variant: str) -> dict[str, Any]:
-    """The options a variant sets to estimate advantages as brax does (none for the others)."""
+BRAX_POLICY = {"network.distribution": "tanh_gaussian", "network.std": "state_dependent"}
+"""The options that make the policy brax's PPO's (variants ending in ``-tanh``)."""
+
+
+def brax_options(task: Task, variant: str) -> dict[str, Any]:
+    """The options a variant sets to estimate advantages as brax does, and to take brax's policy (none for the
+    others)."""
+    estimation: dict[str, Any] = {}
     if variant == "preset-reset-horizon":
-        return {"ppo.advantage_horizon": task.unroll_length}
-    if variant == "preset-reset-unrolls":
-        return {
+        estimation = {"ppo.advantage_horizon": task.unroll_length}
+    elif variant.startswith("preset-reset-unrolls"):
+        estimation = {
             "ppo.advantage_horizon": task.unroll_length,
             "ppo.minibatch": "unrolls",
             "ppo.advantages_every_step": True,
             "ppo.advantage_form": "q",
         }
-    return {}
+    return {**estimation, **(BRAX_POLICY if variant.endswith("-tanh") else {})}
 
 
 def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> tuple[np.ndarray, float]:
@@ -381,8 +402,13 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-VARIANT_BASES = {"preset-reset-horizon": "preset-reset", "preset-reset-unrolls": "preset-reset"}
-"""The variant of ours each diagnosis variant adds options to: its row is tested against that one's too."""
+VARIANT_BASES = {
+    "preset-reset-horizon": ("preset-reset",),
+    "preset-reset-unrolls": ("preset-reset",),
+    "preset-reset-tanh": ("preset-reset",),
+    "preset-reset-unrolls-tanh": ("preset-reset-unrolls", "preset-reset-tanh"),
+}
+"""The variants of ours each diagnosis variant adds options to: its row is tested against theirs too."""
 
 
 def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -390,17 +416,18 @@ def compare(task: Task, ours: dict[str, np.ndarray], references: list[dict[str, 
     variant of ours with its verdicts against both (and a diagnosis variant against the variant it adds to)."""
     plain = [ref for ref in references if not ref.get("overrides")]
 
-    def own_base(variant: str) -> list[dict[str, Any]]:
-        base = VARIANT_BASES.get(variant)
-        if base not in ours:
-            return []
-        return [{"implementation": f"vaco_jax ({variant_label(task, base)})", "returns": ours[base]}]
+    def own_bases(variant: str) -> list[dict[str, Any]]:
+        return [
+            {"implementation": f"vaco_jax ({variant_label(task, base)})", "returns": ours[base]}
+            for base in VARIANT_BASES.get(variant, ())
+            if base in ours
+        ]
 
     rows = []
     for name, returns, against in [
         *((ref["implementation"], ref["returns"], plain if ref.get("overrides") else []) for ref in references),
         *(
-            (f"vaco_jax ({variant_label(task, variant)})", returns, references + own_base(variant))
+            (f"vaco_jax ({variant_label(task, variant)})", returns, references + own_bases(variant))
             for variant, returns in ours.items()
         ),
     ]:
@@ -420,7 +447,7 @@ def variant_label(task: Task, variant: str) -> str:
     if variant.startswith("preset-reset"):
         flags = " ".join(
             f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
-            for name, value in {"env.reset_every": task.reset_every, **brax_estimation(task, variant)}.items()
+            for name, value in {"env.reset_every": task.reset_every, **brax_options(task, variant)}.items()
         )
         return f"{task.preset} preset, {flags}"
     return f"{task.preset} preset" if variant == "preset" else variant
