@@ -181,6 +181,11 @@ def test_unrolls_as_long_as_the_rollout_are_segments_and_every_step_gae_starts_f
     )
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
     jax.tree.map(close, segments.params, unrolls.params)
+    # IMPALA's V-trace at every step takes unrolls too (a horizon cuts it at their ends): as long as the rollout,
+    # they are its segments
+    _, impala_segments = _one_iteration({"algorithm": "impala"})
+    _, impala_unrolls = _one_iteration({"algorithm": "impala", "ppo.minibatch": "unrolls", "ppo.advantage_horizon": 16})
+    jax.tree.map(close, impala_segments.params, impala_unrolls.params)
 
     one_step = {"ppo.num_epochs": 1, "ppo.num_minibatches": 1, "ppo.minibatch": "segments"}
     _, once = _one_iteration(one_step)

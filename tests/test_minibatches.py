@@ -115,7 +115,7 @@ def test_a_hand_built_learner_cannot_feed_samples_to_a_loss_that_needs_segments(
     state, batch = first_batch(program)
     config = set_field(program.config, "ppo.minibatch", "samples")  # as if resolve_minibatch had been skipped
     learner = Learner(program.networks, program.dist, program.algorithm, make_optimizer(config, config), config)
-    with pytest.raises(ValueError, match="impala re-estimates V-trace .* not ppo.minibatch=samples"):
+    with pytest.raises(ValueError, match="impala re-estimates its advantages .* not ppo.minibatch=samples"):
         run_epochs(
             state.params, state.opt_state, batch, state.obs_norm, state.algo_state, jax.random.key(0), learner, config
         )

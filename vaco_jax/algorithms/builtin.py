@@ -294,8 +294,7 @@ def _impala(config: Config) -> Algorithm:
         vtrace_advantages("q"),
         _impala_loss,
         "behaviour",
-        advantages_every_step=True,
-        needs_segments="impala re-estimates V-trace along each rollout segment at every gradient step",
+        advantages_every_step=True,  # along whole segments, or inside unrolls (ppo.minibatch=unrolls)
         reads_clip_eps=False,  # a plain policy gradient: V-trace's rho clip is vtrace.rho_bar
     )
 

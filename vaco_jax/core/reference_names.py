@@ -194,7 +194,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ),
     _brax(
         "--network.std",
-        "brax's tanh_normal: state_dependent (softplus + 0.001); its normal: state_independent (a log-std here)",
+        "brax reads it for normal only (a raw or exp head there, not here); tanh_normal's deviation is always "
+        "state-dependent, softplus + 0.001: --network.std state_dependent; normal's default: state_independent",
         "state_dependent_std",
     ),
     _brax(

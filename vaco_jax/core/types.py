@@ -113,7 +113,7 @@ class Transitions:
     """
 
     observations: jax.Array  # [T, E, D] raw s_t
-    actions: jax.Array  # [T, E] int32 (discrete) or [T, E, A] float (the unclipped sample)
+    actions: jax.Array  # [T, E] int32 (discrete) or [T, E, A] float (the raw sample: unclipped, or before tanh)
     ref_log_probs: jax.Array | None = None  # [T, E] log-probs of the ratio reference (beta or pi_T): learning
     ref_logits: jax.Array | None = None  # [T, E, A] its logits (discrete actions): learning
     advantages: jax.Array | None = None  # [T, E] (unused where the algorithm re-estimates them every step)

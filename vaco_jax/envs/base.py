@@ -58,7 +58,7 @@ class Env(Protocol):
         ...
 
     def step(self, state: Any, actions: jax.Array, key: jax.Array) -> tuple[Any, TimeStep]:
-        """Step every environment with ``actions`` [E, ...] (already clipped to the space).
+        """Step every environment with ``actions`` [E, ...] (already clipped or squashed into the space).
 
         Finished episodes (terminated or truncated) are reset with fresh random start states
         drawn from ``key``; ``TimeStep.final_observation`` keeps the observation before the reset.

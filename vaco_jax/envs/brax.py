@@ -23,7 +23,8 @@ observation for bootstrapping. This adapter instead
   (the metric ``env/nonfinite_steps``). Nothing non-finite reaches a loss.
 
 Every brax env takes actions in [-1, 1] (those with wider actuator ranges rescale
-internally), so the policy's Gaussian sample is clipped to [-1, 1] when sent here.
+internally), so the policy's Gaussian sample is clipped to [-1, 1] when sent here (or, with
+``network.distribution=tanh_gaussian``, squashed into it by tanh, as brax's PPO does).
 """
 
 from __future__ import annotations

@@ -104,22 +104,44 @@ def tanh_gaussian_log_prob(params: tuple[jax.Array, jax.Array], raw: jax.Array) 
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
 _HERMITE_WEIGHTS = _HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum()  # E_{e ~ N(0, 1)}[f(e)] ~ sum_k w_k f(x_k)
+WIDE_STD = 2.5
+"""From this deviation on, :func:`expected_tanh_log_det` takes its wide-Gaussian form: the quadrature's accuracy
+falls with the width (its gradient in the mean is 4% off just below 3, 10 times too small at 10)."""
+
+
+def expected_tanh_log_det(mean: jax.Array, std: jax.Array) -> jax.Array:
+    """E[log(1 - tanh(u)^2)], u ~ N(mean, std^2), elementwise, and differentiable in both.
+
+    Below :data:`WIDE_STD`: a 32-node Gauss-Hermite rule over u = mean + std * e (exact to about 1e-4 up to std 2).
+    From it on: ``2 log 2 - 2 E|u| - (pi^2 / 6) p(0)``, exact in ``E|u|`` (the folded normal's mean) and, where the
+    density p is flat near 0 as a wide Gaussian's is, in the rest (the integral of log(1 + e^(-2|u|)) is pi^2 / 12).
+    Against float64 integration over deviations 0.5 to 12 and means -5 to 3, the value is within 0.4% and both
+    gradients within 1.5% (the worst near the switch), closer away from it."""
+    nodes = jnp.asarray(_HERMITE_NODES, mean.dtype).reshape((1,) * mean.ndim + (-1,))
+    weights = jnp.asarray(_HERMITE_WEIGHTS, mean.dtype).reshape((1,) * mean.ndim + (-1,))
+    narrow = std < WIDE_STD
+    narrow_std = jnp.where(narrow, std, WIDE_STD)  # the branch not taken stays finite, and so does its gradient
+    quadrature = jnp.sum(tanh_log_det_jacobian(mean[..., None] + narrow_std[..., None] * nodes) * weights, axis=-1)
+    wide_std = jnp.where(narrow, WIDE_STD, std)
+    z = mean / wide_std
+    density_at_zero = jnp.exp(-0.5 * z**2) / (math.sqrt(2 * math.pi) * wide_std)
+    folded_mean = wide_std * math.sqrt(2 / math.pi) * jnp.exp(-0.5 * z**2) + mean * jax.scipy.special.erf(
+        z / math.sqrt(2)
+    )
+    wide = 2 * math.log(2.0) - 2 * folded_mean - (math.pi**2 / 6) * density_at_zero
+    return jnp.where(narrow, quadrature, wide)
 
 
 def tanh_gaussian_entropy(params: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """Entropy [...] of the squashed Gaussian: the Gaussian's plus E_u[log(1 - tanh(u)^2)] per action dimension.
+    """Entropy [...] of the squashed Gaussian on (-1, 1): the Gaussian's plus E_u[log(1 - tanh(u)^2)] per action
+    dimension (:func:`expected_tanh_log_det`).
 
-    brax estimates that expectation from one reparameterised sample per state; here a 32-node Gauss-Hermite rule
-    over the reparameterisation u = mean + std * e computes it: the same quantity and the same expected gradient
-    (through the mean and the deviation), deterministic, with no key in the loss. The rule is exact to about 1e-5
-    for deviations up to 2 and within 0.2% at 4; wider Gaussians put nearly all their mass at the bounds, and the
-    error grows (2% at 10), but stays far below one sample's noise."""
+    brax estimates that expectation from one reparameterised sample per state; here it is computed: the same
+    quantity and the same expected gradient (through the mean and the deviation), deterministic, with no key in the
+    loss. As brax's, it is tanh(u)'s entropy: the env's action, rescaled to bounds other than [-1, 1], has
+    sum log((high - low) / 2) more, a constant that leaves the bonus's gradient as it is."""
     mean, log_std = params
-    nodes = jnp.asarray(_HERMITE_NODES, mean.dtype).reshape((1,) * mean.ndim + (-1,))
-    weights = jnp.asarray(_HERMITE_WEIGHTS, mean.dtype).reshape((1,) * mean.ndim + (-1,))
-    raw = mean[..., None] + jnp.exp(log_std)[..., None] * nodes  # [..., A, K]
-    expected_log_det = jnp.sum(tanh_log_det_jacobian(raw) * weights, axis=-1)  # [..., A]
-    return gaussian_entropy(params) + jnp.sum(expected_log_det, axis=-1)
+    return gaussian_entropy(params) + jnp.sum(expected_tanh_log_det(mean, jnp.exp(log_std)), axis=-1)
 
 
 def clipped_env_action(spec: ActionSpec, actions: jax.Array) -> jax.Array:
@@ -129,10 +151,10 @@ def clipped_env_action(spec: ActionSpec, actions: jax.Array) -> jax.Array:
 
 
 def squashed_env_action(spec: ActionSpec, raw: jax.Array) -> jax.Array:
-    """Raw samples u [N, A] as the env receives them: ``low + (tanh(u) + 1) (high - low) / 2``, tanh(u) itself for
-    bounds [-1, 1] up to rounding, as brax (the batch keeps u, whose log-probabilities the losses use)."""
+    """Raw samples u [N, A] as the env receives them: ``(high + low) / 2 + tanh(u) (high - low) / 2``, exactly
+    tanh(u) for bounds [-1, 1], as brax's (the batch keeps u, whose log-probabilities the losses use)."""
     low, high = jnp.asarray(spec.low)[None], jnp.asarray(spec.high)[None]
-    return low + 0.5 * (jnp.tanh(raw) + 1.0) * (high - low)
+    return 0.5 * (high + low) + 0.5 * (high - low) * jnp.tanh(raw)
 
 
 def discrete_env_action(spec: ActionSpec, actions: jax.Array) -> jax.Array:
