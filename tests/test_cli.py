@@ -888,6 +888,12 @@ def test_a_run_with_nothing_to_score_is_told_apart_from_a_diverged_one():
     evaluated = {**result.metrics, "eval/return_deterministic": np.where(np.arange(3) == 2, 50.0, np.nan) + 0 * returns}
     said = readings_report(SweepResult(config, result.grid, [0], evaluated), result.summary(), "episode/return")
     assert "--metric eval/return_deterministic scores the learner's evaluations" in said
+    assert "WARNING" not in said  # the one run with skipped steps is counted diverged: nothing more to say
+    partly = skipped.copy()
+    partly[0, 0, 1] = 1.0  # a scored run: 1 of its 12 steps skipped
+    said = readings_report(SweepResult(config, result.grid, [0], {**result.metrics, SKIPPED_STEPS: partly}))
+    assert said.startswith("WARNING: 1 of 3 scored runs had gradient steps skipped by the NaN guard")
+    assert "up to 8.3% of a run's steps" in said
 
 
 def test_a_tyro_box_drawn_for_a_terminal_is_condensed_to_one_line():
@@ -1173,11 +1179,21 @@ def test_the_progress_line_shows_a_few_grid_points_returns_apart_and_says_what_i
         "progress: returns per grid point (lag.k=0, ppo.learning_rate=0.001 / lag.k=0, ppo.learning_rate=0.0003 / "
         "lag.k=4, ppo.learning_rate=0.001 / lag.k=4, ppo.learning_rate=0.0003), each the mean over its 2 seeds"
     ), header
-    assert row.endswith("return 10.0/20.0/30.0/40.0  eval 11.0/21.0/31.0/41.0"), row
+    assert row.endswith("return 10.0/20.0/30.0/40.0  eval mode 11.0/21.0/31.0/41.0"), row
     wide = progress.ProgressLine(config, 14, False, grid={"lag.k": list(range(7))})
-    wide.on_chunk(5, {"episode/return": np.full((14, 5), 3.0), "eval/return_deterministic": np.full((14, 5), 4.0)})
+    wide.on_chunk(
+        5,
+        {
+            "episode/return": np.full((14, 5), 3.0),
+            "eval/return_deterministic": np.full((14, 5), 4.0),
+            "eval/return_stochastic": np.full((14, 5), 2.0),
+            "nonfinite/skipped_steps": np.concatenate([np.full((1, 5), 4.0), np.zeros((13, 5))]),
+        },
+    )
     header, row = capsys.readouterr().out.splitlines()
-    assert header == "progress: the mean over all 14 runs (7 grid points x 2 seeds)" and row.endswith("eval 4.0")
+    assert header == "progress: the mean over all 14 runs (7 grid points x 2 seeds)"
+    # the learner's two evaluations, labelled; one run of 14 skipping 4 of its 16 steps a chunk: 1.8% of them all
+    assert row.endswith("eval mode 4.0 sampled 2.0  WARNING: 1.8% of gradient steps skipped (non-finite gradients)")
 
 
 def test_the_lag_buffer_is_sized_for_the_largest_lag_asked_for_unless_given(tmp_path, capsys):

@@ -117,18 +117,24 @@ class ProgressLine:
         seconds, first = self.timer.lap()
         rate = (done - self.done) * config.steps_per_iteration * self.num_runs / seconds  # all runs, this chunk
         self.done = done
-        evaluated = f"  eval {self.returns(metrics['eval/return_deterministic'])}" if config.eval.every else ""
+        evaluated = ""
+        if config.eval.every:  # the learner's evaluations: by its mode, and sampled (brax's eval/episode_reward)
+            evaluated = f"  eval mode {self.returns(metrics['eval/return_deterministic'])}"
+            if "eval/return_stochastic" in metrics:
+                evaluated += f" sampled {self.returns(metrics['eval/return_stochastic'])}"
         # discrete actions: the exact TVs (what the filter uses); continuous: the estimates and their weights' ESS
         exact = "_exact" if "tv/forward_exact" in metrics else ""
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
         if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
             skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
+            per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
             if mostly_skipped(skipped, config):
-                per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
                 trust += (
                     f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "
                     "diverged): lower --ppo.learning-rate"
                 )
+            elif skipped > 0:  # some: the run goes on, partly diverged
+                trust += f"  WARNING: {max(per_step, 0.001):.1%} of gradient steps skipped (non-finite gradients)"
         if "async/queue_depth" in metrics:  # the asynchronous mode: this chunk's measured lags and queue
             lags = np.concatenate([v[0] for name, v in metrics.items() if name.startswith("async/lag_")])
             queue = metrics["async/queue_depth"][0].mean()

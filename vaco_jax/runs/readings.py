@@ -11,7 +11,7 @@ import numpy as np
 
 from vaco_jax.core.grid import indexed_points
 from vaco_jax.numerics import stats
-from vaco_jax.training.sweep import SweepResult, format_table, unscored_runs
+from vaco_jax.training.sweep import SKIPPED_STEPS, SweepResult, format_table, unscored_runs
 
 READINGS = {
     "episode/return": "actors' training return",
@@ -89,6 +89,25 @@ def few_seeds_note(num_seeds: int) -> str | None:
     )
 
 
+def skipped_steps_note(result: SweepResult) -> str | None:
+    """A line where runs the summary scores (not diverged: :meth:`~vaco_jax.training.sweep.SweepResult.diverged_runs`)
+    had gradient steps skipped by the NaN guard: their training partly diverged, and their scores say nothing of it."""
+    if SKIPPED_STEPS not in result.metrics:
+        return None
+    _, per_iteration = result.metrics.run_scores(SKIPPED_STEPS, 1.0)  # [*grid, seed]: mean skipped per iteration
+    fractions = np.nan_to_num(per_iteration) / (result.config.ppo.num_epochs * result.config.ppo.num_minibatches)
+    partly = (fractions > 0) & ~result.diverged_runs()
+    if not partly.any():
+        return None
+    count, runs = int(partly.sum()), partly.size
+    return (
+        f"WARNING: {count} of {runs} scored run{'s' if runs > 1 else ''} had gradient steps skipped by the NaN guard "
+        f"(non-finite loss or gradients; up to {fractions[partly].max():.1%} of a run's steps, "
+        f"{SKIPPED_STEPS} in its metrics): their training partly diverged, which their scores do not show; a lower "
+        "--ppo.learning-rate or a gradient clip (--ppo.max-grad-norm) may keep it finite"
+    )
+
+
 EVAL_METRIC = "eval/return_deterministic"  # the learner's evaluation: what scores a run whose episodes never end
 
 
@@ -114,11 +133,12 @@ def unscored_note(result: SweepResult, rows: list[dict[str, Any]], metric: str) 
 
 
 def readings_report(result: SweepResult, rows: Sequence[dict[str, Any]] = (), metric: str = "episode/return") -> str:
-    """What the command line prints after a run's summary (``rows``, of ``metric``): a note where runs have no score
-    (:func:`unscored_note`) or few seeds (:func:`few_seeds_note`), the realised lag (:func:`realised_lag_note`) and
-    every reading of its return side by side (:func:`readings_cells`), where the run has them; "" where it has
-    none."""
-    said = [note] if (note := unscored_note(result, list(rows), metric)) else []
+    """What the command line prints after a run's summary (``rows``, of ``metric``): a warning where scored runs
+    skipped gradient steps (:func:`skipped_steps_note`), a note where runs have no score (:func:`unscored_note`) or
+    few seeds (:func:`few_seeds_note`), the realised lag (:func:`realised_lag_note`) and every reading of its return
+    side by side (:func:`readings_cells`), where the run has them; "" where it has none."""
+    said = [note] if (note := skipped_steps_note(result)) else []
+    said += [note] if (note := unscored_note(result, list(rows), metric)) else []
     said += [note] if (note := few_seeds_note(len(result.seeds))) else []
     note = realised_lag_note(result)
     said += [note] if note else []
@@ -138,5 +158,6 @@ __all__ = [
     "readings_cells",
     "readings_report",
     "realised_lag_note",
+    "skipped_steps_note",
     "unscored_note",
 ]
