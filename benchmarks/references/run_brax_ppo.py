@@ -26,8 +26,10 @@ benchmarks/results/ppo_parity/reference/playground_pip_freeze.txt):
     venv-playground/bin/python benchmarks/references/run_brax_ppo.py --playground CartpoleBalance --seeds 0 1 2 3 \
         --num-timesteps 300000 --num-envs 32 --num-evals 4 --out playground_playground-CartpoleBalance.json
 
-``--set KEY=VALUE`` and ``--network KEY=VALUE`` (an argument of brax's ``make_ppo_networks``) run it at another
-value of its own settings, a diagnosis recorded as ``overrides`` and named so.
+Beside the returns it records brax's own losses (``training/v_loss`` and the others: at each evaluation its
+progress function gets their mean over the updates since the one before). ``--set KEY=VALUE`` and ``--network
+KEY=VALUE`` (an argument of brax's ``make_ppo_networks``) run it at another value of its own settings, a diagnosis
+recorded as ``overrides`` and named so.
 
 The only instrumentation: brax's EpisodeMetricsLogger.update_episode_metrics (called by jax.debug.callback once per
 training step with that step's episode metrics and done flags) is wrapped to also record the mean sum_reward of the
@@ -156,10 +158,11 @@ def recorded(self, episode_metrics, dones, train_metrics):
 
 
 brax_logger.EpisodeMetricsLogger.update_episode_metrics = recorded
-returns, counts, evals, seconds = [], [], [], []
+returns, counts, evals, seconds, training_losses = [], [], [], [], []
+TRAINING_LOSSES = ("training/v_loss", "training/policy_loss", "training/entropy_loss", "training/total_loss")
 for seed in a.seeds:
     steps.clear()
-    evaluations = []
+    evaluations, losses = [], []
     start = time.time()
     if a.playground:
         env = registry.load(a.playground, config_overrides={"impl": "jax"})
@@ -172,9 +175,10 @@ for seed in a.seeds:
         **wrap,
         log_training_metrics=True,
         **network_factory,
-        progress_fn=lambda n, m, evaluations=evaluations: evaluations.append((n, float(m["eval/episode_reward"])))
-        if "eval/episode_reward" in m
-        else None,
+        progress_fn=lambda n, m, evaluations=evaluations, losses=losses: (
+            evaluations.append((n, float(m["eval/episode_reward"]))) if "eval/episode_reward" in m else None,
+            losses.append((n, {k: float(m[k]) for k in TRAINING_LOSSES if k in m})) if n > 0 else None,
+        ),
         **config,
     )
     seconds.append(time.time() - start)
@@ -186,6 +190,7 @@ for seed in a.seeds:
         returns.append([None if r is None else round(r, 4) for _, r in steps])
     counts.append([n for n, _ in steps])
     evals.append(evaluations)
+    training_losses.append(losses)
     finals = [r for r in returns[-1][-max(1, len(steps) // 10) :] if r is not None]
     print(
         f"seed {seed}: {len(steps)} training steps, final {np.mean(finals) if finals else float('nan'):.1f}, "
@@ -233,6 +238,7 @@ json.dump(
         "returns": returns,
         "completed_episodes": counts,
         "evaluations": evals,
+        "training_losses": training_losses,  # brax's training/*_loss at each evaluation: the mean since the last
         "wall_seconds": seconds,
         "notes": "brax's PPO unmodified, from the brax package in a virtual environment of its own outside the "
         "vaco_jax package's; "
