@@ -177,7 +177,7 @@ def test_unrolls_as_long_as_the_rollout_are_segments_and_every_step_gae_starts_f
     program, unrolls = _one_iteration({"ppo.minibatch": "unrolls", "ppo.advantage_horizon": 16})
     assert (
         program.minibatch_note()
-        == "2 minibatches of 16-step unrolls (ppo.minibatch=unrolls), advantages estimated inside each"
+        == "2 minibatches of 4 16-step unrolls (ppo.minibatch=unrolls), advantages estimated inside each"
     )
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
     jax.tree.map(close, segments.params, unrolls.params)

@@ -73,8 +73,10 @@ def minibatch_note(config: Config, algorithm: Algorithm) -> str:
     count = f"{ppo.num_minibatches} minibatch{'es' if ppo.num_minibatches != 1 else ''}"
     if ppo.minibatch == "unrolls":
         every_step = " at every gradient step" if algorithm.advantages_every_step else ""
-        unrolls = f"{ppo.advantage_horizon}-step unrolls (ppo.minibatch=unrolls)"
-        return f"{count} of {unrolls}, advantages estimated{every_step} inside each"
+        columns = config.env.num_envs * config.reuse.num_batches
+        per_minibatch = columns * (config.env.num_steps // ppo.advantage_horizon) // ppo.num_minibatches
+        unrolls = f"{per_minibatch} {ppo.advantage_horizon}-step unroll{'s' if per_minibatch != 1 else ''}"
+        return f"{count} of {unrolls} (ppo.minibatch=unrolls), advantages estimated{every_step} inside each"
     if ppo.minibatch == "samples":
         note = f"{count} of shuffled samples"
     else:
