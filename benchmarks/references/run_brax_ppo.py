@@ -27,7 +27,8 @@ benchmarks/results/ppo_parity/reference/playground_pip_freeze.txt):
         --num-timesteps 300000 --num-envs 32 --num-evals 4 --out playground_playground-CartpoleBalance.json
 
 Beside the returns it records brax's own losses (``training/v_loss`` and the others: at each evaluation its
-progress function gets their mean over the updates since the one before). ``--set KEY=VALUE`` and ``--network
+progress function gets their mean over the gradient steps of the last training epoch before it, which with
+``num_resets_per_eval`` is the last of that many loops). ``--set KEY=VALUE`` and ``--network
 KEY=VALUE`` (an argument of brax's ``make_ppo_networks``) run it at another value of its own settings, a diagnosis
 recorded as ``overrides`` and named so.
 
@@ -238,7 +239,7 @@ json.dump(
         "returns": returns,
         "completed_episodes": counts,
         "evaluations": evals,
-        "training_losses": training_losses,  # brax's training/*_loss at each evaluation: the mean since the last
+        "training_losses": training_losses,  # brax's training/*_loss at each call: its last epoch's means
         "wall_seconds": seconds,
         "notes": "brax's PPO unmodified, from the brax package in a virtual environment of its own outside the "
         "vaco_jax package's; "
