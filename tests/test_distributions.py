@@ -215,3 +215,25 @@ def test_the_squashed_gaussian_is_braxs_normal_tanh_distribution():
     draws = jax.vmap(lambda k: brax_dist.entropy(parameters, k))(jax.random.split(key_entropy, 4000))  # [4000, 64]
     error = np.asarray(draws.std(0)) / np.sqrt(draws.shape[0])
     assert np.all(np.abs(np.asarray(TANH_GAUSSIAN.entropy(ours) - draws.mean(0))) < 4 * error + 1e-3)
+
+
+def test_brax_initialisation_draws_every_kernel_lecun_uniform_and_the_default_stays_orthogonal():
+    """network.init=lecun_uniform (brax's PPO networks): every kernel, heads included, uniform within sqrt(3 / fan-in)
+    with variance 1 / fan-in, biases zero; the default: orthogonal kernels of gain sqrt(2), heads 0.01 (policy) and
+    1 (value)."""
+    spec = ActionSpec(discrete=False, size=3, low=-np.ones(3, np.float32), high=np.ones(3, np.float32))
+    brax = Networks(spec, 40, (256, 256), (256, 256), "silu", False, std="state_dependent", init_scheme="lecun_uniform")
+    params = brax.init(jax.random.key(0))
+    for layers in (params.actor["params"]["MLP_0"], params.critic["params"]["MLP_0"]):
+        for layer in layers.values():
+            kernel, fan_in = np.asarray(layer["kernel"], np.float64), layer["kernel"].shape[0]
+            assert np.abs(kernel).max() <= np.sqrt(3 / fan_in) + 1e-6
+            assert abs(kernel.var() * fan_in - 1.0) < 0.1, kernel.var() * fan_in  # the heads too: no 0.01 scale
+            assert not np.asarray(layer["bias"]).any()
+    default = Networks(spec, 40, (256, 256), (256, 256), "silu", False).init(jax.random.key(0))
+    gains = {"Dense_0": np.sqrt(2), "Dense_1": np.sqrt(2), "Dense_2": 0.01}
+    for name, gain in gains.items():
+        kernel = np.asarray(default.actor["params"]["MLP_0"][name]["kernel"], np.float64)
+        small = min(kernel.shape)
+        gram = kernel.T @ kernel if kernel.shape[0] >= kernel.shape[1] else kernel @ kernel.T
+        np.testing.assert_allclose(gram, gain**2 * np.eye(small), atol=1e-4 * max(1.0, gain**2))

@@ -22,6 +22,7 @@ LagKind = Literal[LAG_KINDS]  # type: ignore[valid-type]  # the one list of lag.
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 CONTINUOUS_DISTRIBUTIONS = ("gaussian", "tanh_gaussian")  # network.distribution (vaco_jax.numerics.distributions)
 STD_KINDS = ("state_independent", "state_dependent")  # network.std
+INITIALISATIONS = ("orthogonal", "lecun_uniform")  # network.init
 W_MODES = ("truncate", "mask")
 DIAGNOSTIC_LEVELS = ("full", "lean", "off")
 MINIBATCH_SPLITS = ("auto", "samples", "segments", "unrolls")
@@ -134,11 +135,15 @@ class NetworkConfig:
     """Continuous actions only: the policy's deviation, a learned parameter per action dimension (state_independent,
     as PureJaxRL and CleanRL) or a second output of the actor MLP, softplus(x) + 0.001 (state_dependent, as brax's
     tanh-squashed policy)."""
+    init: Literal["orthogonal", "lecun_uniform"] = static("orthogonal")
+    """Kernel initialisation of both MLPs: orthogonal (gain sqrt(2), the policy head 0.01 and the value head 1, as
+    PureJaxRL and CleanRL) or lecun_uniform (every layer, heads included, as brax's PPO networks); biases zero."""
 
     def check(self) -> None:
         check_choice("network.activation", self.activation, ACTIVATIONS)
         check_choice("network.distribution", self.distribution, CONTINUOUS_DISTRIBUTIONS)
         check_choice("network.std", self.std, STD_KINDS)
+        check_choice("network.init", self.init, INITIALISATIONS)
         for path, sizes in (("network.actor_hidden", self.actor_hidden), ("network.critic_hidden", self.critic_hidden)):
             check(
                 all(isinstance(s, int) and s >= 1 for s in sizes),

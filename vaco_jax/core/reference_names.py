@@ -201,7 +201,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     _brax(
         "",
         "the built-in MLPs only, no network of your own: widths --network.actor-hidden and --network.critic-hidden, "
-        "activation --network.activation, policy --network.distribution and --network.std",
+        "activation --network.activation, policy --network.distribution and --network.std, kernels --network.init "
+        "(brax's lecun_uniform: --network.init lecun_uniform)",
         "network_factory",
     ),
     _brax(

@@ -23,23 +23,25 @@ _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.si
 
 
 class MLP(nn.Module):
-    """Dense layers with orthogonal(sqrt 2) init and a final layer scaled by ``out_scale``."""
+    """Dense layers with zero biases and, by default (``init_scheme="orthogonal"``, PureJaxRL's and CleanRL's),
+    orthogonal kernels of gain sqrt(2) and a final layer of gain ``out_scale``; ``init_scheme="lecun_uniform"``
+    (brax's) draws every kernel, the final one's too, uniformly with variance 1 / fan-in."""
 
     hidden: Sequence[int]
     out_size: int
     out_scale: float
     activation: str = "tanh"
+    init_scheme: str = "orthogonal"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = _ACTIVATIONS[self.activation]
+        lecun = nn.initializers.lecun_uniform() if self.init_scheme == "lecun_uniform" else None
         for width in self.hidden:
-            x = act(
-                nn.Dense(width, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), bias_init=nn.initializers.zeros)(x)
-            )
-        return nn.Dense(
-            self.out_size, kernel_init=nn.initializers.orthogonal(self.out_scale), bias_init=nn.initializers.zeros
-        )(x)
+            kernel = lecun or nn.initializers.orthogonal(np.sqrt(2))
+            x = act(nn.Dense(width, kernel_init=kernel, bias_init=nn.initializers.zeros)(x))
+        kernel = lecun or nn.initializers.orthogonal(self.out_scale)
+        return nn.Dense(self.out_size, kernel_init=kernel, bias_init=nn.initializers.zeros)(x)
 
 
 MIN_STD = 0.001
@@ -57,17 +59,18 @@ class Actor(nn.Module):
     hidden: Sequence[int]
     activation: str = "tanh"
     std: str = "state_independent"
+    init_scheme: str = "orthogonal"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> DistParams:
         size = self.action_spec.size
         if self.action_spec.discrete or self.std == "state_independent":
-            out = MLP(self.hidden, size, 0.01, self.activation)(x)
+            out = MLP(self.hidden, size, 0.01, self.activation, self.init_scheme)(x)
             if self.action_spec.discrete:
                 return out
             log_std = self.param("log_std", nn.initializers.zeros, (size,))
             return out, jnp.broadcast_to(log_std, out.shape)
-        out = MLP(self.hidden, 2 * size, 0.01, self.activation)(x)
+        out = MLP(self.hidden, 2 * size, 0.01, self.activation, self.init_scheme)(x)
         mean, scale = out[..., :size], out[..., size:]
         return mean, jnp.log(jax.nn.softplus(scale) + MIN_STD)
 
@@ -77,10 +80,11 @@ class Critic(nn.Module):
 
     hidden: Sequence[int]
     activation: str = "tanh"
+    init_scheme: str = "orthogonal"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return MLP(self.hidden, 1, 1.0, self.activation)(x)[..., 0]
+        return MLP(self.hidden, 1, 1.0, self.activation, self.init_scheme)(x)[..., 0]
 
 
 class Networks:
@@ -99,9 +103,10 @@ class Networks:
         activation: str,
         normalize_observations: bool,
         std: str = "state_independent",
+        init_scheme: str = "orthogonal",
     ):
-        self.actor = Actor(action_spec, tuple(actor_hidden), activation, std)
-        self.critic = Critic(tuple(critic_hidden), activation)
+        self.actor = Actor(action_spec, tuple(actor_hidden), activation, std, init_scheme)
+        self.critic = Critic(tuple(critic_hidden), activation, init_scheme)
         self.observation_size = observation_size
         self.normalize_observations = normalize_observations
 

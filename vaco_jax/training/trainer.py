@@ -108,6 +108,7 @@ class TrainProgram:
             config.network.activation,
             config.env.normalize_observations,
             config.network.std,
+            config.network.init,
         )
         check_action_options(config, self.env.action_spec)
         self.dist = for_actions(self.env.action_spec.discrete, config.network.distribution)
