@@ -113,9 +113,12 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
     tanh = task_config(task, "preset-reset-tanh")
     assert tanh == with_overrides(reset, policy)
     assert task_config(task, "preset-reset-unrolls-tanh") == with_overrides(unrolls, policy)
+    lecun = task_config(task, "preset-reset-unrolls-tanh-lecun")
+    assert lecun == with_overrides(unrolls, {**policy, "network.init": "lecun_uniform"})
     rng = np.random.default_rng(0)
     names = ("preset-reset", "preset-reset-horizon", "preset-reset-unrolls", "preset-reset-tanh")
-    ours = {name: rng.uniform(500, 1000, (8, 30)) for name in (*names, "preset-reset-unrolls-tanh")}
+    both = ("preset-reset-unrolls-tanh", "preset-reset-unrolls-tanh-lecun")
+    ours = {name: rng.uniform(500, 1000, (8, 30)) for name in (*names, *both)}
     rows = compare(task, ours, [])
     assert "versus_auc" not in rows[0]  # the reset variant has nothing to be tested against here
     for index in (1, 2, 3):
@@ -123,6 +126,8 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
     # brax's estimation and policy together: against each of the two alone
     assert set(rows[4]["versus_auc"]) == {rows[2]["implementation"], rows[3]["implementation"]}
     assert "--network.distribution tanh_gaussian --network.std state_dependent" in rows[4]["implementation"]
+    assert set(rows[5]["versus_auc"]) == {rows[4]["implementation"]}  # and brax's initialisation: against that one
+    assert rows[5]["implementation"].endswith("--network.init lecun_uniform)")
 
 
 def test_the_docs_quote_the_committed_parity_table():

@@ -29,13 +29,15 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8   # 36 min (2-core AMD EPYC)
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs Breakout-MinAtar --seeds 8 --first-seed 8  # seeds 8..15
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs brax/inverted_pendulum   # 2 variants: 44 min
-    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 6 variants: 2.5 h
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8   # 7 variants: 3.5 h
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset   # the one variant: 28 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset-horizon preset-reset-unrolls   # brax's estimation: 15 and 23 min
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset-tanh preset-reset-unrolls-tanh   # brax's policy, alone and with brax's estimation
+    .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
+        --variants preset-reset-unrolls-tanh-lecun   # and brax's initialisation
     # the reference's diagnosis runs (run_brax_ppo.py --set / --network, in their own venv) are read like references
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
@@ -81,6 +83,7 @@ VARIANTS = {
     "its q-form advantage",
     "preset-reset-tanh": "preset-reset with brax's policy: a tanh-squashed Gaussian, its deviation state-dependent",
     "preset-reset-unrolls-tanh": "preset-reset with brax's estimation and brax's policy",
+    "preset-reset-unrolls-tanh-lecun": "preset-reset with brax's estimation, policy and initialisation",
 }
 """vaco_jax's PPO as it is (the package's defaults), as it was before the parity change (whole-segment minibatches,
 unclipped value loss), and as the package's preset for the reference's setting sets it (a brax task's
@@ -92,7 +95,7 @@ re-estimated at every gradient step with the live critic and brax's advantage (t
 the next lambda-return) as well (``ppo.minibatch=unrolls``, ``ppo.advantages_every_step``,
 ``ppo.advantage_form=q``); and with brax's policy, a tanh-squashed Gaussian whose deviation is a softplus head of the
 network (``network.distribution=tanh_gaussian``, ``network.std=state_dependent``), alone or with brax's estimation:
-with the two, this trainer runs brax's PPO in everything the table's diagnoses have shown to matter."""
+and with brax's ``lecun_uniform`` initialisation as well (``network.init=lecun_uniform``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Task:
             "preset-reset-unrolls": unrolls,
             "preset-reset-tanh": resets,
             "preset-reset-unrolls-tanh": unrolls,
+            "preset-reset-unrolls-tanh-lecun": unrolls,
         }
         unknown = [v for v in self.variants if v not in VARIANTS or needs.get(v, False)]
         if unknown:
@@ -231,6 +235,7 @@ TASKS = {
             "preset-reset-unrolls",
             "preset-reset-tanh",
             "preset-reset-unrolls-tanh",
+            "preset-reset-unrolls-tanh-lecun",
         ),
         reference_configuration="MuJoCo Playground's DM Control Suite config, at a CPU's size",
         settings={"eval.episodes": 128},
@@ -272,7 +277,7 @@ def task_config(task: Task, variant: str) -> Config:
 
 
 BRAX_POLICY = {"network.distribution": "tanh_gaussian", "network.std": "state_dependent"}
-"""The options that make the policy brax's PPO's (variants ending in ``-tanh``)."""
+"""The options that make the policy brax's PPO's (variants with ``-tanh``)."""
 
 
 def brax_options(task: Task, variant: str) -> dict[str, Any]:
@@ -288,7 +293,8 @@ def brax_options(task: Task, variant: str) -> dict[str, Any]:
             "ppo.advantages_every_step": True,
             "ppo.advantage_form": "q",
         }
-    return {**estimation, **(BRAX_POLICY if variant.endswith("-tanh") else {})}
+    policy = BRAX_POLICY if "-tanh" in variant else {}
+    return {**estimation, **policy, **({"network.init": "lecun_uniform"} if variant.endswith("-lecun") else {})}
 
 
 def train_returns(task: Task, variant: str, seeds: int, first_seed: int = 0) -> tuple[np.ndarray, float]:
@@ -407,6 +413,7 @@ VARIANT_BASES = {
     "preset-reset-unrolls": ("preset-reset",),
     "preset-reset-tanh": ("preset-reset",),
     "preset-reset-unrolls-tanh": ("preset-reset-unrolls", "preset-reset-tanh"),
+    "preset-reset-unrolls-tanh-lecun": ("preset-reset-unrolls-tanh",),
 }
 """The variants of ours each diagnosis variant adds options to: its row is tested against theirs too."""
 
