@@ -86,7 +86,7 @@ def categorical_mode(logits: jax.Array) -> jax.Array:
 
 
 def gaussian_mode(params: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """The mean [..., A] (unclipped, like a sample; the caller clips to the action bounds)."""
+    """The mean [..., A] (raw, like a sample: the record's ``env_action`` clips or squashes it into the bounds)."""
     return params[0]
 
 
@@ -106,7 +106,7 @@ _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
 _HERMITE_WEIGHTS = _HERMITE_WEIGHTS / _HERMITE_WEIGHTS.sum()  # E_{e ~ N(0, 1)}[f(e)] ~ sum_k w_k f(x_k)
 WIDE_STD = 2.5
 """From this deviation on, :func:`expected_tanh_log_det` takes its wide-Gaussian form: the quadrature's accuracy
-falls with the width (its gradient in the mean is 4% off just below 3, 10 times too small at 10)."""
+falls with the width (its gradient in the mean would be 4% off just below 3, 10 times too small at 10)."""
 
 
 def expected_tanh_log_det(mean: jax.Array, std: jax.Array) -> jax.Array:
