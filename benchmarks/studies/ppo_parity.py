@@ -37,7 +37,7 @@ value loss), kept in the table so that the change's effect is measured, not asse
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
         --variants preset-reset-tanh preset-reset-unrolls-tanh   # brax's policy, alone and with brax's estimation
     .venv/bin/python -m benchmarks.studies.ppo_parity --envs playground/CartpoleBalance --seeds 8 \
-        --variants preset-reset-unrolls-tanh-lecun   # and brax's initialisation
+        --variants preset-reset-unrolls-tanh-lecun   # and brax's initialisation: 25 min
     # the reference's diagnosis runs (run_brax_ppo.py --set / --network, in their own venv) are read like references
     .venv/bin/python -m benchmarks.studies.ppo_parity --report --update-readme README.md   # the table, from the JSON
 """
