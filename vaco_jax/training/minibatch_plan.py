@@ -19,6 +19,13 @@ def resolved_split(minibatch: str, reason: str | None) -> str:
     return minibatch if minibatch != "auto" else ("samples" if reason is None else "segments")
 
 
+def unroll_count(config: Config) -> int:
+    """The unrolls of ``ppo.advantage_horizon`` steps in one update's batch: each of its segments
+    (``env.num_envs x reuse.num_batches``) cut into ``env.num_steps / ppo.advantage_horizon``."""
+    segments = config.env.num_envs * config.reuse.num_batches
+    return segments * (config.env.num_steps // config.ppo.advantage_horizon)
+
+
 def resolve_minibatch(config: Config) -> Config:
     """``config`` with ``ppo.minibatch`` resolved to the split its gradient steps use: ``auto`` becomes ``segments``
     where the algorithm and its options need a rollout's time axis inside a minibatch, ``samples`` otherwise;
@@ -55,7 +62,7 @@ def resolve_minibatch(config: Config) -> Config:
             f"minibatches of whole segments{why} split the environment axis: env.num_envs={env.num_envs} is not "
             f"divisible by ppo.num_minibatches={ppo.num_minibatches}; make num_envs a multiple of num_minibatches"
         )
-    unrolls = columns * (env.num_steps // ppo.advantage_horizon) if split == "unrolls" else 0
+    unrolls = unroll_count(config) if split == "unrolls" else 0
     if unrolls % ppo.num_minibatches:
         raise ConfigError(
             f"env.num_envs={env.num_envs}{reused} segments of env.num_steps={env.num_steps} steps make {unrolls} "
@@ -73,8 +80,7 @@ def minibatch_note(config: Config, algorithm: Algorithm) -> str:
     count = f"{ppo.num_minibatches} minibatch{'es' if ppo.num_minibatches != 1 else ''}"
     if ppo.minibatch == "unrolls":
         every_step = " at every gradient step" if algorithm.advantages_every_step else ""
-        columns = config.env.num_envs * config.reuse.num_batches
-        per_minibatch = columns * (config.env.num_steps // ppo.advantage_horizon) // ppo.num_minibatches
+        per_minibatch = unroll_count(config) // ppo.num_minibatches
         unrolls = f"{per_minibatch} {ppo.advantage_horizon}-step unroll{'s' if per_minibatch != 1 else ''}"
         return f"{count} of {unrolls} (ppo.minibatch=unrolls), advantages estimated{every_step} inside each"
     if ppo.minibatch == "samples":
@@ -86,4 +92,4 @@ def minibatch_note(config: Config, algorithm: Algorithm) -> str:
     return note
 
 
-__all__ = ["minibatch_note", "resolve_minibatch", "resolved_split"]
+__all__ = ["minibatch_note", "resolve_minibatch", "resolved_split", "unroll_count"]
