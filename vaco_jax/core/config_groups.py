@@ -221,6 +221,11 @@ class PPOConfig:
     """ppo_decoupled (and m2po.form=decoupled_mask): truncate the weight to min(pi_T/beta, w_max), or mask (drop) the
     samples whose weight exceeds w_max, as asynchronous LLM trainers do (AReaL)."""
 
+    @property
+    def gradient_steps_per_update(self) -> int:
+        """Gradient steps in one update: ``num_epochs x num_minibatches``."""
+        return self.num_epochs * self.num_minibatches
+
     def check(self) -> None:
         check_positive_integer("ppo.num_epochs", self.num_epochs)
         check_positive_integer("ppo.num_minibatches", self.num_minibatches)

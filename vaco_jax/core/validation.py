@@ -63,13 +63,13 @@ def validate(
             check_group()
 
     env, ppo, lag = config.env, config.ppo, config.lag
-    steps = config.num_iterations * ppo.num_epochs * ppo.num_minibatches
+    steps = config.num_iterations * ppo.gradient_steps_per_update
     limit = 2**31 - 1  # the optimiser's step count and the iteration counter are int32 on the device
     _check(
         steps <= limit,
         f"num_iterations={config.num_iterations} x ppo.num_epochs={ppo.num_epochs} x ppo.num_minibatches="
         f"{ppo.num_minibatches} = {steps:,} gradient steps, more than the {limit:,} an int32 step counter holds: "
-        f"give at most --num-iterations {limit // (ppo.num_epochs * ppo.num_minibatches):,}",
+        f"give at most --num-iterations {limit // ppo.gradient_steps_per_update:,}",
     )
     _check(
         env.num_envs % lag.num_actors == 0,

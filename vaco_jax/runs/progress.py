@@ -127,7 +127,7 @@ class ProgressLine:
         trust = f"  tv/ess {metrics['tv/ess_learner'][:, -1].mean():.2f}" if "tv/ess_learner" in metrics else ""
         if SKIPPED_STEPS in metrics:  # a run whose NaN guard skips most steps is not training: say so at once
             skipped = np.asarray(metrics[SKIPPED_STEPS]).mean()
-            per_step = skipped / (config.ppo.num_epochs * config.ppo.num_minibatches)
+            per_step = skipped / config.ppo.gradient_steps_per_update
             if mostly_skipped(skipped, config):
                 trust += (
                     f"  WARNING: {per_step:.0%} of gradient steps skipped (non-finite gradients; such runs count as "

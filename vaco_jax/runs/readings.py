@@ -95,7 +95,7 @@ def skipped_steps_note(result: SweepResult) -> str | None:
     if SKIPPED_STEPS not in result.metrics:
         return None
     _, per_iteration = result.metrics.run_scores(SKIPPED_STEPS, 1.0)  # [*grid, seed]: mean skipped per iteration
-    fractions = np.nan_to_num(per_iteration) / (result.config.ppo.num_epochs * result.config.ppo.num_minibatches)
+    fractions = np.nan_to_num(per_iteration) / result.config.ppo.gradient_steps_per_update
     partly = (fractions > 0) & ~result.diverged_runs()
     if not partly.any():
         return None

@@ -251,7 +251,7 @@ SKIPPED_STEPS = "nonfinite/skipped_steps"  # gradient steps the NaN guard skippe
 def mostly_skipped(skipped_per_iteration: np.ndarray | float, config: Config) -> np.ndarray:
     """Whether the NaN guard skipped more than half of the gradient steps (``skipped_per_iteration``: the mean of
     :data:`SKIPPED_STEPS` over iterations): such a run is not training, and counts as diverged."""
-    return np.asarray(skipped_per_iteration) > 0.5 * config.ppo.num_epochs * config.ppo.num_minibatches
+    return np.asarray(skipped_per_iteration) > 0.5 * config.ppo.gradient_steps_per_update
 
 
 def run_sweep(

@@ -41,7 +41,7 @@ def learning_rate_schedule(config: Config, hparams: Config) -> optax.ScalarOrSch
     ppo = hparams.ppo
     if not config.ppo.anneal_lr:
         return ppo.learning_rate
-    steps_per_update = config.ppo.num_epochs * config.ppo.num_minibatches
+    steps_per_update = config.ppo.gradient_steps_per_update
     if config.ppo.anneal_every == "step":
         return optax.linear_schedule(ppo.learning_rate, 0.0, config.num_iterations * steps_per_update)
     return lambda count: ppo.learning_rate * (1.0 - (count // steps_per_update) / config.num_iterations)
@@ -52,10 +52,7 @@ def learning_rates(config: Config, iterations: np.ndarray) -> np.ndarray:
     ``charts/learning_rate``. :func:`learning_rate_schedule`'s three forms in NumPy alone (a JAX op here would wait
     for the chunk the driver has just sent to the device; a test holds the two equal). A step the NaN guard skipped
     does not advance optax's count, so after one the run's rate lags this by that step."""
-    learning_rate, steps_per_update = (
-        float(config.ppo.learning_rate),
-        config.ppo.num_epochs * config.ppo.num_minibatches,
-    )
+    learning_rate, steps_per_update = float(config.ppo.learning_rate), config.ppo.gradient_steps_per_update
     iterations = np.asarray(iterations, np.int64)
     if not config.ppo.anneal_lr:
         return np.full(iterations.shape, learning_rate)
