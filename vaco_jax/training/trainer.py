@@ -15,7 +15,7 @@ import numpy as np
 from vaco_jax import envs
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.algorithms.state import keep_state
-from vaco_jax.core.config import Config, ConfigError, extended
+from vaco_jax.core.config import Config, ConfigError, NetworkConfig, extended
 from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.core.validation import validate
 from vaco_jax.envs.base import ActionSpec, init_episode_stats, reset_when_due
@@ -63,10 +63,8 @@ def check_action_options(config: Config, spec: ActionSpec) -> None:
     """Refuse the options that the env's action space cannot take, saying what to change."""
     env = config.env.name
     if spec.discrete:
-        for path, value, default in (
-            ("network.distribution", config.network.distribution, "gaussian"),
-            ("network.std", config.network.std, "state_independent"),
-        ):
+        for name in ("distribution", "std"):  # a categorical policy has neither: their defaults only
+            path, value, default = f"network.{name}", getattr(config.network, name), getattr(NetworkConfig(), name)
             if value != default:
                 raise ConfigError(
                     f"{path}={value!r} is for continuous actions, and {env} has discrete ones (a categorical "
