@@ -37,6 +37,7 @@ training step with that step's episode metrics and done flags) is wrapped to als
 episodes done in that step, before calling the original (brax's own logging is unchanged)."""
 
 import argparse
+import functools
 import json
 import platform
 import sys
@@ -128,7 +129,6 @@ for item in a.network:  # brax's network factory's own defaults stand unless a d
     network[key] = json.loads(value)
     overrides[f"network_factory.{key}"] = network[key]
 if network:
-    import functools
     import inspect
 
     from brax.training.agents.ppo import networks as ppo_networks
@@ -161,6 +161,16 @@ def recorded(self, episode_metrics, dones, train_metrics):
 brax_logger.EpisodeMetricsLogger.update_episode_metrics = recorded
 returns, counts, evals, seconds, training_losses = [], [], [], [], []
 TRAINING_LOSSES = ("training/v_loss", "training/policy_loss", "training/entropy_loss", "training/total_loss")
+
+
+def record_progress(evaluations: list, losses: list, n: int, m: dict) -> None:
+    """brax's progress function: its evaluation's return, and after training has begun its losses."""
+    if "eval/episode_reward" in m:
+        evaluations.append((n, float(m["eval/episode_reward"])))
+    if n > 0:
+        losses.append((n, {k: float(m[k]) for k in TRAINING_LOSSES if k in m}))
+
+
 for seed in a.seeds:
     steps.clear()
     evaluations, losses = [], []
@@ -176,10 +186,7 @@ for seed in a.seeds:
         **wrap,
         log_training_metrics=True,
         **network_factory,
-        progress_fn=lambda n, m, evaluations=evaluations, losses=losses: (
-            evaluations.append((n, float(m["eval/episode_reward"]))) if "eval/episode_reward" in m else None,
-            losses.append((n, {k: float(m[k]) for k in TRAINING_LOSSES if k in m})) if n > 0 else None,
-        ),
+        progress_fn=functools.partial(record_progress, evaluations, losses),
         **config,
     )
     seconds.append(time.time() - start)

@@ -7,7 +7,8 @@ trains ``--algorithm ppo`` with the package's defaults at a reference's publishe
 Breakout-MinAtar: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu, 1e7 env steps; brax's
 training notebook for brax/inverted_pendulum, sized for a CPU, where the ``brax-inverted_pendulum`` preset runs
 beside the defaults; MuJoCo Playground's DM Control Suite config for playground/CartpoleBalance, sized for a CPU,
-its preset alone, with the reference's resets and with brax's estimation of advantages, scored on evaluations),
+its preset alone, with the reference's resets and with brax's estimation of advantages, policy and initialisation,
+scored on evaluations),
 16 seeds (8 on Playground), and reads the reference's own runs from
 ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched and
 run in a virtual environment of its own outside this repository (none of its code is here); each file names the
@@ -94,8 +95,8 @@ with advantages estimated as brax estimates them, to tell which part of it matte
 re-estimated at every gradient step with the live critic and brax's advantage (the one-step error bootstrapped from
 the next lambda-return) as well (``ppo.minibatch=unrolls``, ``ppo.advantages_every_step``,
 ``ppo.advantage_form=q``); and with brax's policy, a tanh-squashed Gaussian whose deviation is a softplus head of the
-network (``network.distribution=tanh_gaussian``, ``network.std=state_dependent``), alone or with brax's estimation:
-and with brax's ``lecun_uniform`` initialisation as well (``network.init=lecun_uniform``)."""
+network (``network.distribution=tanh_gaussian``, ``network.std=state_dependent``), alone or with brax's estimation,
+and then with brax's ``lecun_uniform`` initialisation as well (``network.init=lecun_uniform``)."""
 
 
 @dataclasses.dataclass(frozen=True)
