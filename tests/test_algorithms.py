@@ -128,18 +128,25 @@ def test_impacts_default_is_rllibs_appo_vtrace_q_form_for_the_target_with_the_li
     assert np.abs(used(moved, some_policy) - got).max() > 1e-4
 
 
-def test_impacts_kl_term_adds_its_coefficient_times_the_targets_kl():
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_impacts_kl_term_adds_its_coefficient_times_the_targets_kl(adaptive):
     """impact.kl_coef (RLlib's optional APPO term) adds kl_coef * KL(pi_T || pi_theta), exact from the logits here
-    (CartPole's discrete actions), to the policy loss; 0, the default, adds nothing."""
-    program = TrainProgram(tiny_config(algorithm="impact"))
+    (CartPole's discrete actions), to the policy loss; 0, the default, adds nothing. Under impact.kl_adaptive the
+    coefficient is the state's adapted one, not impact.kl_coef (its starting value)."""
+    config = tiny_config(algorithm="impact")
+    if adaptive:
+        config = config.replace(impact=config.impact.replace(kl_adaptive=True, kl_coef=5.0))
+    program = TrainProgram(config)
     state, batch = first_batch(program)
     noise = jax.random.normal(jax.random.key(3), batch.ref_logits.shape)
     batch = batch.replace(ref_logits=batch.ref_logits + noise)  # pi_T's logits away from pi_theta's
     learner, config = _learner(program), program.config
 
     def policy_loss(coef):
-        hparams = config.replace(impact=config.impact.replace(kl_coef=coef))
-        _, metrics = minibatch_loss(state.params, batch, state.obs_norm, state.algo_state, learner, hparams)
+        hparams, algo_state = config.replace(impact=config.impact.replace(kl_coef=coef)), state.algo_state
+        if adaptive:
+            hparams, algo_state = config, {"kl_coef": jnp.float32(coef)}
+        _, metrics = minibatch_loss(state.params, batch, state.obs_norm, algo_state, learner, hparams)
         return float(metrics["loss/policy"]), float(metrics["kl/target"])
 
     (plain, kl), (penalised, _) = policy_loss(0.0), policy_loss(0.7)

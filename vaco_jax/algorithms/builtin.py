@@ -16,7 +16,8 @@
 | geppo              | truncated-IS GAE for pi_T (geppo.advantages) | pi_T (weight)   | geppo_loss, adaptive step size |
 | cispo              | GAE                                         | beta             | cispo_loss (or TOPR) |
 
-The lag-robust baselines' losses are in :mod:`vaco_jax.algorithms.lag_robust_losses`.
+The lag-robust baselines' losses are in :mod:`vaco_jax.algorithms.lag_robust_losses`, the advantage estimators in
+:mod:`vaco_jax.algorithms.estimators`, IMPACT's record in :mod:`vaco_jax.algorithms.impact`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from collections.abc import Callable
 import jax
 
 from vaco_jax.algorithms import lag_robust_losses as lrl
-from vaco_jax.algorithms.record import AdvantageFn, Algorithm, AlgorithmSpec, PolicyLossFn
+from vaco_jax.algorithms.estimators import gae_advantages, vtrace_advantages
+from vaco_jax.algorithms.impact import build_impact
+from vaco_jax.algorithms.record import Algorithm, AlgorithmSpec, PolicyLossFn
 from vaco_jax.algorithms.state import (
     AlgoState,
     adapt_geppo_lr,
@@ -47,48 +50,8 @@ from vaco_jax.core.algorithm_options import (
 )
 from vaco_jax.core.config import Config
 from vaco_jax.core.types import Transitions
-from vaco_jax.numerics import advantages, losses
+from vaco_jax.numerics import losses
 from vaco_jax.numerics.tv import ratios, state_tv
-
-# ----------------------------------------------------------------------------- advantage estimators
-
-
-def gae_advantages(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
-    """GAE(lambda) with the batch's critic values, in the form ``ppo.advantage_form`` says."""
-    return advantages.gae(
-        batch.rewards,
-        batch.values,
-        batch.next_values,
-        batch.terminations,
-        batch.truncations,
-        gamma=hparams.ppo.gamma,
-        lambda_=hparams.ppo.gae_lambda,
-        advantage=hparams.ppo.advantage_form,
-    )
-
-
-def vtrace_advantages(form: str, trace_lambda: float | None = None) -> AdvantageFn:
-    """V-trace(lambda) for ``batch.learner_log_probs`` from behaviour data, in advantage form ``form``, with
-    ``ppo.gae_lambda`` (or ``trace_lambda``, fixed: 1.0 is V-trace without lambda, as RLlib's APPO computes it)."""
-
-    def estimate(batch: Transitions, hparams: Config) -> tuple[jax.Array, jax.Array]:
-        return advantages.vtrace(
-            batch.rewards,
-            batch.values,
-            batch.next_values,
-            batch.terminations,
-            batch.truncations,
-            batch.learner_log_probs,
-            batch.behaviour_log_probs,
-            gamma=hparams.ppo.gamma,
-            lambda_=hparams.ppo.gae_lambda if trace_lambda is None else trace_lambda,
-            rho_bar=hparams.vtrace.rho_bar,
-            c_bar=hparams.vtrace.c_bar,
-            advantage=form,
-        )
-
-    return estimate
-
 
 # ----------------------------------------------------------------------------- policy losses bound to hparams
 
@@ -171,36 +134,6 @@ def _vaco_loss(config: Config, filtered: bool) -> PolicyLossFn:
     return loss
 
 
-def _impact_loss(options: Config) -> PolicyLossFn:
-    """IMPACT's loss with the static ratio form ``options.impact.ratio_form`` bound, plus RLlib's KL term
-    ``impact.kl_coef * KL(pi_T || pi_theta)`` (a traced coefficient, 0 by default: the term is always compiled, so
-    that the coefficient can be swept)."""
-
-    def loss(log_probs, dist_params, batch: Transitions, adv, hparams: Config, state: AlgoState):
-        value, metrics = lrl.impact_loss(
-            log_probs,
-            batch.ref_log_probs,
-            batch.behaviour_log_probs,
-            adv,
-            clip_eps=hparams.ppo.clip_eps,
-            rho_max=hparams.impact.rho_max,
-            ratio_form=options.impact.ratio_form,
-            weights=batch.sample_weights,
-        )
-        discrete = batch.ref_logits is not None
-        kl = lrl.target_kl(
-            log_probs,
-            batch.ref_log_probs,
-            batch.behaviour_log_probs,
-            logits=dist_params if discrete else None,
-            proximal_logits=batch.ref_logits,
-            weights=batch.sample_weights,
-        )
-        return value + hparams.impact.kl_coef * kl, {**metrics, "kl/target": kl}
-
-    return loss
-
-
 def _m2po_loss(options: Config) -> PolicyLossFn:
     """M2PO's loss in the static form ``options.m2po.form`` (with decoupled PPO's ``ppo.w_mode`` for the variant)."""
 
@@ -262,11 +195,6 @@ def _cispo_loss(options: Config) -> PolicyLossFn:
     return loss
 
 
-def baseline_advantages(choice: str) -> AdvantageFn:
-    """A baseline's advantages: ``vtrace`` (V-trace(lambda) for pi_T, its paper's) or ``gae``."""
-    return vtrace_advantages("lambda") if choice == "vtrace" else gae_advantages
-
-
 # ----------------------------------------------------------------------------- the factories
 
 
@@ -297,19 +225,6 @@ def _impala(config: Config) -> Algorithm:
         advantages_every_step=True,  # along whole segments, or inside unrolls (ppo.minibatch=unrolls)
         reads_clip_eps=False,  # a plain policy gradient: V-trace's rho clip is vtrace.rho_bar
     )
-
-
-def _impact(config: Config) -> Algorithm:
-    if config.impact.advantages == "vtrace_every_step":  # RLlib's APPO: q form for pi_T, the live critic, no lambda
-        return Algorithm(
-            "impact",
-            vtrace_advantages("q", trace_lambda=1.0),
-            _impact_loss(config),
-            ratio_ref="learner",
-            advantages_every_step=True,
-            every_step_policy="reference",
-        )
-    return Algorithm("impact", baseline_advantages(config.impact.advantages), _impact_loss(config), ratio_ref="learner")
 
 
 def _m2po(config: Config) -> Algorithm:
@@ -391,7 +306,7 @@ BUILT_IN: tuple[AlgorithmSpec, ...] = (
         VACOConfig,
         VACO_METRICS,
     ),
-    AlgorithmSpec("impact", _impact, "impact", ImpactConfig),
+    AlgorithmSpec("impact", build_impact, "impact", ImpactConfig, lean_metrics=("kl/coef",)),
     AlgorithmSpec("m2po", _m2po, "m2po", M2POConfig, lean_metrics=("m2po/",)),
     AlgorithmSpec("geppo", _geppo, "geppo", GePPOConfig, lean_metrics=("geppo/",)),
     AlgorithmSpec("cispo", _cispo, "cispo", CISPOConfig),

@@ -52,6 +52,16 @@ class PolicyLossFn(Protocol):
         ...
 
 
+class TargetNetwork(NamedTuple):
+    """A target network of the algorithm's own as its ratio reference pi_T (RLlib's APPO), in place of the learner at
+    the start of each iteration: a copy of the actor, refreshed after every ``every``-th update as
+    ``tau * learner + (1 - tau) * target`` (:func:`vaco_jax.algorithms.state.refresh_target`), ``tau`` read from
+    the hparams (a traced leaf)."""
+
+    every: int
+    tau: Callable[[Config], jax.Array]
+
+
 class Algorithm(NamedTuple):
     """A named composition of an advantage estimator and a policy loss.
 
@@ -65,7 +75,10 @@ class Algorithm(NamedTuple):
     (with the live critic V_phi, for pi_theta or, ``every_step_policy="reference"``, for the batch's ratio
     reference pi_T) needs them too (:func:`segments_reason`). Every other loss takes minibatches of shuffled
     samples by default. ``lean_metrics`` are the metrics ``--diagnostics lean`` keeps for it (its
-    :class:`AlgorithmSpec`'s). ``reads_clip_eps`` says whether its policy loss reads ``ppo.clip_eps`` (PPO's clip
+    :class:`AlgorithmSpec`'s). ``step_signals`` name metrics of its policy loss that ``update_state`` adapts to,
+    averaged over the iteration's gradient steps (kept at every ``--diagnostics`` level until then; IMPACT's
+    ``kl/target``). ``target_network``, when given, makes the ratio reference pi_T a network of its own
+    (:class:`TargetNetwork`). ``reads_clip_eps`` says whether its policy loss reads ``ppo.clip_eps`` (PPO's clip
     and the losses built on it); where it does not (IMPALA, PPO-KL, VACO's filter, CISPO), the command line refuses
     a sweep axis of it and warns of its flag, either of which would change nothing the run does.
     """
@@ -83,6 +96,8 @@ class Algorithm(NamedTuple):
     needs_segments: str | None = None
     lean_metrics: tuple[str, ...] = ()  # set from its AlgorithmSpec by registry.build
     reads_clip_eps: bool = True  # its policy loss reads ppo.clip_eps (tests/test_algorithms.py checks each built-in)
+    step_signals: tuple[str, ...] = ()
+    target_network: TargetNetwork | None = None
 
 
 def segments_reason(algorithm: Algorithm) -> str | None:

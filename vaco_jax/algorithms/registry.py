@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vaco_jax.algorithms.builtin import (  # noqa: F401  (re-exported: the estimators a new algorithm composes)
+from vaco_jax.algorithms.builtin import (  # noqa: F401  (re-exported)
     BUILT_IN,
-    baseline_advantages,
-    gae_advantages,
     geppo_eps_multiplier,
     offpolicy_weights,
     uses_exact_tv,
+)
+from vaco_jax.algorithms.estimators import (  # noqa: F401  (re-exported: the estimators a new algorithm composes)
+    baseline_advantages,
+    gae_advantages,
     vtrace_advantages,
 )
 from vaco_jax.algorithms.record import (  # noqa: F401  (re-exported: what a new algorithm is made of)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from flax import struct
 
-from vaco_jax.core.config_fields import check_choice, check_number, static
+from vaco_jax.core.config_fields import check, check_choice, check_number, static, values
 
 TV_SCOPES = ("minibatch", "trajectory", "sample")
 FILTER_REFS = ("learner", "behaviour")
@@ -32,6 +32,7 @@ IMPACT_ADVANTAGES = ("vtrace_every_step", "vtrace", "gae")
 GEPPO_EPS_SCALES = ("reuse", "none")
 CISPO_TRUNCATIONS = ("cispo", "topr", "topr_per_step")
 IMPACT_RATIO_FORMS = ("target", "behaviour")
+IMPACT_TARGET_NETWORKS = ("learner", "separate")
 M2PO_FORMS = ("published", "decoupled_mask")
 
 
@@ -111,12 +112,41 @@ class ImpactConfig:
     """Weight of RLlib's optional KL term, kl_coef * KL(pi_T || pi_theta), added to the policy loss (0: none, RLlib's
     default; its tuned examples use 1.0, adapted there, fixed here): exact per state for discrete actions, the
     importance-weighted estimate (pi_T/beta) * k3 for continuous ones."""
+    kl_adaptive: bool = static(False)
+    """Adapt the KL term's coefficient once per iteration, as RLlib's APPO does: x1.5 when the iteration's mean
+    KL(pi_T || pi_theta) over its gradient steps exceeds 2 kl_target, x0.5 below kl_target / 2, starting at kl_coef
+    (give kl_coef > 0: 0 never grows)."""
+    kl_target: float = 0.01
+    """The KL the adaptive coefficient steers toward (RLlib's kl_target, 0.01); read with kl_adaptive only."""
+    target_network: Literal["learner", "separate"] = static("learner")
+    """learner (the default): the ratio reference pi_T is the learner at the start of each iteration (RLlib's
+    target_network_update_freq 1 and tau 1); separate: a target network of its own, refreshed after every
+    target_update_every-th update as tau * learner + (1 - tau) * target (RLlib's slower target)."""
+    target_update_every: int = static(1)
+    """Updates (iterations) between the separate target network's refreshes (RLlib's target_network_update_freq)."""
+    tau: float = 1.0
+    """The learner's weight in each refresh of the separate target network (RLlib's tau: 1 copies it whole)."""
 
     def check(self) -> None:
         check_choice("impact.advantages", self.advantages, IMPACT_ADVANTAGES)
         check_number("impact.kl_coef", self.kl_coef, low=0)
+        check_number("impact.kl_target", self.kl_target, low=0, low_open=True)
         check_choice("impact.ratio_form", self.ratio_form, IMPACT_RATIO_FORMS)
         check_number("impact.rho_max", self.rho_max, low=0, low_open=True, allow_inf=True)
+        check_choice("impact.target_network", self.target_network, IMPACT_TARGET_NETWORKS)
+        check_number("impact.target_update_every", self.target_update_every, low=1, integer=True)
+        check_number("impact.tau", self.tau, low=0, high=1, low_open=True)
+        learner = self.target_network == "learner"
+        check(
+            not learner or (self.target_update_every == 1 and all(float(tau) == 1.0 for tau in values(self.tau))),
+            "impact.target_update_every and impact.tau shape a target network of its own: add "
+            "--impact.target-network separate (the default, learner, is the learner at each iteration's start)",
+        )
+        check(
+            not self.kl_adaptive or all(float(coef) > 0 for coef in values(self.kl_coef)),
+            "impact.kl_adaptive scales impact.kl_coef, which starts at 0 and so never moves: give --impact.kl-coef "
+            "a positive start (RLlib's kl_coeff is 1.0 by default)",
+        )
 
 
 @struct.dataclass

@@ -149,23 +149,23 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ),
     _rllib(
         "--impact.kl-coef",
-        "APPO's KL term: 0 is RLlib's use_kl_loss=False; fixed here, not adapted toward a kl_target (RLlib's PPO's "
-        "kl_coeff is --ppo.kl-coef with --algorithm ppo_kl)",
+        "APPO's KL term: 0 is RLlib's use_kl_loss=False (use_kl_loss=True: a positive --impact.kl-coef with "
+        "--impact.kl-adaptive, adapted as RLlib does; without it, fixed); RLlib's PPO's kl_coeff is --ppo.kl-coef "
+        "with --algorithm ppo_kl",
         "kl_coeff",
     ),
     _rllib(
-        "",
-        "no adaptive KL coefficient for --algorithm impact; a KL-penalised PPO with a target: --algorithm ppo_kl "
-        "--ppo.kl-adaptive --ppo.kl-target",
+        "--impact.kl-target",
+        "read with --impact.kl-adaptive: x1.5 above twice it, x0.5 below half of it, as RLlib's APPO (0.01 in both)",
         "kl_target",
     ),
     _rllib(
-        "",
-        "the target network pi_T is the learner at the start of each update (what target_network_update_freq 1 "
-        "and tau 1 give); no slower target",
+        "--impact.target-update-every",
+        "with --impact.target-network separate (a target network of its own); by default pi_T is the learner at "
+        "the start of each update, what target_network_update_freq 1 and tau 1 give",
         "target_network_update_freq",
     ),
-    ReferenceName("", "", "", "the target is copied whole at every update (tau 1)", rllib="tau"),
+    _rllib("--impact.tau", "with --impact.target-network separate; 1 (RLlib's default) copies the learner", "tau"),
     _rllib(
         "--reuse.num-batches",
         "each update trains on the last M batches (IMPACT's circular buffer, every batch used M times); RLlib's "

@@ -86,6 +86,8 @@ class TrainState:
     iteration: jax.Array  # [] int32 learner updates done so far (T)
     # the earlier batches under sample reuse (vaco_jax.numerics.reuse.ReuseBuffer); None without
     reuse_buffer: PyTree = None
+    # the actor parameters of an algorithm's own target network (IMPACT's impact.target_network=separate); None without
+    target_actor: PyTree = None
 
 
 @struct.dataclass

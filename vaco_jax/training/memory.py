@@ -147,7 +147,7 @@ def estimate(
             "lag_buffer": _bytes(states.lag_buffer),
             **({"reuse_buffer": _bytes(states.reuse_buffer)} if states.reuse_buffer is not None else {}),
             "env_state": _bytes((states.env_state, states.observations, states.episode_stats)),
-            "other": _bytes((states.obs_norm, states.algo_state, states.key, states.iteration)),
+            "other": _bytes((states.obs_norm, states.algo_state, states.target_actor, states.key, states.iteration)),
         },
     )
     report.runs_per_program = runs_per_program

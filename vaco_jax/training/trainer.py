@@ -14,7 +14,7 @@ import numpy as np
 
 from vaco_jax import envs
 from vaco_jax.algorithms import registry as algorithms
-from vaco_jax.algorithms.state import keep_state
+from vaco_jax.algorithms.state import keep_state, refresh_target
 from vaco_jax.core.config import Config, ConfigError, NetworkConfig, extended
 from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
 from vaco_jax.core.validation import validate
@@ -142,6 +142,7 @@ class TrainProgram:
             algo_state=self.algorithm.init_state(hparams),
             key=run_key,
             iteration=jnp.zeros((), jnp.int32),
+            target_actor=params.actor if self.algorithm.target_network is not None else None,
         )
         if self.config.reuse.num_batches > 1:
             state = state.replace(reuse_buffer=self._empty_reuse_buffer(state))
@@ -251,6 +252,8 @@ class TrainProgram:
 
         # 3. Advantages with the critic V_T (under sample reuse: on this batch and the stored ones, scored under pi_T).
         reused = self.join_reused(state, rollout) if state.reuse_buffer is not None else rollout
+        if state.target_actor is not None:  # the ratio reference pi_T is the algorithm's own target network
+            reused = self.score_under(ActorSnapshot(state.target_actor, state.obs_norm), reused)
         batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), reused, hparams)
 
         # 4. Epochs x minibatches of gradient steps (forward lag).
@@ -284,6 +287,7 @@ class TrainProgram:
         forward_tv = lag_and_tv.get("tv/forward_exact", lag_and_tv["tv/forward"])
         forward_tv = reuse_metrics.get("reuse/tv_forward", forward_tv)  # under reuse: over every batch trained on
         signals = {"kl/update": update_kl, "tv/forward": forward_tv}
+        signals.update({name: train_metrics[name] for name in self.algorithm.step_signals})  # IMPACT's kl/target
         algo_state, algo_metrics = self.algorithm.update_state(state.algo_state, signals, hparams)
         metrics = {
             **algo_metrics,
@@ -304,6 +308,7 @@ class TrainProgram:
             algo_state=algo_state,
             iteration=iteration + 1,
             reuse_buffer=reuse_buffer,
+            target_actor=self.refreshed_target(state.target_actor, params.actor, iteration + 1, hparams),
         )
         return new_state, metrics
 
@@ -311,15 +316,21 @@ class TrainProgram:
         """Sample reuse: this batch and the stored ones joined along E (:func:`vaco_jax.numerics.reuse.join`), the
         stored ones scored under pi_T, the snapshot this batch's learner log-probs came from."""
         learner = ActorSnapshot(state.params.actor, state.obs_norm)
+        return reuse.join(state.reuse_buffer, rollout, lambda batch: self.score_under(learner, batch))
 
-        def score(batch: Transitions) -> Transitions:
-            dist_params = self.networks.policy(learner, batch.observations)
-            logits = dist_params if self.dist.discrete else None
-            return batch.replace(
-                learner_log_probs=self.dist.log_prob(dist_params, batch.actions), learner_logits=logits
-            )
+    def score_under(self, snapshot: ActorSnapshot, batch: Transitions) -> Transitions:
+        """``batch`` with its learner fields (``learner_log_probs``, discrete ``learner_logits``) scored under
+        ``snapshot``: pi_T for stored batches, or the algorithm's own target network."""
+        dist_params = self.networks.policy(snapshot, batch.observations)
+        logits = dist_params if self.dist.discrete else None
+        return batch.replace(learner_log_probs=self.dist.log_prob(dist_params, batch.actions), learner_logits=logits)
 
-        return reuse.join(state.reuse_buffer, rollout, score)
+    def refreshed_target(self, target, actor, updates_done: jax.Array, hparams: Config):
+        """The algorithm's own target network after ``updates_done`` updates (None where it has none)."""
+        rule = self.algorithm.target_network
+        if target is None or rule is None:
+            return target
+        return refresh_target(target, actor, updates_done, rule.every, rule.tau(hparams))
 
     def reuse_diagnostics(
         self,

@@ -182,9 +182,8 @@ def run_epochs(
         grad_norm = optax.tree.norm(grads)
         skipped = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
         metrics = {**metrics, "grad_norm": grad_norm, "nonfinite/skipped_steps": skipped}
-        return (params, opt_state), diagnostics.select(
-            metrics, learner.config.diagnostics, adaptive, learner.algorithm.lean_metrics
-        )
+        kept = diagnostics.select(metrics, learner.config.diagnostics, adaptive, learner.algorithm.lean_metrics)
+        return (params, opt_state), {**kept, **{name: metrics[name] for name in learner.algorithm.step_signals}}
 
     def epoch(carry, epoch_key):
         return jax.lax.scan(gradient_step, carry, split(batch, epoch_key, num_minibatches))
