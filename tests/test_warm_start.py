@@ -44,3 +44,19 @@ def test_every_run_takes_the_learner_and_its_lag_buffer_holds_it_while_the_rest_
     wider = _fresh(SMALL.replace(network=NetworkConfig(actor_hidden=(16,), critic_hidden=(8,))), 1)
     with pytest.raises(ConfigError, match=r"--init-from: the saved learner's network parameters .* have shape"):
         learner.check_fits(jax.tree.map(lambda x: x[0], wider))
+
+
+def test_an_algorithms_own_target_network_starts_as_the_saved_actor():
+    """IMPACT with a target network of its own (impact.target_network=separate): each run's target is the learner's
+    actor it starts from, not the fresh network it replaced."""
+    config = SMALL.replace(algorithm="impact")
+    config = config.replace(impact=config.impact.replace(target_network="separate"))
+    fresh, donor = _fresh(config, 2), _fresh(config, 1, seed=7)
+    learner = InitialLearner(jax.tree.map(lambda x: x[0], donor.params), jax.tree.map(lambda x: x[0], donor.obs_norm))
+    started = learner.apply(fresh)
+    for run in range(2):
+        for mine, theirs in zip(
+            jax.tree.leaves(started.target_actor), jax.tree.leaves(donor.params.actor), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(mine[run]), np.asarray(theirs[0]))
+    assert learner.apply(_fresh(SMALL, 1)).target_actor is None  # none where the algorithm has none

@@ -72,7 +72,8 @@ class InitialLearner:
 
     def apply(self, states: TrainState) -> TrainState:
         """``states`` [S] (fresh, from the program's init) with every run's learner replaced by this one, and each
-        run's lag buffer filled with its snapshot."""
+        run's lag buffer filled with its snapshot (and an algorithm's own target network, where it has one, a copy of
+        its actor)."""
         if not self.loaded:
             raise ValueError("InitialLearner.apply: this holds the record of a learner, not the learner")
         runs = jax.tree.leaves(states.iteration)[0].shape[0]
@@ -83,7 +84,10 @@ class InitialLearner:
 
         params, obs_norm = jax.tree.map(every_run, self.params), jax.tree.map(every_run, self.obs_norm)
         buffer = lag.init_buffer(ActorSnapshot(self.params.actor, self.obs_norm), slots - 1)
-        return states.replace(params=params, obs_norm=obs_norm, lag_buffer=jax.tree.map(every_run, buffer))
+        target = None if states.target_actor is None else params.actor
+        return states.replace(
+            params=params, obs_norm=obs_norm, lag_buffer=jax.tree.map(every_run, buffer), target_actor=target
+        )
 
 
 __all__ = ["InitialLearner"]
