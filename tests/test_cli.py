@@ -1074,7 +1074,8 @@ def test_purejaxrl_and_cleanrl_names_are_answered_with_the_flag_they_mean(capsys
         (["train", "--clip-param", "0.4"], ["RLlib's clip_param: --ppo.clip-eps here"]),  # RLlib's APPO and IMPALA
         (["train", "--num-sgd-iter", "2"], ["RLlib's num_epochs: --ppo.num-epochs here"]),
         (["train", "--kl-coeff", "1"], ["RLlib's kl_coeff: --impact.kl-coef here"]),
-        (["train", "--tau", "0.5"], ["RLlib's tau: no flag here (the target is copied whole at every update"]),
+        (["train", "--tau", "0.5"], ["RLlib's tau: --impact.tau here (with --impact.target-network separate"]),
+        (["train", "--target-network-update-freq", "2"], ["RLlib's target_network_update_freq: --impact.target-upd"]),
         (["train", "--vtrace-clip-rho-threshold", "1"], ["RLlib's vtrace_clip_rho_threshold: --vtrace.rho-bar here"]),
         (["train", "--minibatch-size", "64"], ["RLlib's minibatch_size: --ppo.num-minibatches here (a count here"]),
     ]:

@@ -1,6 +1,7 @@
 """IMPACT's RLlib options: the adaptive KL coefficient (``impact.kl_adaptive``) and a target network of its own
 (``impact.target_network=separate``, ``impact.target_update_every``, ``impact.tau``), each against a reference
-written from RLlib's APPO rules, and the default (the learner at each iteration's start) as their special case."""
+written from RLlib's APPO update rules (the KL it adapts to is this package's choice: the mean over an iteration's
+gradient steps), and the default (the learner at each iteration's start) as their special case."""
 
 from __future__ import annotations
 
@@ -99,24 +100,38 @@ def test_a_separate_target_refreshed_whole_every_update_is_the_default_learner_r
 
 
 class _SeesItsBatches(TrainProgram):
-    """A training program that keeps, each iteration, the state its learning stage starts from and the batch its
-    advantages are estimated from."""
+    """A training program that keeps, each iteration, the state its learning stage starts from, the batch the
+    gradient steps read and, under sample reuse, the joined batch its diagnostics read."""
 
     seen: list
 
     def learn(self, state, rollout, lags, epoch_key, hparams):
-        self.seen.append([state])
+        self.seen.append({"before": state})
         return super().learn(state, rollout, lags, epoch_key, hparams)
 
     def estimate_advantages(self, state, rollout, hparams):
-        self.seen[-1].append(rollout)
-        return super().estimate_advantages(state, rollout, hparams)
+        batch, values = super().estimate_advantages(state, rollout, hparams)
+        self.seen[-1]["learned"] = batch
+        return batch, values
+
+    def reuse_diagnostics(self, buffer, reused, snapshot, lags, iteration):
+        self.seen[-1]["diagnosed"] = reused
+        return super().reuse_diagnostics(buffer, reused, snapshot, lags, iteration)
 
 
-def test_a_slower_target_is_the_ratio_reference_and_follows_its_refresh_rule():
-    """Iteration by iteration (every 2 updates, tau 0.5): the target is the float64 recursion over the learners, and
-    the batch's pi_T log-probs are the target's, not the learner's, once the two differ."""
+def _scores(program: TrainProgram, actor, obs_norm, batch):
+    """The log-probs and logits of ``batch``'s actions under ``actor`` (CartPole: discrete actions)."""
+    logits = program.networks.policy(ActorSnapshot(actor, obs_norm), batch.observations)
+    return np.asarray(program.dist.log_prob(logits, batch.actions)), np.asarray(logits)
+
+
+@pytest.mark.parametrize("reuse", [1, 2])
+def test_a_slower_target_is_the_ratio_reference_and_follows_its_refresh_rule(reuse):
+    """Iteration by iteration (every 2 updates, tau 0.5): the target is the float64 recursion over the learners; the
+    loss's pi_T (log-probs and logits: its ratio, truncation, V-trace and KL) is the target's, not the learner's,
+    once the two differ; under sample reuse, stored batches too, while the diagnostics still read the learner."""
     config = _impact(target_network="separate", target_update_every=2, tau=0.5)
+    config = config.replace(reuse=config.reuse.replace(num_batches=reuse))
     program = _SeesItsBatches(config)
     program.seen = []
     state = program.init(jax.random.key(2), config)
@@ -128,16 +143,18 @@ def test_a_slower_target_is_the_ratio_reference_and_follows_its_refresh_rule():
             expected = jax.tree.map(lambda new, old: 0.5 * new + 0.5 * old, learner, expected)
         for a, b in zip(jax.tree.leaves(state.target_actor), jax.tree.leaves(expected), strict=True):
             np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-6)
-
-    def log_probs(actor, before, batch):
-        dist_params = program.networks.policy(ActorSnapshot(actor, before.obs_norm), batch.observations)
-        return np.asarray(program.dist.log_prob(dist_params, batch.actions))
-
     differs = []
-    for before, batch in program.seen:
-        target = log_probs(before.target_actor, before, batch)
-        np.testing.assert_allclose(np.asarray(batch.learner_log_probs), target, atol=1e-6)
-        differs.append(np.abs(log_probs(before.params.actor, before, batch) - target).max())
+    for seen in program.seen:
+        before, learned = seen["before"], seen["learned"]
+        target_log_probs, target_logits = _scores(program, before.target_actor, before.obs_norm, learned)
+        np.testing.assert_allclose(np.asarray(learned.ref_log_probs), target_log_probs, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(learned.ref_logits), target_logits, atol=1e-6)
+        learner_log_probs, _ = _scores(program, before.params.actor, before.obs_norm, learned)
+        differs.append(np.abs(learner_log_probs - target_log_probs).max())
+        if reuse > 1:
+            diagnosed = seen["diagnosed"]
+            learner_log_probs, _ = _scores(program, before.params.actor, before.obs_norm, diagnosed)
+            np.testing.assert_allclose(np.asarray(diagnosed.learner_log_probs), learner_log_probs, atol=1e-6)
     assert differs[0] == 0.0 and max(differs[1:]) > 1e-4  # the same at the start, apart once the learner moved
 
 

@@ -1,10 +1,12 @@
 """IMPACT (APPO in RLlib) as a built-in algorithm: its loss bound to the config, its optional adaptive KL
 coefficient and target network of its own, and its record's factory (:func:`build_impact`).
 
-By default it is RLlib's APPO at ``use_kl_loss=False``, ``target_network_update_freq=1`` and ``tau=1``: the ratio
-reference pi_T is the learner at the start of each iteration. ``impact.kl_adaptive`` adapts the KL term's
-coefficient as RLlib does; ``impact.target_network=separate`` keeps a target network refreshed every
-``impact.target_update_every`` updates with weight ``impact.tau`` (RLlib's slower target). The loss itself is
+By default the ratio reference pi_T is the learner at the start of each iteration (a target network refreshed
+whole after every update), with no KL term (RLlib's ``use_kl_loss=False``). ``impact.kl_adaptive`` adapts the KL
+term's coefficient by RLlib's rule, once per iteration; ``impact.target_network=separate`` keeps a target network
+refreshed every ``impact.target_update_every`` iterations with weight ``impact.tau``, as RLlib's new API stack does
+(its ``target_network_update_freq`` counts train batches times its circular buffer's size and uses: 16 batches at
+its defaults). The loss itself is
 :func:`vaco_jax.algorithms.lag_robust_losses.impact_loss`.
 """
 

@@ -113,17 +113,20 @@ class ImpactConfig:
     default; its tuned examples use 1.0, adapted there, fixed here): exact per state for discrete actions, the
     importance-weighted estimate (pi_T/beta) * k3 for continuous ones."""
     kl_adaptive: bool = static(False)
-    """Adapt the KL term's coefficient once per iteration, as RLlib's APPO does: x1.5 when the iteration's mean
+    """Adapt the KL term's coefficient once per iteration by RLlib's APPO rule: x1.5 when the iteration's mean
     KL(pi_T || pi_theta) over its gradient steps exceeds 2 kl_target, x0.5 below kl_target / 2, starting at kl_coef
-    (give kl_coef > 0: 0 never grows)."""
+    (give kl_coef > 0: 0 never grows). RLlib applies the rule after every learner update, to that update's last
+    KL; here once per iteration, to the mean over its epochs and minibatches."""
     kl_target: float = 0.01
     """The KL the adaptive coefficient steers toward (RLlib's kl_target, 0.01); read with kl_adaptive only."""
     target_network: Literal["learner", "separate"] = static("learner")
-    """learner (the default): the ratio reference pi_T is the learner at the start of each iteration (RLlib's
-    target_network_update_freq 1 and tau 1); separate: a target network of its own, refreshed after every
-    target_update_every-th update as tau * learner + (1 - tau) * target (RLlib's slower target)."""
+    """learner (the default): the ratio reference pi_T is the learner at the start of each iteration (a target
+    refreshed whole after every update); separate: a target network of its own, refreshed after every
+    target_update_every-th update as tau * learner + (1 - tau) * target (RLlib's target network)."""
     target_update_every: int = static(1)
-    """Updates (iterations) between the separate target network's refreshes (RLlib's target_network_update_freq)."""
+    """Iterations between the separate target network's refreshes. RLlib's target_network_update_freq f counts
+    f * N * K train batches (N, K: its circular_buffer_num_batches and _iterations_per_batch; 16 at its defaults);
+    an iteration here trains on ppo.num_epochs * reuse.num_batches batches, so f * N * K / (that) iterations."""
     tau: float = 1.0
     """The learner's weight in each refresh of the separate target network (RLlib's tau: 1 copies it whole)."""
 

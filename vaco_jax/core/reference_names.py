@@ -150,8 +150,8 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     _rllib(
         "--impact.kl-coef",
         "APPO's KL term: 0 is RLlib's use_kl_loss=False (use_kl_loss=True: a positive --impact.kl-coef with "
-        "--impact.kl-adaptive, adapted as RLlib does; without it, fixed); RLlib's PPO's kl_coeff is --ppo.kl-coef "
-        "with --algorithm ppo_kl",
+        "--impact.kl-adaptive, adapted by RLlib's rule once per iteration, on its mean KL; without it, fixed); "
+        "RLlib's PPO's kl_coeff is --ppo.kl-coef with --algorithm ppo_kl",
         "kl_coeff",
     ),
     _rllib(
@@ -161,8 +161,9 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     ),
     _rllib(
         "--impact.target-update-every",
-        "with --impact.target-network separate (a target network of its own); by default pi_T is the learner at "
-        "the start of each update, what target_network_update_freq 1 and tau 1 give",
+        "with --impact.target-network separate, in iterations: RLlib's f counts f x N x K train batches (its "
+        "circular buffer's batches and uses; 16 at its defaults), an iteration here num_epochs x reuse.num_batches; "
+        "by default pi_T is the learner at the start of each update",
         "target_network_update_freq",
     ),
     _rllib("--impact.tau", "with --impact.target-network separate; 1 (RLlib's default) copies the learner", "tau"),

@@ -252,9 +252,10 @@ class TrainProgram:
 
         # 3. Advantages with the critic V_T (under sample reuse: on this batch and the stored ones, scored under pi_T).
         reused = self.join_reused(state, rollout) if state.reuse_buffer is not None else rollout
-        if state.target_actor is not None:  # the ratio reference pi_T is the algorithm's own target network
-            reused = self.score_under(ActorSnapshot(state.target_actor, state.obs_norm), reused)
-        batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), reused, hparams)
+        learned = reused  # its pi_T is the algorithm's own target network where it has one (diagnostics: the learner)
+        if state.target_actor is not None:
+            learned = self.score_under(ActorSnapshot(state.target_actor, state.obs_norm), reused)
+        batch, values = self.estimate_advantages(state.replace(obs_norm=obs_norm), learned, hparams)
 
         # 4. Epochs x minibatches of gradient steps (forward lag).
         learner = Learner(self.networks, self.dist, self.algorithm, make_optimizer(config, hparams), config)
