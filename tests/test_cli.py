@@ -530,7 +530,11 @@ def test_the_preset_tables_that_help_points_to_list_every_preset_as_it_is(page):
     families = ("brax-", "playground-")
     assert all(f"`{name}`" in listed or name.startswith(families) for name in PRESETS)
     for family in families:
-        envs = [name.removeprefix(family).removesuffix("-cpu") for name in PRESETS if name.startswith(family)]
+        envs = [
+            name.removeprefix(family).removesuffix("-cpu").removesuffix("-as-brax")
+            for name in PRESETS
+            if name.startswith(family)
+        ]
         assert envs and all(env in listed for env in envs)
 
 
@@ -541,6 +545,9 @@ def test_every_brax_preset_is_a_valid_config_for_every_listed_env():
 
     for env in DEFAULT_BACKENDS:
         gpu, cpu = (validate_config(apply_presets([f"brax-{env}{suffix}"])) for suffix in ("", "-cpu"))
+        as_brax = validate_config(apply_presets([f"brax-{env}-as-brax"]))  # brax's algorithm: its unrolls divide
+        assert as_brax.env.num_steps % as_brax.ppo.advantage_horizon == 0 and as_brax.env.reset_every == 0
+        assert as_brax.network.distribution == "tanh_gaussian" and as_brax.ppo.minibatch == "unrolls"
         assert gpu.env.name == cpu.env.name == f"brax/{env}"
         assert 1e6 <= gpu.total_env_steps <= 1.2e8 and gpu.env.num_envs >= 1024  # accelerator budgets
         assert cpu.total_env_steps <= 2e4

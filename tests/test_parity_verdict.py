@@ -115,6 +115,20 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
     assert task_config(task, "preset-reset-unrolls-tanh") == with_overrides(unrolls, policy)
     lecun = task_config(task, "preset-reset-unrolls-tanh-lecun")
     assert lecun == with_overrides(unrolls, {**policy, "network.init": "lecun_uniform"})
+    # the playground-<Env>-as-brax preset is that variant at an accelerator's size: resized, the same config
+    from vaco_jax.core.presets import apply_preset
+
+    sized = task_config(task, "preset")
+    resize = {
+        "num_iterations": sized.num_iterations,
+        "env.num_envs": sized.env.num_envs,
+        "env.num_steps": sized.env.num_steps,
+        "ppo.num_epochs": sized.ppo.num_epochs,
+        "ppo.num_minibatches": sized.ppo.num_minibatches,
+        "eval.every": sized.eval.every,
+        "eval.episodes": sized.eval.episodes,
+    }
+    assert with_overrides(apply_preset(f"{task.preset}-as-brax"), resize) == lecun
     rng = np.random.default_rng(0)
     names = ("preset-reset", "preset-reset-horizon", "preset-reset-unrolls", "preset-reset-tanh")
     both = ("preset-reset-unrolls-tanh", "preset-reset-unrolls-tanh-lecun")

@@ -184,6 +184,32 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
     assert (walker.num_iterations, walker.eval.every) == (180, 20)
 
 
+def test_the_as_brax_presets_add_brax_algorithm_and_its_resets_per_task():
+    """playground-<Env>-as-brax: the preset with brax's estimation inside its 30-step unrolls, its policy and
+    initialisation, and every env reset after each of brax's epochs (1 update at 6e7 env steps, 2 at 1e8, as
+    computed above); the plain preset leaves them off."""
+    from vaco_jax.core.presets import apply_presets
+
+    plain, cartpole, walker = (
+        apply_presets([name])
+        for name in (f"playground-{TASK}", f"playground-{TASK}-as-brax", "playground-WalkerRun-as-brax")
+    )
+    assert (cartpole.env.reset_every, walker.env.reset_every, plain.env.reset_every) == (1, 2, 0)
+    assert (cartpole.ppo.advantage_horizon, cartpole.ppo.minibatch, cartpole.ppo.advantage_form) == (30, "unrolls", "q")
+    assert cartpole.ppo.advantages_every_step and not plain.ppo.advantages_every_step
+    assert (cartpole.network.distribution, cartpole.network.std, cartpole.network.init) == (
+        "tanh_gaussian",
+        "state_dependent",
+        "lecun_uniform",
+    )
+    # nothing else differs
+    estimation = {"advantage_horizon": 0, "minibatch": plain.ppo.minibatch, "advantages_every_step": False}
+    ppo = cartpole.ppo.replace(**estimation, advantage_form=plain.ppo.advantage_form)
+    network = cartpole.network.replace(distribution="gaussian", std="state_independent", init="orthogonal")
+    assert (network, ppo, cartpole.env.replace(reset_every=0)) == (plain.network, plain.ppo, plain.env)
+    assert cartpole.replace(env=plain.env, ppo=plain.ppo, network=plain.network) == plain
+
+
 def _renders() -> bool:
     """Whether MuJoCo's OpenGL renderer works here (EGL where there is no display: tests/conftest.py), as render asks
     it before drawing."""

@@ -65,6 +65,7 @@ from benchmarks.common.provenance import (
 )
 from vaco_jax import Config, run_sweep
 from vaco_jax.core.config import with_overrides
+from vaco_jax.core.env_presets import BRAX_ESTIMATION, BRAX_POLICY
 from vaco_jax.core.presets import apply_preset
 from vaco_jax.numerics import stats
 from vaco_jax.runs.paired import FEWEST_SEEDS_FOR_BOOTSTRAP
@@ -277,10 +278,6 @@ def task_config(task: Task, variant: str) -> Config:
     return with_overrides(Config(), {**reference, **task.settings, **legacy})
 
 
-BRAX_POLICY = {"network.distribution": "tanh_gaussian", "network.std": "state_dependent"}
-"""The options that make the policy brax's PPO's (variants with ``-tanh``)."""
-
-
 def brax_options(task: Task, variant: str) -> dict[str, Any]:
     """The options a variant sets to estimate advantages as brax does, and to take brax's policy (none for the
     others)."""
@@ -288,12 +285,7 @@ def brax_options(task: Task, variant: str) -> dict[str, Any]:
     if variant == "preset-reset-horizon":
         estimation = {"ppo.advantage_horizon": task.unroll_length}
     elif variant.startswith("preset-reset-unrolls"):
-        estimation = {
-            "ppo.advantage_horizon": task.unroll_length,
-            "ppo.minibatch": "unrolls",
-            "ppo.advantages_every_step": True,
-            "ppo.advantage_form": "q",
-        }
+        estimation = {"ppo.advantage_horizon": task.unroll_length, **BRAX_ESTIMATION}
     policy = BRAX_POLICY if "-tanh" in variant else {}
     return {**estimation, **policy, **({"network.init": "lecun_uniform"} if variant.endswith("-lecun") else {})}
 
