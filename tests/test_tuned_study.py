@@ -922,7 +922,8 @@ def test_adopt_brings_back_clean_current_cells_and_never_overwrites_a_current_on
 
 def test_adopt_cells_only_copies_without_a_report(study, smoke, tmp_path, monkeypatch, capsys):
     """--adopt FOLDER --cells-only: a rerun's finished cells are committed while its blocks are still open (no
-    report of half a study); without --adopt the flag is refused."""
+    report of half a study); a runner's --cells-only makes what is missing and writes no report either; with
+    --report the flag is refused."""
     import shutil
 
     preset = study.PRESETS["tuned-smoke"]
@@ -937,9 +938,15 @@ def test_adopt_cells_only_copies_without_a_report(study, smoke, tmp_path, monkey
     assert sorted(p.name for p in (staging / "cells").iterdir()) == sorted(p.name for p in (source / "cells").iterdir())
     assert sorted(p.name for p in staging.iterdir()) == ["cells"]  # no tuned.json, verdict or figures
     assert f"{len(cells)} of {len(cells)} cells adopted" in capsys.readouterr().out
+    runner = tmp_path / "runner"
+    shutil.copytree(smoke / "cells", runner / "cells")
+    tuned_cells.cell_path(runner, cells[-1]).unlink()  # one cell left to make
+    study.main(["--preset", "tuned-smoke", "--out-dir", str(runner), "--cells-only"])
+    assert sorted(p.name for p in runner.iterdir()) == ["cells"] and f"{cells[-1].id} ..." in capsys.readouterr().out
+    assert tuned_cells.cell_path(runner, cells[-1]).is_file()
     with pytest.raises(SystemExit) as refused:
-        study.main(["--preset", "tuned-smoke", "--cells-only"])
-    assert refused.value.code == 2 and "give --adopt" in capsys.readouterr().err
+        study.main(["--preset", "tuned-smoke", "--cells-only", "--report"])
+    assert refused.value.code == 2 and "without a report" in capsys.readouterr().err
 
 
 def test_the_probe_steps_each_knob_once_around_the_winner():

@@ -7,7 +7,8 @@
 # to run them; a held-out block in the list of the block whose searches it tests, after it, unless those searches are
 # committed already: checked) is one runner:
 # runners run side by side, cell by cell, from a clean worktree of HEAD (WORK/worktree, made once and moved to HEAD
-# on a later start; .venv linked from this checkout), writing into WORK. The cells already committed in the staging
+# on a later start; .venv linked from this checkout), writing into WORK, with no report after each block
+# (--cells-only: a report lowers every cell's programs, minutes of a runner's time; --report makes it at the end). The cells already committed in the staging
 # folder (benchmarks/results/lag_robustness/PRESET-rerun) are copied into WORK first, so nothing finished runs again.
 # Every 20 minutes, while this checkout is on the branch it started on with no uncommitted changes, a committer adopts
 # the cells that finished into the staging folder (--adopt WORK --cells-only: clean, current cells only) and commits
@@ -36,7 +37,7 @@ run_blocks() {  # --runner WORK PRESET BLOCK...: the blocks one after the other,
   lowest_priority
   cd "$work/worktree"
   for block in "$@"; do
-    .venv/bin/python -m benchmarks.studies.tuned --preset "$preset" --out-dir "$work" --block "$block" \
+    .venv/bin/python -m benchmarks.studies.tuned --preset "$preset" --out-dir "$work" --block "$block" --cells-only \
       ${RERUN_UNTIL:+--until "$RERUN_UNTIL"} \
       || echo "[$(date +%H:%M)] block $block ended with an error; going on with the next"
   done

@@ -579,7 +579,8 @@ class StudyArgs:
     adopt: Path | None = None
     """Copy the clean, current cells a worktree wrote into this folder (its --out-dir) into --out-dir, then report."""
     cells_only: bool = False
-    """With --adopt: copy the cells and stop, without a report (a rerun's cells, committed while blocks are open)."""
+    """Make the missing cells (or, with --adopt, copy them) and stop, without a report: a rerun's runners and its
+    committer, while blocks are open (the report lowers every cell's programs: minutes per call)."""
     device_shard: ShardFlag | None = None
     """Internal: the part of the cells a --devices worker runs."""
     until: str | None = None
@@ -646,8 +647,8 @@ def preset_name(preset: TunedPreset) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(StudyArgs, argv, __doc__)
-    if args.cells_only and args.adopt is None:
-        refuse("--cells-only copies the cells --adopt FOLDER names: give --adopt")
+    if args.cells_only and (args.report or args.status or args.check or args.restate or args.export_config):
+        refuse("--cells-only makes or adopts cells without a report: not with --report, --status, --check, --restate")
     if args.devices is not None and args.devices < 1:
         refuse(f"--devices {args.devices} must be >= 1")
     shards = [shard for shard in (args.shard, args.device_shard) if shard is not None]
@@ -688,8 +689,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with fingerprints_memoized():  # the run and the report ask for each cell's fingerprint: lower it once
         if not args.report:
             run(args.preset, out_dir, args.max_cells, args.keep_stale, shards, args.block, until)
-        if args.device_shard is not None:
-            return  # a --devices worker: the process that started it reports
+        if args.device_shard is not None or args.cells_only:
+            return  # a --devices worker (the process that started it reports), or a runner of a rerun
         if (out_dir / "cells").is_dir():
             payload = report(args.preset, PRESETS[args.preset], out_dir, args.update_readme)
             missing = payload["cells_missing"]
