@@ -228,3 +228,18 @@ def test_every_step_estimation_cuts_each_segment_at_the_horizon_with_the_live_cr
     np.testing.assert_allclose(adv, expected_adv, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(targets, expected_targets, rtol=1e-4, atol=1e-5)
     assert not np.allclose(np.asarray(adv), np.asarray(batch.advantages), atol=1e-3)  # not the batch's
+
+
+def test_the_first_line_flags_every_step_estimation_on_few_samples_per_minibatch():
+    """Re-estimated at every step inside unrolls, a minibatch of fewer than FEW_SAMPLES_FOR_EVERY_STEP samples is
+    flagged in the run's first line (the value loss diverged there, in brax's own PPO too); hundreds are not, and
+    estimation once per iteration is not."""
+    from vaco_jax.training.minibatch_plan import FEW_SAMPLES_FOR_EVERY_STEP
+
+    brax_like = {"ppo.minibatch": "unrolls", "ppo.advantage_horizon": 16, "ppo.advantages_every_step": True}
+    few = TrainProgram(with_overrides(tiny_config(), brax_like)).minibatch_note()  # 4 unrolls of 16: 64 samples
+    assert "(only 64 samples per minibatch: estimated at every step, the value loss diverged" in few
+    many = TrainProgram(with_overrides(tiny_config(), {**brax_like, "env.num_envs": 32})).minibatch_note()
+    assert 16 * 16 >= FEW_SAMPLES_FOR_EVERY_STEP and "samples per minibatch" not in many
+    once = {**brax_like, "ppo.advantages_every_step": False}
+    assert "samples per minibatch" not in TrainProgram(with_overrides(tiny_config(), once)).minibatch_note()

@@ -168,9 +168,18 @@ def test_a_slower_target_is_the_ratio_reference_and_follows_its_refresh_rule(reu
         ({"target_network": "separate", "tau": 1.5}, r"impact.tau=1.5 must be <= 1"),
         ({"target_network": "other"}, "impact.target_network"),
         ({"kl_adaptive": True}, "give --impact.kl-coef a positive start"),
+        ({"kl_target": 0.02}, "add --impact.kl-adaptive"),
         ({"kl_adaptive": True, "kl_coef": 1.0, "kl_target": 0.0}, r"impact.kl_target=0.0 must be > 0"),
     ],
 )
 def test_impacts_rllib_options_refuse_what_would_be_ignored_or_wrong(options, message):
     with pytest.raises(ConfigError, match=message):
         validate(_impact(**options))
+
+
+def test_the_runs_first_line_names_the_target_network_where_there_is_one():
+    from vaco_jax.runs.run_outputs import target_note
+
+    separate = target_note(TrainProgram(_impact(target_network="separate", target_update_every=3)))
+    assert separate.startswith("pi_T a target network of its own, refreshed after every 3 iterations")
+    assert target_note(TrainProgram(_impact())) == ""

@@ -110,8 +110,9 @@ class ImpactConfig:
     gae. Both V-trace forms use vtrace.rho_bar and vtrace.c_bar."""
     kl_coef: float = 0.0
     """Weight of RLlib's optional KL term, kl_coef * KL(pi_T || pi_theta), added to the policy loss (0: none, RLlib's
-    default; its tuned examples use 1.0, adapted there, fixed here): exact per state for discrete actions, the
-    importance-weighted estimate (pi_T/beta) * k3 for continuous ones."""
+    use_kl_loss=False; RLlib's use_kl_loss=True, which always adapts it, is a positive kl_coef with kl_adaptive;
+    without kl_adaptive it stays fixed): exact per state for discrete actions, the importance-weighted estimate
+    (pi_T/beta) * k3 for continuous ones."""
     kl_adaptive: bool = static(False)
     """Adapt the KL term's coefficient once per iteration by RLlib's APPO rule: x1.5 when the iteration's mean
     KL(pi_T || pi_theta) over its gradient steps exceeds 2 kl_target, x0.5 below kl_target / 2, starting at kl_coef
@@ -144,6 +145,11 @@ class ImpactConfig:
             not learner or (self.target_update_every == 1 and all(float(tau) == 1.0 for tau in values(self.tau))),
             "impact.target_update_every and impact.tau shape a target network of its own: add "
             "--impact.target-network separate (the default, learner, is the learner at each iteration's start)",
+        )
+        check(
+            self.kl_adaptive or all(float(target) == 0.01 for target in values(self.kl_target)),
+            "impact.kl_target is the KL an adaptive coefficient steers toward: add --impact.kl-adaptive (RLlib's "
+            "use_kl_loss=True adapts kl_coeff; without it the coefficient stays fixed and kl_target is not read)",
         )
         check(
             not self.kl_adaptive or all(float(coef) > 0 for coef in values(self.kl_coef)),

@@ -168,6 +168,16 @@ def reset_note(program: TrainProgram) -> str:
     return note
 
 
+def target_note(program: TrainProgram) -> str:
+    """Where the ratio reference pi_T is an algorithm's own target network (IMPACT's
+    ``impact.target_network=separate``), its refresh in words; the lag and TV diagnostics still measure the learner."""
+    rule = program.algorithm.target_network
+    if rule is None:
+        return ""
+    every = "every iteration" if rule.every == 1 else f"every {rule.every} iterations"
+    return f"pi_T a target network of its own, refreshed after {every} (the lag and TV diagnostics read the learner)"
+
+
 def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
     """The first line of a run: what trains, how much, and where (processes, programs)."""
     config = plan.config
@@ -177,6 +187,7 @@ def run_line(plan: RunPlan, presets: tuple[str, ...]) -> str:
         f"{config.num_iterations} iterations x {config.steps_per_iteration} env steps per run "
         f"({config.total_env_steps * plan.num_runs:,} env steps in all)"
         + f"; {plan.program.minibatch_note()}"
+        + (f"; {note}" if (note := target_note(plan.program)) else "")
         + (f"; {note}" if (note := physics_note(plan.program)) else "")
         + (f"; {note}" if (note := reset_note(plan.program)) else "")
         + (f"; {distributed.describe()}" if distributed.multiprocess() else "")

@@ -73,6 +73,12 @@ def resolve_minibatch(config: Config) -> Config:
     return config if split == ppo.minibatch else config.replace(ppo=ppo.replace(minibatch=split))
 
 
+FEW_SAMPLES_FOR_EVERY_STEP = 240
+"""Below this many samples per minibatch, re-estimating advantages at every step inside unrolls is flagged: the value
+loss diverged with one 30-step unroll per minibatch, in brax's own PPO too, and with four, and stayed finite with
+eight (benchmarks/results/ppo_parity/stability, playground/CartpoleBalance)."""
+
+
 def minibatch_note(config: Config, algorithm: Algorithm) -> str:
     """How a resolved config's gradient steps split each batch and where its advantages are estimated, in words: a
     run's first line says so (not silently)."""
@@ -82,7 +88,13 @@ def minibatch_note(config: Config, algorithm: Algorithm) -> str:
         every_step = " at every gradient step" if algorithm.advantages_every_step else ""
         per_minibatch = unroll_count(config) // ppo.num_minibatches
         unrolls = f"{per_minibatch} {ppo.advantage_horizon}-step unroll{'s' if per_minibatch != 1 else ''}"
-        return f"{count} of {unrolls} (ppo.minibatch=unrolls), advantages estimated{every_step} inside each"
+        note = f"{count} of {unrolls} (ppo.minibatch=unrolls), advantages estimated{every_step} inside each"
+        if every_step and per_minibatch * ppo.advantage_horizon < FEW_SAMPLES_FOR_EVERY_STEP:
+            note += (
+                f" (only {per_minibatch * ppo.advantage_horizon} samples per minibatch: estimated at every step, the "
+                "value loss diverged at 30 and 120 here and in brax's own PPO at 30; keep hundreds)"
+            )
+        return note
     if ppo.minibatch == "samples":
         note = f"{count} of shuffled samples"
     else:
