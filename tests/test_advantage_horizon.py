@@ -116,7 +116,8 @@ def test_unrolls_hold_consecutive_steps_of_one_env_and_minibatches_shuffle_whole
     "overrides,match",
     [
         ({"ppo.minibatch": "unrolls"}, "unrolls of ppo.advantage_horizon steps: set --ppo.advantage-horizon"),
-        ({"ppo.advantage_horizon": 5}, "advantage_horizon=5 does not divide env.num_steps=16"),
+        ({"ppo.advantage_horizon": 5}, r"advantage_horizon=5 does not divide env.num_steps=16 .* 15 or 20;"),
+        ({"ppo.advantage_horizon": 30}, r"env.num_steps=16 .*\(--env.num-steps 30; keeping"),  # none below
         ({"ppo.advantage_horizon": -1}, "must be an integer >= 0"),
         (  # 8 envs x 16 / 8 = 16 unrolls of 8 steps, into 3 minibatches
             {"ppo.advantage_horizon": 8, "ppo.minibatch": "unrolls", "ppo.num_minibatches": 3},

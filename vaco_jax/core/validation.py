@@ -76,10 +76,16 @@ def validate(
         f"env.num_envs={env.num_envs} is not divisible by lag.num_actors={lag.num_actors}: "
         f"make num_envs a multiple of num_actors",
     )
+    horizon = ppo.advantage_horizon
+    below, above = (
+        max(horizon, env.num_steps // max(horizon, 1) * horizon),
+        -(-env.num_steps // max(horizon, 1)) * horizon,
+    )
     _check(
-        ppo.advantage_horizon == 0 or env.num_steps % ppo.advantage_horizon == 0,
-        f"ppo.advantage_horizon={ppo.advantage_horizon} does not divide env.num_steps={env.num_steps} into whole "
-        "unrolls: choose a horizon that divides it (or env.num_steps a multiple of it)",
+        horizon == 0 or env.num_steps % horizon == 0,
+        f"ppo.advantage_horizon={horizon} does not divide env.num_steps={env.num_steps} into whole unrolls: give "
+        f"env.num_steps a multiple of it (--env.num-steps {below}{f' or {above}' if above != below else ''}; keeping "
+        "the horizon keeps a preset's unroll length), or a horizon that divides it",
     )
     _check_lag_sequence(lag, config.num_iterations)
     reuse = config.reuse.num_batches
