@@ -266,15 +266,20 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
     assert seen == {every: [{n} for n in lengths[every]] for every in (0, 2)}  # the envs reset, not the statistics
     assert counts[0] == counts[2] == [0.0] * 5  # no episode reaches the horizon: a reset completes none
     assert losses[0][:2] == losses[2][:2] and losses[0][2:] != losses[2][2:]  # the same run until the first reset
+    from types import SimpleNamespace
+
     from vaco_jax.runs.run_outputs import reset_note  # the run's first line says so, and what it means to scoring
 
     assert reset_note(program) == (
         "every env reset after every 2 iterations (8 steps, under the 100-step time limit: only episodes that "
-        "terminate complete, so read the run on its evaluations, --eval.every)"
+        "terminate complete, so read the run on its evaluations, --eval.every N)"
     )
+    evaluated = SimpleNamespace(
+        config=program.config.replace(eval=program.config.eval.replace(every=5)), env=program.env
+    )
+    assert reset_note(evaluated).endswith("read the run on its evaluations, --metric eval/return_stochastic)")
     assert reset_note(TrainProgram(tiny_config())) == ""
-    from types import SimpleNamespace  # an env of the user's own with no time limit: no comparison, no crash
-
+    # an env of the user's own with no time limit: no comparison, no crash
     for limit in (None, float("inf")):
         unlimited = SimpleNamespace(config=program.config, env=SimpleNamespace(max_episode_steps=limit))
         assert reset_note(unlimited) == "every env reset after every 2 iterations"

@@ -161,9 +161,10 @@ def reset_note(program: TrainProgram) -> str:
     note = "every env reset after each iteration" if every == 1 else f"every env reset after every {every} iterations"
     steps, limit = every * program.config.env.num_steps, getattr(env, "max_episode_steps", None)
     if isinstance(limit, int | np.integer) and steps < limit:  # a custom env may have no time limit (None, inf)
+        how = "--metric eval/return_stochastic" if program.config.eval.every else "--eval.every N"
         note += (
             f" ({steps} steps, under the {limit}-step time limit: only episodes that terminate complete, so read the "
-            "run on its evaluations, --eval.every)"
+            f"run on its evaluations, {how})"
         )
     return note
 
