@@ -107,7 +107,8 @@ different: Adam's epsilon, the entropy bonus's estimate, time limits, the evalua
 
 # MuJoCo Playground's PPO for its DM Control Suite (mujoco_playground/config/dm_control_suite_params.py,
 # brax_ppo_config, playground 0.2): brax's ppo.train with brax's default networks, every env at the settings below
-# except where named. Its PendulumSwingUp case (action repeat 4, 4 epochs) never applies: the env is PendulumSwingup
+# except where named. Its PendulumSwingUp case (action repeat 4, 4 epochs; so spelled in playground 0.2.0) never
+# applies: the env is PendulumSwingup
 _PLAYGROUND_SUITE = BraxPPO(
     2048, 30, 1024, 32, 16, 0.995, 1e-3, 1e-2, 10.0, 6e7, num_evals=10, backend="", num_resets_per_eval=10
 )
