@@ -162,8 +162,9 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
     _rllib(
         "--impact.target-update-every",
         "with --impact.target-network separate, in iterations: RLlib's f counts f x N x K train batches (its "
-        "circular buffer's batches and uses; 16 at its defaults), an iteration here num_epochs x reuse.num_batches; "
-        "by default pi_T is the learner at the start of each update",
+        "circular buffer's batches and uses, 4 and 2 by default), an iteration here num_epochs x reuse.num_batches: "
+        "f x 8 / (num_epochs x num_batches), e.g. RLlib's 2 is 4 at this package's 4 epochs, 16 at 1; by default pi_T "
+        "is the learner at the start of each update",
         "target_network_update_freq",
     ),
     _rllib("--impact.tau", "with --impact.target-network separate; 1 (RLlib's default) copies the learner", "tau"),
