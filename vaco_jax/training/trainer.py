@@ -16,7 +16,7 @@ from vaco_jax import envs
 from vaco_jax.algorithms import registry as algorithms
 from vaco_jax.algorithms.state import keep_state, refresh_target
 from vaco_jax.core.config import Config, ConfigError, NetworkConfig, extended
-from vaco_jax.core.types import ActorSnapshot, TrainState, Transitions
+from vaco_jax.core.types import ActorSnapshot, PyTree, TrainState, Transitions
 from vaco_jax.core.validation import validate
 from vaco_jax.envs.base import ActionSpec, init_episode_stats, reset_when_due
 from vaco_jax.numerics import diagnostics, lag, losses, normalization, reuse, tv
@@ -326,7 +326,7 @@ class TrainProgram:
         logits = dist_params if self.dist.discrete else None
         return batch.replace(learner_log_probs=self.dist.log_prob(dist_params, batch.actions), learner_logits=logits)
 
-    def refreshed_target(self, target, actor, updates_done: jax.Array, hparams: Config):
+    def refreshed_target(self, target: PyTree, actor: PyTree, updates_done: jax.Array, hparams: Config) -> PyTree:
         """The algorithm's own target network after ``updates_done`` updates (None where it has none)."""
         rule = self.algorithm.target_network
         if target is None or rule is None:
