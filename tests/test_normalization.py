@@ -40,6 +40,34 @@ def test_normalize_standardises_and_clips():
     np.testing.assert_allclose(normalization.normalize(state, obs), expected, rtol=1e-6)
 
 
+def test_the_brax_form_is_unclipped_with_its_deviation_kept_within_brax_bounds():
+    """env.normalizer_form=brax, written out from brax's running_statistics.normalize: (obs - mean) / std, no clip,
+    std = sqrt(var) kept within [1e-6, 1e6]; the default form clips where this one does not."""
+    state = normalization.init(3)
+    state = state.replace(mean=jnp.array([1.0, -2.0, 0.0]), var=jnp.array([4.0, 0.25, 1e-16]))
+    obs = jnp.array([[3.0, -2.0, 0.0], [1.0, 100.0, 1e-7]])
+    expected = np.array([[2.0 / 2.0, 0.0, 0.0], [0.0, 102.0 / 0.5, 1e-7 / 1e-6]])  # 204: no clip; std floored at 1e-6
+    np.testing.assert_allclose(normalization.normalize(state, obs, "brax"), expected, rtol=1e-6)
+    huge = state.replace(var=jnp.array([1e14, 1.0, 1.0]))
+    np.testing.assert_allclose(normalization.normalize(huge, jnp.array([[2e6 + 1.0, 0.0, 0.0]]), "brax")[0, 0], 2.0)
+    assert float(normalization.normalize(state, obs)[1, 1]) == 10.0  # the default clips
+    with pytest.raises(ValueError, match="normalizer form 'tanh' is unknown"):
+        normalization.normalize(state, obs, "tanh")
+
+
+def test_the_brax_form_reaches_the_networks_and_needs_normalised_observations():
+    from tests.conftest import tiny_config
+    from vaco_jax import TrainProgram
+    from vaco_jax.core.config import ConfigError
+
+    config = tiny_config()
+    program = TrainProgram(config.replace(env=config.env.replace(normalizer_form="brax")))
+    assert program.networks.normalizer_form == "brax" and TrainProgram(config).networks.normalizer_form == "clipped"
+    raw = config.replace(env=config.env.replace(normalize_observations=False, normalizer_form="brax"))
+    with pytest.raises(ConfigError, match="env.normalizer_form=brax shapes normalised observations"):
+        TrainProgram(raw)
+
+
 def test_the_normaliser_can_absorb_the_batch_before_the_update_as_brax_does():
     """env.normalizer_update=before: the same statistics enter the new snapshot (the same batch was absorbed), but
     the gradient steps ran under them, so the parameters differ from the other order's; without normalisation

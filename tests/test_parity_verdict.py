@@ -115,7 +115,8 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
     assert task_config(task, "preset-reset-unrolls-tanh") == with_overrides(unrolls, policy)
     lecun = task_config(task, "preset-reset-unrolls-tanh-lecun")
     assert lecun == with_overrides(unrolls, {**policy, "network.init": "lecun_uniform"})
-    # the playground-<Env>-as-brax preset is that variant at an accelerator's size: resized, the same config
+    # the playground-<Env>-as-brax preset is that variant at an accelerator's size, with brax's form of the normalised
+    # observations (unclipped) too: resized, the same config
     from vaco_jax.core.presets import apply_preset
 
     sized = task_config(task, "preset")
@@ -128,7 +129,8 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
         "eval.every": sized.eval.every,
         "eval.episodes": sized.eval.episodes,
     }
-    assert with_overrides(apply_preset(f"{task.preset}-as-brax"), resize) == lecun
+    as_brax = with_overrides(apply_preset(f"{task.preset}-as-brax"), resize)
+    assert as_brax == with_overrides(lecun, {"env.normalizer_form": "brax"})
     rng = np.random.default_rng(0)
     names = ("preset-reset", "preset-reset-horizon", "preset-reset-unrolls", "preset-reset-tanh")
     both = ("preset-reset-unrolls-tanh", "preset-reset-unrolls-tanh-lecun")

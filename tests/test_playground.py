@@ -206,7 +206,9 @@ def test_the_as_brax_presets_add_brax_algorithm_and_its_resets_per_task():
     estimation = {"advantage_horizon": 0, "minibatch": plain.ppo.minibatch, "advantages_every_step": False}
     ppo = cartpole.ppo.replace(**estimation, advantage_form=plain.ppo.advantage_form)
     network = cartpole.network.replace(distribution="gaussian", std="state_independent", init="orthogonal")
-    assert (network, ppo, cartpole.env.replace(reset_every=0)) == (plain.network, plain.ppo, plain.env)
+    assert cartpole.env.normalizer_form == "brax" and plain.env.normalizer_form == "clipped"
+    env = cartpole.env.replace(reset_every=0, normalizer_form="clipped")
+    assert (network, ppo, env) == (plain.network, plain.ppo, plain.env)
     assert cartpole.replace(env=plain.env, ppo=plain.ppo, network=plain.network) == plain
 
 

@@ -14,6 +14,7 @@ from flax import struct
 from vaco_jax.core.config_fields import check, check_choice, check_number, static, values
 
 NORMALIZER_UPDATES = ("after", "before")
+NORMALIZER_FORMS = ("clipped", "brax")
 LAG_KINDS = ("fixed", "uniform", "geometric", "spread", "empirical", "replay")
 LAG_KINDS_OF_K = ("fixed", "uniform", "spread")
 """The lag kinds that read lag.k (their largest lag is lag.k); geometric draws up to lag.max_lag, empirical and replay
@@ -57,6 +58,9 @@ class EnvConfig:
     PPO: the update, its critic values and the new snapshot all use statistics that include the batch; the
     default, chosen by measurement: benchmarks/studies/normalizer_order.py) or after them (the update trains with the
     statistics its batch was collected under; the order before this option existed)."""
+    normalizer_form: Literal["clipped", "brax"] = static("clipped")
+    """How a normalised observation is formed: clipped, (obs - mean) / sqrt(var + 1e-8) clipped to [-10, 10]; or
+    brax, as brax's PPO normalises: (obs - mean) / std, unclipped, std kept within [1e-6, 1e6]."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantage estimation (returns are reported raw)."""
     episode_length: int = static(0)
@@ -97,6 +101,7 @@ class EnvConfig:
             f"env.normalize_observations={self.normalize_observations!r} must be true, false or None (backend default)",
         )
         check_choice("env.normalizer_update", self.normalizer_update, NORMALIZER_UPDATES)
+        check_choice("env.normalizer_form", self.normalizer_form, NORMALIZER_FORMS)
         check(
             isinstance(self.bootstrap_on_truncation, bool),
             f"env.bootstrap_on_truncation={self.bootstrap_on_truncation!r} must be true or false",

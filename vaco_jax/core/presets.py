@@ -205,7 +205,7 @@ def preset_table() -> list[str]:
             f"| `{prefix}-<env>-as-brax` | as `{prefix}-<env>`, with brax's PPO algorithm too where this trainer's "
             f"defaults differ: advantages estimated inside brax's unrolls at every gradient step in its form, "
             f"minibatches of whole unrolls, a tanh-squashed Gaussian policy with a state-dependent deviation, "
-            f"lecun-uniform initialisation{resets} "
+            f"lecun-uniform initialisation, brax's unclipped observation normalisation{resets} "
             f"(what stays different: docs/algorithms.md section 4a) |",
             f"| `{prefix}-<env>-cpu` | "
             f"{PRESETS[f'{prefix}-{first}-cpu'].description.removeprefix(f'{env_prefix}{first} ')}; the task's other "

@@ -218,7 +218,7 @@ REFERENCE_NAMES: tuple[ReferenceName, ...] = (
         "",
         "--env.normalize-observations",
         "PureJaxRL's ppo_continuous_action.py; observations only: rewards are scaled by --env.reward-scale, not "
-        "normalised",
+        "normalised; brax's form (unclipped): --env.normalizer-form brax",
         brax="normalize_observations",
     ),
     ReferenceName("", "", "--env.reward-scale", brax="reward_scaling"),

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vaco_jax.core.config import Config
 from vaco_jax.core.types import ActorSnapshot, AgentParams, NormalizerState
 from vaco_jax.envs.base import ActionSpec
 from vaco_jax.numerics import normalization
@@ -104,15 +105,34 @@ class Networks:
         normalize_observations: bool,
         std: str = "state_independent",
         init_scheme: str = "orthogonal",
+        normalizer_form: str = "clipped",
     ):
         self.actor = Actor(action_spec, tuple(actor_hidden), activation, std, init_scheme)
         self.critic = Critic(tuple(critic_hidden), activation, init_scheme)
         self.observation_size = observation_size
         self.normalize_observations = normalize_observations
+        self.normalizer_form = normalizer_form
+
+    @classmethod
+    def for_config(cls, config: Config, action_spec: ActionSpec, observation_size: int) -> Networks:
+        """The networks ``config`` (resolved: ``env.normalize_observations`` a bool) names, for an env's actions and
+        observations."""
+        net, env = config.network, config.env
+        return cls(
+            action_spec,
+            observation_size,
+            net.actor_hidden,
+            net.critic_hidden,
+            net.activation,
+            env.normalize_observations,
+            net.std,
+            net.init,
+            env.normalizer_form,
+        )
 
     def _prepare(self, obs_norm: NormalizerState, observations: jax.Array) -> jax.Array:
         if self.normalize_observations:
-            return normalization.normalize(obs_norm, observations)
+            return normalization.normalize(obs_norm, observations, self.normalizer_form)
         return observations
 
     def policy(self, snapshot: ActorSnapshot, observations: jax.Array) -> DistParams:

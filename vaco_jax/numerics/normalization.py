@@ -13,6 +13,7 @@ from vaco_jax.core.types import NormalizerState
 
 CLIP = 10.0
 EPS = 1e-8
+BRAX_STD_RANGE = (1e-6, 1e6)  # brax's running_statistics: std_min_value, std_max_value
 
 
 def init(size: int) -> NormalizerState:
@@ -35,8 +36,14 @@ def update(state: NormalizerState, observations: jax.Array) -> NormalizerState:
     return NormalizerState(count=total, mean=mean, var=m2 / total)
 
 
-def normalize(state: NormalizerState, observations: jax.Array) -> jax.Array:
-    """(obs - mean) / sqrt(var + eps), clipped to [-10, 10]."""
+def normalize(state: NormalizerState, observations: jax.Array, form: str = "clipped") -> jax.Array:
+    """``clipped`` (the default): (obs - mean) / sqrt(var + eps), clipped to [-10, 10]; ``brax`` (brax's PPO):
+    (obs - mean) / std, unclipped, std kept within :data:`BRAX_STD_RANGE`."""
     shape = (1,) * (observations.ndim - 1) + state.mean.shape  # explicit broadcast over leading axes
+    if form == "brax":
+        std = jnp.clip(jnp.sqrt(state.var), *BRAX_STD_RANGE)
+        return (observations - state.mean.reshape(shape)) / std.reshape(shape)
+    if form != "clipped":
+        raise ValueError(f"normalizer form {form!r} is unknown; choose clipped or brax")
     z = (observations - state.mean.reshape(shape)) / jnp.sqrt(state.var + EPS).reshape(shape)
     return jnp.clip(z, -CLIP, CLIP)

@@ -44,7 +44,13 @@ def validate_config(config: Config) -> Config:
     if not envs.is_known(config.env.name):  # the closest id and every known one (vaco_jax.envs)
         raise ConfigError(envs.unknown_env_message(config.env.name))
     validate(config, known_algorithms=algorithms.ALGORITHMS)
-    return resolve_defaults(config)
+    config = resolve_defaults(config)
+    if config.env.normalizer_form != "clipped" and not config.env.normalize_observations:
+        raise ConfigError(
+            f"env.normalizer_form={config.env.normalizer_form} shapes normalised observations, and {config.env.name}'s "
+            "are not normalised: add --env.normalize-observations, or drop --env.normalizer-form"
+        )
+    return config
 
 
 def resolve_defaults(config: Config) -> Config:
@@ -98,16 +104,7 @@ class TrainProgram:
     def __init__(self, config: Config):
         self.config = config = validate_config(config)
         self.env = envs.from_config(config.env)
-        self.networks = Networks(
-            self.env.action_spec,
-            self.env.observation_size,
-            config.network.actor_hidden,
-            config.network.critic_hidden,
-            config.network.activation,
-            config.env.normalize_observations,
-            config.network.std,
-            config.network.init,
-        )
+        self.networks = Networks.for_config(config, self.env.action_spec, self.env.observation_size)
         check_action_options(config, self.env.action_spec)
         self.dist = for_actions(self.env.action_spec.discrete, config.network.distribution)
         self.algorithm = algorithms.build(config)
