@@ -183,6 +183,40 @@ def test_time_limit_truncates_and_start_states_are_fresh_random_draws():
     assert len({tuple(np.round(s, 7)) for s in starts}) == len(starts)
 
 
+def test_cached_start_states_restart_each_env_where_its_last_reset_began_as_brax_does():
+    """env.start_states=cached (brax's and Playground's training auto-reset): every episode of an environment starts
+    from the state that environment got at its last reset, a new reset caches new ones; no pool is drawn."""
+    env = envs.make("brax/inverted_pendulum", episode_length=3, start_pool=None, start_states="cached")
+
+    @jax.jit
+    def run(key):
+        state, first = env.reset(jax.random.split(key, 2))
+
+        def step(state, k):
+            return env.step(state, jax.random.uniform(k, (2, 1), minval=-1.0, maxval=1.0), k)
+
+        state, ts = jax.lax.scan(step, state, jax.random.split(key, 9))
+        again, second = env.reset(jax.random.split(jax.random.key(5), 2))
+        return first, ts, state, second, env.step(again, jnp.zeros((2, 1)), key)[0]
+
+    first, ts, state, second, stepped = run(jax.random.key(0))
+    assert state.pool is None and ts.reused_start is None
+    done, observation = np.asarray(ts.truncated | ts.terminated), np.asarray(ts.observation)
+    assert done[2::3].all() and not done[0::3].any()  # the 3-step limit (no fall)
+    for t in (2, 5, 8):  # every restart is the env's first start, exactly; the final observation moved on from it
+        np.testing.assert_array_equal(observation[t], np.asarray(first))
+        assert not np.array_equal(np.asarray(ts.final_observation)[t], np.asarray(first))
+    assert not np.array_equal(np.asarray(first)[0], np.asarray(first)[1])  # one start per environment
+    assert not np.allclose(np.asarray(second), np.asarray(first))  # a reset (env.reset_every) caches new starts
+    np.testing.assert_array_equal(np.asarray(stepped.cached.obs), np.asarray(second))
+    with pytest.raises(ConfigError, match="env.start_states=cached .* draws no start pool: leave env.start_pool unset"):
+        envs.make("brax/inverted_pendulum", start_pool=4, start_states="cached")
+    with pytest.raises(ConfigError, match="env.start_states=cached is a brax and Playground option"):
+        envs.make("CartPole-v1", start_states="cached")
+    with pytest.raises(ConfigError, match="env.start_states='first' is unknown; choose fresh or cached"):
+        envs.make("brax/inverted_pendulum", start_states="first")
+
+
 def test_action_repeat_sums_rewards_and_shortens_the_episode():
     env = envs.make("brax/inverted_pendulum", episode_length=12, action_repeat=3, backend="spring")
     assert env.max_episode_steps == 4

@@ -32,6 +32,8 @@ from vaco_jax.core.config import get_field, set_field, traced_fields
         ("ppo.gamma", 1.5, "ppo.gamma=1.5 must be <= 1"),
         ("ppo.ent_coef", math.inf, "ppo.ent_coef=inf is not finite"),
         ("env.num_steps", 0, "env.num_steps=0 must be a positive integer"),
+        ("env.start_states", "sticky", "env.start_states='sticky' is unknown; choose one of fresh, cached"),
+        ("env.start_states", "cached", "env.start_states=cached is a brax and Playground option"),
         ("network.actor_hidden", (16, 0), "network.actor_hidden=(16, 0) must be a tuple of positive"),
         ("vaco.is_weight", "full", "vaco.is_weight='full' is unknown; choose one of none, truncated"),
         ("vaco.tv_estimator", "kl", "vaco.tv_estimator='kl' is unknown; choose one of auto, sample, exact"),

@@ -116,7 +116,7 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
     lecun = task_config(task, "preset-reset-unrolls-tanh-lecun")
     assert lecun == with_overrides(unrolls, {**policy, "network.init": "lecun_uniform"})
     # the playground-<Env>-as-brax preset is that variant at an accelerator's size, with brax's form of the normalised
-    # observations (unclipped) too: resized, the same config
+    # observations (unclipped) and its cached start states too: resized, the same config
     from vaco_jax.core.presets import apply_preset
 
     sized = task_config(task, "preset")
@@ -130,7 +130,7 @@ def test_the_brax_variants_add_only_brax_options_to_the_variants_they_are_tested
         "eval.episodes": sized.eval.episodes,
     }
     as_brax = with_overrides(apply_preset(f"{task.preset}-as-brax"), resize)
-    assert as_brax == with_overrides(lecun, {"env.normalizer_form": "brax"})
+    assert as_brax == with_overrides(lecun, {"env.normalizer_form": "brax", "env.start_states": "cached"})
     rng = np.random.default_rng(0)
     names = ("preset-reset", "preset-reset-horizon", "preset-reset-unrolls", "preset-reset-tanh")
     both = ("preset-reset-unrolls-tanh", "preset-reset-unrolls-tanh-lecun")

@@ -186,7 +186,8 @@ def test_a_playground_run_trains_checkpoints_and_restores(tmp_path, capsys):
 
 def test_the_as_brax_presets_add_brax_algorithm_and_its_resets_per_task():
     """playground-<Env>-as-brax: the preset with brax's estimation inside its 30-step unrolls, its policy and
-    initialisation, and every env reset after each of brax's epochs (1 update at 6e7 env steps, 2 at 1e8, as
+    initialisation, its normalised observations and cached start states, and every env reset after each of brax's
+    epochs (1 update at 6e7 env steps, 2 at 1e8, as
     computed above); the plain preset leaves them off."""
     from vaco_jax.core.presets import apply_presets
 
@@ -207,7 +208,8 @@ def test_the_as_brax_presets_add_brax_algorithm_and_its_resets_per_task():
     ppo = cartpole.ppo.replace(**estimation, advantage_form=plain.ppo.advantage_form)
     network = cartpole.network.replace(distribution="gaussian", std="state_independent", init="orthogonal")
     assert cartpole.env.normalizer_form == "brax" and plain.env.normalizer_form == "clipped"
-    env = cartpole.env.replace(reset_every=0, normalizer_form="clipped")
+    assert (cartpole.env.start_states, plain.env.start_states) == ("cached", "fresh")
+    env = cartpole.env.replace(reset_every=0, normalizer_form="clipped", start_states="fresh")
     assert (network, ppo, env) == (plain.network, plain.ppo, plain.env)
     assert cartpole.replace(env=plain.env, ppo=plain.ppo, network=plain.network) == plain
 

@@ -31,15 +31,14 @@ from vaco_jax.core.config_groups import (  # noqa: F401  (re-exported: the group
     DIAGNOSTIC_LEVELS,
     LAG_KINDS,
     MINIBATCH_SPLITS,
-    NORMALIZER_UPDATES,
     W_MODES,
-    EnvConfig,
     EvalConfig,
     LagConfig,
     NetworkConfig,
     PPOConfig,
     ReuseConfig,
 )
+from vaco_jax.core.env_config import NORMALIZER_UPDATES, START_STATES, EnvConfig  # noqa: F401  (re-exported)
 from vaco_jax.core.nested import (  # noqa: F401  (re-exported)
     MISSING,
     dotted_keys,

@@ -50,6 +50,14 @@ def check_choice(path: str, value: Any, choices: Sequence[str]) -> None:
     check(value in choices, unknown_choice(path, value, choices))
 
 
+def check_positive_integer(path: str, value: Any) -> None:
+    """A count that sets a shape or a loop length: an int >= 1 (not a bool)."""
+    check(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{path}={value!r} must be a positive integer",
+    )
+
+
 def check_number(
     path: str,
     value: Any,
@@ -84,4 +92,13 @@ def check_number(
         check(fv <= high, f"{path}={v} must be <= {high}{hint}")
 
 
-__all__ = ["ConfigError", "check", "check_choice", "check_number", "group", "static", "values"]
+__all__ = [
+    "ConfigError",
+    "check",
+    "check_choice",
+    "check_number",
+    "check_positive_integer",
+    "group",
+    "static",
+    "values",
+]

@@ -99,10 +99,16 @@ gradient step with the live critic, in its own form (the one-step error bootstra
 over minibatches of whole unrolls."""
 BRAX_POLICY = {"network.distribution": "tanh_gaussian", "network.std": "state_dependent"}
 """brax's PPO policy: a tanh-squashed Gaussian whose deviation is a second head, ``softplus(x) + 0.001``."""
-BRAX_ALGORITHM = {**BRAX_ESTIMATION, **BRAX_POLICY, "network.init": "lecun_uniform", "env.normalizer_form": "brax"}
+BRAX_ALGORITHM = {
+    **BRAX_ESTIMATION,
+    **BRAX_POLICY,
+    "network.init": "lecun_uniform",
+    "env.normalizer_form": "brax",
+    "env.start_states": "cached",
+}
 """What ``<prefix>-<env>-as-brax`` adds to ``<prefix>-<env>`` (with the unroll length and the resets, per env): brax's
 PPO where this trainer's defaults differ, as far as options reach (docs/algorithms.md section 4a lists what stays
-different: Adam's epsilon, the entropy bonus's estimate, time limits, start states, the evaluation before training)."""
+different: Adam's epsilon, the entropy bonus's estimate, time limits, the evaluation before training)."""
 
 
 # MuJoCo Playground's PPO for its DM Control Suite (mujoco_playground/config/dm_control_suite_params.py,

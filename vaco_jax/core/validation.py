@@ -12,8 +12,7 @@ import numpy as np
 from vaco_jax.core.config import DIAGNOSTIC_LEVELS, Config, ConfigError, LagConfig
 from vaco_jax.core.config_fields import check as _check
 from vaco_jax.core.config_fields import check_choice as _check_choice
-from vaco_jax.core.config_fields import unknown_choice
-from vaco_jax.core.config_groups import check_positive_integer
+from vaco_jax.core.config_fields import check_positive_integer, unknown_choice
 from vaco_jax.core.plugins import PLUGIN_HINT
 
 

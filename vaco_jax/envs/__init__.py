@@ -10,6 +10,7 @@ to :data:`BACKENDS`; the trainer does not change.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import sys
@@ -33,6 +34,7 @@ __all__ = [
     "TimeStep",
     "TruncationAsTermination",
     "BACKENDS",
+    "EnvOptions",
     "make",
     "from_config",
     "known_env_names",
@@ -50,12 +52,26 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class EnvOptions:
+    """The options every backend's constructor is given (:class:`~vaco_jax.core.config.EnvConfig`'s fields of these
+    names); a backend refuses, naming the field, any it does not take."""
+
+    episode_length: int = 0
+    action_repeat: int = 1
+    backend: str = ""
+    start_pool: int | None = 0
+    start_states: str = "fresh"
+
+
+@dataclass(frozen=True)
 class Backend:
     """One environment library: its ids (without prefix), its constructor and how to install it."""
 
     prefix: str
     env_names: Callable[[], list[str]]
-    build: Callable[..., Env]  # (name without prefix, *, episode_length, action_repeat, backend, start_pool) -> Env
+    build: Callable[
+        ..., Env
+    ]  # (name without prefix, *, episode_length, action_repeat, backend, start_pool, start_states)
     install: str
     normalize_observations: bool  # the default of env.normalize_observations, chosen by measurement
     note: str = ""  # said after its ids where they are listed (what of the library is not taken)
@@ -67,16 +83,27 @@ def _gymnax_names() -> list[str]:
     return gymnax_env_names()
 
 
-def _build_gymnax(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
+def _build_gymnax(name: str, options: EnvOptions) -> Env:
     from vaco_jax.envs.gymnax import GymnaxEnv
 
-    if start_pool:
-        raise ConfigError(f"env.start_pool={start_pool} is a brax option; leave it unset for the gymnax env {name!r}")
-    if action_repeat != 1:
-        raise ConfigError(f"env.action_repeat={action_repeat} is a brax option; gymnax envs take env.action_repeat=1")
-    if backend:
-        raise ConfigError(f"env.backend={backend!r} is a brax option; leave it empty for the gymnax env {name!r}")
-    return GymnaxEnv(name, episode_length=episode_length)
+    if options.start_pool:
+        raise ConfigError(
+            f"env.start_pool={options.start_pool} is a brax option; leave it unset for the gymnax env {name!r}"
+        )
+    if options.start_states != "fresh":
+        raise ConfigError(
+            f"env.start_states={options.start_states} is a brax and Playground option (gymnax envs restart fresh): "
+            f"leave it unset for the gymnax env {name!r}"
+        )
+    if options.action_repeat != 1:
+        raise ConfigError(
+            f"env.action_repeat={options.action_repeat} is a brax option; gymnax envs take env.action_repeat=1"
+        )
+    if options.backend:
+        raise ConfigError(
+            f"env.backend={options.backend!r} is a brax option; leave it empty for the gymnax env {name!r}"
+        )
+    return GymnaxEnv(name, episode_length=options.episode_length)
 
 
 def _brax_names() -> list[str]:
@@ -85,7 +112,7 @@ def _brax_names() -> list[str]:
     return brax_env_names()
 
 
-def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
+def _build_brax(name: str, options: EnvOptions) -> Env:
     try:
         # mujoco's mjx prints "Failed to import warp" on stdout as brax imports it: keep stdout the command's own
         # (--print-config > FILE), the line goes to stderr
@@ -97,9 +124,7 @@ def _build_brax(name: str, *, episode_length: int, action_repeat: int, backend: 
         ) from None
     from vaco_jax.envs.brax import BraxEnv
 
-    return BraxEnv(
-        name, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
-    )
+    return BraxEnv(name, **dataclasses.asdict(options))
 
 
 def _playground_names() -> list[str]:
@@ -108,14 +133,10 @@ def _playground_names() -> list[str]:
     return playground_env_names()
 
 
-def _build_playground(
-    name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None
-) -> Env:
+def _build_playground(name: str, options: EnvOptions) -> Env:
     from vaco_jax.envs.playground import make_playground_env
 
-    return make_playground_env(
-        name, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
-    )
+    return make_playground_env(name, **dataclasses.asdict(options))
 
 
 _CUSTOM: dict[str, Callable[[], Env]] = {}
@@ -137,11 +158,11 @@ def register(name: str, factory: Callable[[], Env], *, overwrite: bool = False) 
     make.cache_clear()
 
 
-def _build_custom(name: str, *, episode_length: int, action_repeat: int, backend: str, start_pool: int | None) -> Env:
-    if (episode_length, action_repeat, backend, start_pool or 0) != (0, 1, "", 0):
+def _build_custom(name: str, options: EnvOptions) -> Env:
+    if dataclasses.replace(options, start_pool=options.start_pool or 0) != EnvOptions():
         raise ConfigError(
             f"custom/{name} is built by its registered factory: leave env.episode_length=0, env.action_repeat=1, "
-            "env.backend='' and env.start_pool unset (set such options inside the factory)"
+            "env.backend='', env.start_pool and env.start_states unset (set such options inside the factory)"
         )
     return _CUSTOM[f"custom/{name}"]()
 
@@ -231,7 +252,13 @@ def unknown_env_message(name: str) -> str:
 
 @functools.cache
 def make(
-    name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "", start_pool: int | None = 0
+    name: str,
+    *,
+    episode_length: int = 0,
+    action_repeat: int = 1,
+    backend: str = "",
+    start_pool: int | None = 0,
+    start_states: str = "fresh",
 ) -> Env:
     """The batched environment called ``name`` with the given options (see :class:`vaco_jax.core.config.EnvConfig`).
 
@@ -241,9 +268,8 @@ def make(
     if not is_known(name):
         raise ConfigError(unknown_env_message(name))
     key, env_id = backend_of(name)
-    return BACKENDS[key].build(
-        env_id, episode_length=episode_length, action_repeat=action_repeat, backend=backend, start_pool=start_pool
-    )
+    options = EnvOptions(episode_length, action_repeat, backend, start_pool, start_states)
+    return BACKENDS[key].build(env_id, options)
 
 
 def is_brax(name: str) -> bool:
@@ -271,5 +297,6 @@ def from_config(env: EnvConfig) -> Env:
         action_repeat=env.action_repeat,
         backend=env.backend,
         start_pool=env.start_pool,
+        start_states=env.start_states,
     )
     return made if env.bootstrap_on_truncation else TruncationAsTermination(made)

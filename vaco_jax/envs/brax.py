@@ -5,7 +5,10 @@ restarts every finished episode from the *first* start state it cached, which
 changes the start-state distribution, and it does not keep the pre-reset
 observation for bootstrapping. This adapter instead
 
-* draws a fresh random start state for every finished episode. By default from a
+* draws a fresh random start state for every finished episode (or, with
+  ``start_states="cached"``, restarts it from its environment's start state of the
+  last reset, as brax's wrapper does: the whole brax state, where brax's replaces
+  the physics state and observation and lets ``info`` run on). By default from a
   *start pool*: P fresh start states drawn once per rollout (``begin_rollout``;
   P = ``start_pool``, or four per environment), handed out in order to the episodes
   that end during it; if more than P end, the pool is reused in the same order and
@@ -37,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from vaco_jax.core.config import ConfigError
+from vaco_jax.core.config import START_STATES, ConfigError
 from vaco_jax.envs.base import ActionSpec, TimeStep
 
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -104,6 +107,7 @@ class BraxEnvState:
     steps: jax.Array  # [E] int32 agent steps since the episode started
     pool: Any = None  # [P] fresh start states of this rollout (None: a fresh reset at every step)
     pool_used: jax.Array | None = None  # [] int32 starts handed out from the pool since it was drawn
+    cached: Any = None  # [E] each environment's start state of the last reset (start_states="cached"), else None
 
 
 def brax_env_names() -> list[str]:
@@ -161,6 +165,8 @@ class BraxEnv:
         "" picks :data:`DEFAULT_BACKENDS`.
       start_pool: fresh start states drawn per rollout for the episodes that end in it (None: four per
         environment, :data:`POOL_PER_ENV`; 0: no pool, a fresh reset for every environment at every step).
+      start_states: ``fresh`` (a new random start for every finished episode) or ``cached`` (the start state its
+        environment got at the last ``reset``, as brax's and Playground's training auto-reset: no pool is drawn).
       environment: your own brax ``Env`` instance (``brax.envs.Env``: ``reset(rng)``, ``step(state, action)`` with
         ``obs``, ``reward``, ``done``, and ``action_size``; actions in [-1, 1]) instead of a built-in one, e.g.
         ``envs.register("custom/my-ant", lambda: BraxEnv("custom/my-ant", environment=MyAnt()))``; its pipeline is
@@ -175,6 +181,7 @@ class BraxEnv:
         action_repeat: int = 1,
         backend: str = "",
         start_pool: int | None = None,
+        start_states: str = "fresh",
         environment: Any = None,
     ):
         if environment is not None:
@@ -191,8 +198,16 @@ class BraxEnv:
         self.observation_size = int(start.obs.shape[-1])
         if start_pool is not None and (not isinstance(start_pool, int) or start_pool < 0):
             raise ConfigError(f"env.start_pool={start_pool!r} must be a non-negative integer (0: no pool) or None")
+        if start_states not in START_STATES:
+            raise ConfigError(f"env.start_states={start_states!r} is unknown; choose {' or '.join(START_STATES)}")
+        if start_states == "cached" and start_pool:
+            raise ConfigError(
+                f"env.start_states=cached restarts every episode from its environment's cached start state and draws "
+                f"no start pool: leave env.start_pool unset (it is {start_pool})"
+            )
         self.backend = backend
         self.start_pool = start_pool
+        self.start_states = start_states
         self.action_repeat = action_repeat
         self.episode_length = episode_length or DEFAULT_EPISODE_LENGTH
         self.max_episode_steps = -(-self.episode_length // action_repeat)  # agent steps
@@ -209,6 +224,8 @@ class BraxEnv:
     def reset(self, keys: jax.Array) -> tuple[BraxEnvState, jax.Array]:
         core = self._reset_all(keys)
         state = BraxEnvState(core=core, steps=jnp.zeros(keys.shape[0], jnp.int32))
+        if self.start_states == "cached":
+            return state.replace(cached=core), core.obs.astype(jnp.float32)
         size = POOL_PER_ENV * keys.shape[0] if self.start_pool is None else self.start_pool
         if size:
             state = self._draw_pool(state, jax.random.fold_in(keys[0], _POOL_STREAM), size)
@@ -236,7 +253,9 @@ class BraxEnv:
         done = terminated | truncated
         final_observation = jnp.where(finite[:, None], core.obs, state.core.obs).astype(jnp.float32)
 
-        if state.pool is None:
+        if state.cached is not None:  # brax's auto-reset: back to the environment's start state of the last reset
+            fresh, reused, pool_used = state.cached, None, None
+        elif state.pool is None:
             fresh, reused, pool_used = self._reset_all(jax.random.split(key, num_envs)), None, None
         else:  # the pool's next starts, in order, to the episodes that ended (cyclically past its end: flagged)
             slot = state.pool_used + jnp.cumsum(done) - 1

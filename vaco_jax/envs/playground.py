@@ -117,17 +117,15 @@ def default_episode_length(name: str) -> int:
     return int(_registry().get_default_config(name).episode_length)
 
 
-def make_playground_env(
-    name: str, *, episode_length: int = 0, action_repeat: int = 1, backend: str = "", start_pool: int | None = None
-) -> Any:
+def make_playground_env(name: str, *, episode_length: int = 0, backend: str = "", **adapter_options: Any) -> Any:
     """The batched env for ``playground/<name>``: Playground's env inside :class:`~vaco_jax.envs.brax.BraxEnv`.
 
     Args:
       name: a DM Control Suite env name in Playground (``CartpoleBalance``), without the prefix.
       episode_length: the time limit in env steps (0: the env's own config's, 1000 for the DM Control Suite).
-      action_repeat: env steps per agent step (the action held, rewards summed).
       backend: MJX's implementation, ``jax`` or ``warp`` ("": ``jax``).
-      start_pool: as :class:`~vaco_jax.envs.brax.BraxEnv`'s.
+      **adapter_options: :class:`~vaco_jax.envs.brax.BraxEnv`'s other options (``action_repeat``, ``start_pool``,
+        ``start_states``).
     """
     if not installed():
         raise ConfigError(f"env.name='playground/{name}' needs MuJoCo Playground, which is not installed: {INSTALL}")
@@ -140,8 +138,7 @@ def make_playground_env(
         f"playground/{name}",
         environment=load(name, backend),
         episode_length=episode_length or default_episode_length(name),
-        action_repeat=action_repeat,
-        start_pool=start_pool,
+        **adapter_options,
     )
     env.backend = backend or DEFAULT_IMPLEMENTATION  # the implementation it runs, as a run's first line names it
     return env
