@@ -277,7 +277,21 @@ def test_env_reset_every_resets_every_env_after_each_nth_iteration_and_abandons_
     evaluated = SimpleNamespace(
         config=program.config.replace(eval=program.config.eval.replace(every=5)), env=program.env
     )
-    assert reset_note(evaluated).endswith("read the run on its evaluations, --metric eval/return_stochastic)")
+    assert reset_note(evaluated).endswith(
+        "read the run on its evaluations, eval/return_stochastic, --metric's default here)"
+    )
+    # which --metric reports such a run where none is given: its evaluations; a given one, or a run without the
+    # resets or the evaluations, as before
+    from vaco_jax.runs.output_options import Output, with_reported_metric
+
+    assert with_reported_metric(Output(), evaluated.config).metric == "eval/return_stochastic"
+    assert with_reported_metric(Output(metric="episode/return"), evaluated.config).metric == "episode/return"
+    for plain in (
+        program.config,
+        tiny_config(),
+        evaluated.config.replace(env=evaluated.config.env.replace(num_steps=64)),
+    ):
+        assert with_reported_metric(Output(), plain).metric == "episode/return"
     assert reset_note(TrainProgram(tiny_config())) == ""
     # an env of the user's own with no time limit: no comparison, no crash
     for limit in (None, float("inf")):

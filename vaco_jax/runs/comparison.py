@@ -17,9 +17,17 @@ from vaco_jax.core.config import Config, ConfigError, config_dict
 from vaco_jax.core.presets import PRESETS, apply_preset
 from vaco_jax.runs import plotting
 from vaco_jax.runs.interrupt import GracefulStop
+from vaco_jax.runs.output_options import with_reported_metric
 from vaco_jax.runs.paired import comparison_cells, markable_note, paired_comparisons
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id
-from vaco_jax.runs.session import Output, Variant, check_output, execute, format_summary, recorded_output_options
+from vaco_jax.runs.session import (
+    Output,
+    Variant,
+    check_output,
+    execute,
+    format_summary,
+    recorded_output_options,
+)
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.seeds import check_seeds
 from vaco_jax.training.sweep import SweepResult, format_table
@@ -81,6 +89,7 @@ def compare(
         plans[name] = RunPlan.build(
             variant_config(config, name), grid, num_seeds=num_seeds, seed=seed, runs_per_program=output.runs_per_program
         )
+    output = with_reported_metric(output, plans[variants[0]].config)  # one metric for every variant, the first's
     if output.dry_run or output.print_config:  # each variant's memory, or its config (one JSON each, named)
         for name in variants:
             if output.print_config:

@@ -10,7 +10,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
-from vaco_jax.core.config import ConfigError
+import numpy as np
+
+from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.runs.wandb_writer import WandbMode
 from vaco_jax.training.driver import DEFAULT_CHUNK_SIZE
@@ -57,9 +59,11 @@ class Output:
     init_point: tuple[str, ...] = ()
     """Which grid point of a saved sweep --init-from takes the learner of, as FIELD=VALUE for each axis (default: the
     first point), e.g. --init-point lag.k=0."""
-    metric: ReportedMetric = "episode/return"
+    metric: ReportedMetric | None = None
     """What the summary, the plots and the progress line report: returns of training episodes, or of the evaluation
-    episodes (eval/...: needs --eval.every N)."""
+    episodes (eval/...: needs --eval.every N). Unset: episode/return, or eval/return_stochastic where env.reset_every
+    resets every env sooner than its time limit and the run evaluates (the training return then scores only the
+    episodes that terminate; brax's and Playground's eval/episode_reward samples the policy too)."""
     dry_run: bool = False
     """Print the device memory the runs need (state per component, compiled temporaries, peak) and exit:
     nothing runs and nothing is written. Compiling takes as long as the real run's compile."""
@@ -120,6 +124,26 @@ def recorded_output_options(output: Output) -> dict[str, Any]:
     return {name: str(value) if isinstance(value := getattr(output, name), Path) else value for name in names}
 
 
+def resets_cut_episodes(config: Config, time_limit: Any) -> bool:
+    """Whether ``env.reset_every`` resets every env sooner than its ``time_limit`` (agent steps; a custom env may
+    have none: None, inf), so that only the training episodes that terminate complete."""
+    every, steps = config.env.reset_every, config.env.reset_every * config.env.num_steps
+    return bool(every) and isinstance(time_limit, int | np.integer) and steps < time_limit
+
+
+def with_reported_metric(output: Output, config: Config) -> Output:
+    """``output`` with ``--metric`` decided where it was left unset (see :attr:`Output.metric`): the evaluations'
+    sampled return where resets leave the training return little to score (:func:`resets_cut_episodes`), else the
+    training return."""
+    if output.metric is not None:
+        return output
+    from vaco_jax import envs  # the env is built once (make is cached): the run builds the same one
+
+    limit = envs.from_config(config.env).max_episode_steps if config.env.reset_every else None
+    cut = config.eval.every and resets_cut_episodes(config, limit)
+    return dataclasses.replace(output, metric="eval/return_stochastic" if cut else "episode/return")
+
+
 def check_output(output: Output) -> None:
     """Refuse, before anything compiles or is created, an --out-dir that cannot hold results and a bad chunk size."""
     if output.chunk_size < 1:
@@ -142,4 +166,12 @@ def check_output(output: Output) -> None:
     out.refuse_foreign("nothing was written or removed there")
 
 
-__all__ = ["RESUMED_OUTPUT_OPTIONS", "Output", "ReportedMetric", "check_output", "recorded_output_options"]
+__all__ = [
+    "RESUMED_OUTPUT_OPTIONS",
+    "Output",
+    "ReportedMetric",
+    "check_output",
+    "recorded_output_options",
+    "resets_cut_episodes",
+    "with_reported_metric",
+]

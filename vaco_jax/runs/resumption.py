@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from vaco_jax.core.config import ConfigError
+from vaco_jax.core.config import Config, ConfigError
 from vaco_jax.runs import checkpoint
-from vaco_jax.runs.output_options import Output
+from vaco_jax.runs.output_options import Output, with_reported_metric
 from vaco_jax.runs.run_directory import RunDirectory
 from vaco_jax.training import fingerprint, memory
 from vaco_jax.training.driver import run_sharding
@@ -83,6 +83,19 @@ def resume_or_start(output: Output) -> Output:
         )
         return dataclasses.replace(output, overwrite=True)
     return output
+
+
+def resolved_output(output: Output, config: Config) -> Output:
+    """``output`` with ``--resume-or-start`` decided, a resumed run's directory as the one written, its split of the
+    runs into programs the one it started with (not one from today's free memory), and ``--metric`` decided where
+    it was left unset (:func:`~vaco_jax.runs.output_options.with_reported_metric`; a resume reads the one recorded)."""
+    if output.resume_or_start:
+        output = resume_or_start(output)
+    if output.resume is not None:
+        output = dataclasses.replace(output, out_dir=output.resume)
+        if output.runs_per_program == "auto":
+            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
+    return with_reported_metric(output, config)
 
 
 def split_started_with(directory: Path) -> int | Literal["auto"]:

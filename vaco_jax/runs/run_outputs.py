@@ -9,15 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vaco_jax import envs
 from vaco_jax.core import plugins
 from vaco_jax.core.config import RESOLVED_DEFAULTS, Config, config_dict, get_field
 from vaco_jax.core.nested import strict_json
 from vaco_jax.core.presets import run_label
 from vaco_jax.runs import plotting, writers
-from vaco_jax.runs.output_options import Output
+from vaco_jax.runs.output_options import Output, resets_cut_episodes
 from vaco_jax.runs.progress import ProgressLine
 from vaco_jax.runs.run_directory import TENSORBOARD_SUBDIR, RunDirectory
 from vaco_jax.runs.wandb_writer import WandbOptions, WandbWriter
@@ -160,8 +158,8 @@ def reset_note(program: TrainProgram) -> str:
         return ""
     note = "every env reset after each iteration" if every == 1 else f"every env reset after every {every} iterations"
     steps, limit = every * program.config.env.num_steps, getattr(env, "max_episode_steps", None)
-    if isinstance(limit, int | np.integer) and steps < limit:  # a custom env may have no time limit (None, inf)
-        how = "--metric eval/return_stochastic" if program.config.eval.every else "--eval.every N"
+    if resets_cut_episodes(program.config, limit):
+        how = "eval/return_stochastic, --metric's default here" if program.config.eval.every else "--eval.every N"
         note += (
             f" ({steps} steps, under the {limit}-step time limit: only episodes that terminate complete, so read the "
             f"run on its evaluations, {how})"

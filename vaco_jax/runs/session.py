@@ -29,7 +29,7 @@ from vaco_jax.runs.output_options import (  # noqa: F401  (re-exported: the sess
     recorded_output_options,
 )
 from vaco_jax.runs.readings import readings_report
-from vaco_jax.runs.resumption import resume_or_start, resumed_state, split_started_with
+from vaco_jax.runs.resumption import resolved_output, resumed_state
 from vaco_jax.runs.run_directory import RunDirectory, new_run_id, train_entries
 from vaco_jax.runs.run_outputs import (  # noqa: F401  (run_config_record: re-exported)
     finish_writers,
@@ -134,7 +134,9 @@ def execute(
     The steps: the plan (every check, on every process at once), the run opened (directory, checkpoints, writers),
     the training loop, the results finished.
     """
-    output, initial = resolved_start(_resolved(output), config)  # --init-from read once, before anything runs
+    output, initial = resolved_start(
+        resolved_output(output, config), config
+    )  # --init-from read once, before anything runs
     request = RunRequest(config, grid, num_seeds, seed, output, presets, asynchronous, variant, initial)
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
@@ -161,18 +163,6 @@ def execute(
     print(run_line(plan, presets), flush=True)
     result = _train(run, request, plan, driver, restored, stop)
     return _finish(run, request, result, meta, stop)
-
-
-def _resolved(output: Output) -> Output:
-    """``output`` with ``--resume-or-start`` decided, a resumed run's directory as the one written, and its split of
-    the runs into programs the one it started with (not one from today's free memory)."""
-    if output.resume_or_start:
-        output = resume_or_start(output)
-    if output.resume is not None:
-        output = dataclasses.replace(output, out_dir=output.resume)
-        if output.runs_per_program == "auto":
-            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
-    return output
 
 
 def _run_record(request: RunRequest) -> dict[str, Any]:
