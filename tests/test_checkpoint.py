@@ -122,6 +122,23 @@ def test_a_run_killed_at_a_random_chunk_resumes_bit_for_bit(reference, tmp_path,
     _assert_same_as(reference, killed)
 
 
+def test_resume_or_start_reports_the_metric_the_run_recorded(reference, monkeypatch):
+    """--resume-or-start (a requeued job) reports what the run reported when it started, read from its checkpoint,
+    not what --metric's default would decide for it now; a --metric given is kept."""
+    from vaco_jax.runs import resumption
+    from vaco_jax.runs.output_options import Output
+
+    config, requeued = recorded_run(reference).config, Output(out_dir=reference, resume_or_start=True)
+    resolved = resumption.resolved_output(requeued, config)
+    assert resolved.resume == reference and resolved.metric == "episode/return"
+    real = resumption.checkpoint.read_meta
+    recorded = lambda directory, step=None: {**real(directory, step), "output": {"metric": "eval/length"}}  # noqa: E731
+    monkeypatch.setattr(resumption.checkpoint, "read_meta", recorded)
+    assert resumption.resolved_output(requeued, config).metric == "eval/length"
+    given = Output(out_dir=reference, resume_or_start=True, metric="episode/length")
+    assert resumption.resolved_output(given, config).metric == "episode/length"
+
+
 def test_sigint_stops_at_a_chunk_boundary_with_readable_partial_results(reference, tmp_path):
     stopped = tmp_path / "stopped"
     process = _signal_mid_run(stopped, signal.SIGINT)

@@ -1357,6 +1357,18 @@ def test_compare_tests_saved_runs_on_the_same_seeds_against_the_first(sweep_dir,
     # the training return of runs that evaluated their learner: said
     assert main(["compare", str(sweep_dir), str(twin)]) == 0
     assert "note: these runs evaluated their learner" in capsys.readouterr().out
+    # no --metric: the one the first run reported (a Playground -as-brax run's is its evaluations')
+    import dataclasses
+
+    from vaco_jax.runs import saved
+
+    recorded = saved.recorded_run(sweep_dir)
+    assert recorded.output["metric"] == "episode/return"
+    reported = dataclasses.replace(recorded, output={**recorded.output, "metric": "eval/return_deterministic"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(saved, "recorded_run", lambda path: reported)
+        assert main(["compare", str(sweep_dir), str(twin)]) == 0
+    assert "AUC of eval/return_deterministic (mean over iterations)" in capsys.readouterr().out
     assert "two one-sided signed-rank tests show the paired AUC differences centred within +-25" in said
     # a one-sided test at another alpha: said in the verdict, the threshold and intervals follow it
     assert main([*argv[:-2], "--alternative", "greater", "--alpha", "0.1"]) == 0

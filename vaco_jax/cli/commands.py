@@ -272,8 +272,9 @@ class CompareArgs:
 
     run_dirs: tyro.conf.Positional[tuple[Path, ...]]
     """The --out-dir of each train or sweep run; the first is the reference."""
-    metric: ReportedMetric = "episode/return"
-    """The per-iteration metric each run is scored on (eval/...: runs that evaluated)."""
+    metric: ReportedMetric | None = None
+    """The per-iteration metric each run is scored on (eval/...: runs that evaluated). Unset: the one the first run
+    reported (its --metric; episode/return for a run that recorded none)."""
     score: Literal["auc", "final"] = "auc"
     """What each run is scored by: the metric's AUC (the mean over its iterations, which also counts how fast it
     learned) or its final value (the mean over the last 10% of iterations)."""

@@ -4,6 +4,7 @@ against the first, paired by seed and tested)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -186,6 +187,8 @@ def run_compare(args: CompareArgs) -> list[dict]:
     records = {name: recorded_run(path) for name, path in zip(names, args.run_dirs, strict=True)}
     results = {name: saved_result(path) for name, path in zip(names, args.run_dirs, strict=True)}
     reference = results[names[0]]
+    metric = args.metric or records[names[0]].output.get("metric") or "episode/return"
+    args = dataclasses.replace(args, metric=metric)  # the reference run's reading, where none is given
     for name, result in results.items():
         if records[name].asynchronous is not None:
             raise ConfigError(

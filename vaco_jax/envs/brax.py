@@ -1,8 +1,8 @@
 """Adapter for brax 0.14 continuous-control environments (the only module that imports brax).
 
 Why not brax's own wrappers: ``brax.envs.wrappers.training.AutoResetWrapper``
-restarts every finished episode from the *first* start state it cached, which
-changes the start-state distribution, and it does not keep the pre-reset
+restarts every finished episode from the start state it cached at the last reset,
+which narrows the start-state distribution, and it does not keep the pre-reset
 observation for bootstrapping. This adapter instead
 
 * draws a fresh random start state for every finished episode (or, with

@@ -3,11 +3,12 @@ adapter.
 
 A Playground env (``mujoco_playground.registry.load``) keeps brax's interface: ``reset(rng)`` and ``step(state,
 action)`` returning a state with ``obs``, ``reward`` and ``done``, and ``action_size``; actions in [-1, 1]. So
-:class:`~vaco_jax.envs.brax.BraxEnv` steps it as it steps a brax task: fresh random starts from a start pool, the
+:class:`~vaco_jax.envs.brax.BraxEnv` steps it as it steps a brax task: fresh random starts from a start pool (or,
+with ``start_states="cached"``, each env's start state of its last reset, as Playground's training wrapper), the
 pre-reset observation kept for bootstrapping, the time limit reported as a truncation apart from the env's own
 termination, the action repeat stopped where an episode ends, non-finite physics caught. Playground's own
-``wrap_for_brax_training`` is not used: its auto-reset swaps the final observation for the reset one and restarts
-every env from one cached start state, its action repeat sums rewards past a mid-repeat ending, and its time limit
+``wrap_for_brax_training`` is not used: its auto-reset swaps the final observation for the reset one, its action
+repeat sums rewards past a mid-repeat ending, and its time limit
 would reach this adapter as a termination (brax's PPO reads the truncation from ``info``; this adapter, ``done``).
 
 Where this module differs from Playground's defaults, and why:

@@ -139,8 +139,9 @@ def with_reported_metric(output: Output, config: Config) -> Output:
         return output
     from vaco_jax import envs  # the env is built once (make is cached): the run builds the same one
 
-    limit = envs.from_config(config.env).max_episode_steps if config.env.reset_every else None
-    cut = config.eval.every and resets_cut_episodes(config, limit)
+    evaluates_and_resets = config.eval.every and config.env.reset_every
+    limit = envs.from_config(config.env).max_episode_steps if evaluates_and_resets else None
+    cut = evaluates_and_resets and resets_cut_episodes(config, limit)
     return dataclasses.replace(output, metric="eval/return_stochastic" if cut else "episode/return")
 
 

@@ -88,23 +88,32 @@ def resume_or_start(output: Output) -> Output:
 def resolved_output(output: Output, config: Config) -> Output:
     """``output`` with ``--resume-or-start`` decided, a resumed run's directory as the one written, its split of the
     runs into programs the one it started with (not one from today's free memory), and ``--metric`` decided where
-    it was left unset (:func:`~vaco_jax.runs.output_options.with_reported_metric`; a resume reads the one recorded)."""
+    it was left unset: a resumed run's recorded one, else :func:`~vaco_jax.runs.output_options.with_reported_metric`'s
+    (a record without one, from before --metric was recorded, ran the default of then, which this default keeps)."""
     if output.resume_or_start:
         output = resume_or_start(output)
     if output.resume is not None:
         output = dataclasses.replace(output, out_dir=output.resume)
         if output.runs_per_program == "auto":
             output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
+        if output.metric is None:  # --resume-or-start (--resume DIR took the record's options already)
+            output = dataclasses.replace(output, metric=_newest_meta(output.resume).get("output", {}).get("metric"))
     return with_reported_metric(output, config)
+
+
+def _newest_meta(directory: Path) -> dict[str, Any]:
+    """The record of the newest checkpoint of the run in ``directory``; empty where there is none or it cannot be
+    read (the resume's own checks say why, in words)."""
+    try:
+        return checkpoint.read_meta(RunDirectory(directory).checkpoints)
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 def split_started_with(directory: Path) -> int | Literal["auto"]:
     """The runs per program of the run in ``directory`` as its newest checkpoint records them ("auto" where none
     does: a checkpoint from before it was recorded, or none at all, which the resume's own checks report)."""
-    try:
-        recorded = checkpoint.read_meta(RunDirectory(directory).checkpoints).get("runs_per_program")
-    except Exception:  # noqa: BLE001 -- no or unreadable checkpoint: said by the resume's own checks, in words
-        return "auto"
+    recorded = _newest_meta(directory).get("runs_per_program")
     return int(recorded) if isinstance(recorded, int) else "auto"
 
 
