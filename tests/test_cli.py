@@ -580,7 +580,7 @@ def test_dry_run_reports_memory_and_writes_nothing(tmp_path, capsys):
     assert "dry run of 2 grid point(s) x 2 seeds" in text
     for part in ("state/params", "state/lag_buffer", "chunk temporaries", "peak (estimate)"):
         assert part in text
-    assert not out.exists()
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # not even the output directory's lock beside it
 
 
 def test_memory_estimate_scales_with_runs_and_counts_the_lag_buffer():

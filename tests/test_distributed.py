@@ -214,6 +214,24 @@ def test_bad_distributed_flags_are_refused_before_anything_starts(argv, fragment
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("command", ["tune", "demo", "calibrate", "eval"])
+def test_a_one_process_command_inside_an_srun_step_of_several_tasks_is_refused(command, tmp_path, monkeypatch, capsys):
+    """Each task of the step would run the whole command (a newcomer's tune ran twice, one task failing on the
+    other's lock): refused, naming the fix; a step of one task runs it."""
+    step = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}
+    for name, value in step.items():
+        monkeypatch.setenv(name, value)
+    assert main([command, "--out-dir", str(tmp_path / "run")]) == 2
+    said = capsys.readouterr().err
+    assert f"vaco-jax {command} runs as one process, and this is task 1 of an srun step of 2 tasks" in said, said
+    assert "srun --ntasks 1" in said and not (tmp_path / "run").exists()
+    from vaco_jax.cli.processes import refuse_one_process_command_in_a_step
+
+    refuse_one_process_command_in_a_step("tune", {**step, "SLURM_STEP_NUM_TASKS": "1"})  # one task: runs
+    with pytest.raises(distributed.ConfigError, match="JAX_COORDINATOR_ADDRESS is set"):
+        refuse_one_process_command_in_a_step("tune", {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"})
+
+
 def test_a_run_count_that_does_not_split_over_the_processes_devices_is_refused(monkeypatch):
     monkeypatch.setattr(distributed, "multiprocess", lambda: True)
     monkeypatch.setattr(distributed.jax, "device_count", lambda: 4)

@@ -11,7 +11,6 @@ grid point: IQM and 95% bootstrap CI over seeds).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -53,6 +52,7 @@ from vaco_jax.cli.commands import (  # noqa: F401  (re-exported: the schema scri
     demo_config,
 )
 from vaco_jax.cli.defaults import _grid_flags, command_types  # noqa: F401  (_grid_flags: re-exported)
+from vaco_jax.cli.processes import join_processes, multiprocess_requested
 from vaco_jax.cli.saved_runs import run_compare, run_eval, run_render
 from vaco_jax.core import plugins
 from vaco_jax.core.config import ConfigError, config_class
@@ -72,7 +72,7 @@ from vaco_jax.runs.session import (  # noqa: F401  (re-exported: the API the tes
     format_table,
 )
 from vaco_jax.training import distributed
-from vaco_jax.training.distributed import DistributedOptions, LostProcess
+from vaco_jax.training.distributed import LostProcess
 
 
 def parse_args(argv: list[str]) -> Any:
@@ -122,12 +122,12 @@ def _main(argv: list[str]) -> int:
         command = plugins.split_argv(argv)[1]  # the command without --plugin, which may come first
     except ConfigError:
         command = argv  # said below, in the one line of every error
-    if supervisor.needs_worker(command, _multiprocess_requested(command)):
+    if supervisor.needs_worker(command, multiprocess_requested(command)):
         return supervisor.supervise(argv)  # JAX's runtime may end the worker from C++: this process says so in words
     try:
         argv = load_plugins(argv)
         refuse_empty_paths(argv)
-        _join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
+        join_processes(argv)  # before anything uses JAX (reading a checkpoint's record does)
         commands = command_types(argv)
     except ConfigError as error:
         print(f"vaco-jax: error: {error}", file=sys.stderr)
@@ -157,33 +157,6 @@ def _main(argv: list[str]) -> int:
     except LostProcess as lost:
         distributed.exit_lost(lost, str(_directory_written(args)))  # ends the process at once
         raise
-
-
-def _multiprocess_requested(argv: list[str]) -> bool:
-    """Whether the command asks to be one process of several: a --distributed flag that joins, or a cluster
-    environment JAX detects (srun with several tasks)."""
-    joining = ("--distributed.coordinator", "--distributed.num-processes", "--distributed.process-id")
-    return any(arg.split("=", 1)[0] in joining for arg in argv) or distributed.cluster_environment() is not None
-
-
-def _join_processes(argv: list[str]) -> None:
-    """``train | sweep`` with --distributed flags, or under a detected cluster environment (srun): join the other
-    processes (:mod:`vaco_jax.training.distributed`). The flags are read before tyro, which needs a checkpoint's record
-    (and so JAX) for --resume's defaults."""
-    if not argv or argv[0] not in ("train", "sweep"):
-        if any(arg.startswith("--distributed.") for arg in argv):
-            raise ConfigError("--distributed.* flags belong to train and sweep: other commands run in one process")
-        return
-    parser = argparse.ArgumentParser(add_help=False)
-    flags = (("coordinator", str), ("num-processes", int), ("process-id", int), ("timeout", int))
-    for flag, kind in (*flags, ("local-device-ids", str)):
-        parser.add_argument(f"--distributed.{flag}", type=kind, default=None)
-    try:
-        given = vars(parser.parse_known_args(argv[1:])[0])
-    except SystemExit:  # a malformed value: tyro reports it with the command's usage
-        return
-    values = {name.removeprefix("distributed.").replace("-", "_"): v for name, v in given.items() if v is not None}
-    distributed.initialize(DistributedOptions(**values))
 
 
 DESCRIPTION = (
@@ -294,9 +267,9 @@ def _exclusive(directory: Path | None, flag: str = "--out-dir"):
 
 def _directory_written(args) -> Path | None:
     """The output directory a command writes into (and holds the lock of while it runs); None where it writes
-    nothing and creates nothing (``--print-config``)."""
+    nothing and creates nothing (``--print-config``, ``--dry-run``)."""
     output = getattr(args, "output", None)
-    if output is not None and output.print_config:
+    if output is not None and (output.print_config or output.dry_run):
         return None
     if isinstance(args, EvalArgs | RenderArgs):
         return args.run_dir

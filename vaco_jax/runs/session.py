@@ -42,7 +42,7 @@ from vaco_jax.runs.saved import resolved_start
 from vaco_jax.runs.wandb_writer import WandbOptions
 from vaco_jax.training import distributed, fingerprint, memory
 from vaco_jax.training.asynchronous import AsyncDriver, AsyncOptions, check_one_program, describe
-from vaco_jax.training.driver import Driver
+from vaco_jax.training.driver import Driver, sharded_over
 from vaco_jax.training.plan import RunPlan
 from vaco_jax.training.sweep import SweepResult, format_table, run_plan, summary_cells
 from vaco_jax.training.warm_start import InitialLearner
@@ -334,6 +334,7 @@ def _dry_run(plan: RunPlan, output: Output) -> None:
     """``--dry-run``: print the device memory the plan's runs need (compiling their programs), run nothing."""
     per_program = plan.runs_per_program
     report = memory.estimate(plan.config, plan.num_runs, chunk_size=output.chunk_size, runs_per_program=per_program)
+    report.devices = sharded_over(per_program or plan.num_runs)
     if distributed.is_primary():
         print(
             f"vaco-jax: dry run of {plan.num_points} grid point(s) x {plan.num_seeds} seeds; nothing runs, nothing "

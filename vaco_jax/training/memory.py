@@ -42,6 +42,7 @@ class MemoryReport:
     backend: str = field(default_factory=lambda: jax.default_backend())
     runs_per_program: int | None = None  # a split sweep: the temporaries are one program's of this many runs
     measured_per_run: int | None = None  # batch buffers per run from a 2-run program: what the split sizes by
+    devices: int = 1  # the devices a program's runs are sharded over (every process's): each holds its share
 
     @property
     def state_total(self) -> int:
@@ -87,6 +88,13 @@ class MemoryReport:
                 )
         else:
             lines.append("  (temporaries not compiled: compile=False)")
+        if self.devices > 1:
+            runs = (self.runs_per_program if split else self.num_runs) // self.devices
+            peak = f", a peak of about {_human(self.peak_estimate // self.devices)}" if self.peak_estimate else ""
+            lines.append(
+                f"  sharded over {self.devices} devices: each holds {runs} run(s) of a program, about 1/{self.devices} "
+                f"of the figures above{peak} per device"
+            )
         return "\n".join(lines)
 
 
