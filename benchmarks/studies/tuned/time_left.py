@@ -129,6 +129,11 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def estimated(left: BlockLeft) -> str:
+    """A block's estimate for the status table: "-" where none of its cells could be estimated (never "0.0 h")."""
+    return "-" if left.unknown == left.cells else hours(left.seconds)
+
+
 def longest_cell(left: BlockLeft) -> str:
     return f"{left.longest[1]} ({hours(left.longest[0])})" if left.longest[1] else "-"
 
@@ -138,7 +143,7 @@ def time_left_lines(blocks: dict[str, BlockLeft]) -> list[str]:
     if not blocks:
         return []
     rows = [
-        [block, str(left.cells), hours(left.seconds), left.weakest, str(left.unknown), longest_cell(left)]
+        [block, str(left.cells), estimated(left), left.weakest, str(left.unknown), longest_cell(left)]
         for block, left in blocks.items()
     ]
     header = ["block", "cells to make", "estimated", "from the made cells of", "not estimated", "its longest cell"]
