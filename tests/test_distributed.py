@@ -130,6 +130,8 @@ def test_ctrl_c_on_one_process_stops_both_and_any_process_count_resumes_to_the_o
     assert _finish([*resumed, single]) == [0, 0, 0], (tmp_path / "process_0.txt").read_text()[-2000:]
     _assert_same_results(run, reference)
     _assert_same_results(alone, reference)
+    machines = [json.loads((d / "metrics.json").read_text())["machine"] for d in (run, alone)]  # who wrote them
+    assert [(m["backend"], m["devices"], m["processes"]) for m in machines] == [("cpu", 4, 2), ("cpu", 4, 1)]
 
 
 TIMEOUT = 10  # --distributed.timeout of the failure tests: a stopped process is declared lost after it

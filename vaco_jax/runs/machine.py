@@ -35,3 +35,19 @@ def describe() -> dict[str, Any]:
         "platform": platform.platform(),
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+def devices_used() -> dict[str, Any]:
+    """What a run's results were computed on (metrics.json's ``machine``): the backend, the device kind, how many
+    devices and processes (a multi-process run counts every process's), jax's version and the CPU model (XLA's CPU
+    code, and so a result's last bits, depend on it)."""
+    import jax
+
+    return {
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "devices": jax.device_count(),
+        "processes": jax.process_count(),
+        "jax": jax.__version__,
+        "processor": cpu_model(),
+    }

@@ -13,6 +13,7 @@ from vaco_jax.core.config import config_dict, json_default, strict_json, with_ov
 from vaco_jax.core.files import open_atomic, write_text_atomic
 from vaco_jax.core.grid import grid_points, indexed_points
 from vaco_jax.core.nested import flat_items
+from vaco_jax.runs.machine import devices_used
 from vaco_jax.runs.progress import ChunkSpeed
 from vaco_jax.training.sweep import SweepResult, metrics_length
 from vaco_jax.training.update import learning_rates
@@ -43,6 +44,7 @@ def write_json(result: SweepResult, path: str | Path, summary: list[dict[str, An
         "env_steps": result.env_steps.tolist(),
         "compile_seconds": result.compile_seconds,
         "run_seconds": result.run_seconds,
+        "machine": devices_used(),  # the one that wrote it (a resumed run's: where it ended)
     }
     if num_values <= JSON_METRICS_LIMIT:
         payload["metrics"] = {
