@@ -203,3 +203,33 @@ def test_the_reference_presets_are_the_configurations_the_parity_benchmark_train
     unlike = with_overrides(Config(), UNLIKE_THE_REFERENCES)
     assert with_overrides(apply_presets([preset], unlike), {"env.name": env}) == task_config(TASKS[env], "default")
     assert apply_presets(["purejaxrl-minatar"]).env.name == "Breakout-MinAtar"  # a MinAtar game, never CartPole
+
+
+def test_the_reference_runners_bin_and_average_completed_episodes_as_recorded(monkeypatch):
+    """benchmarks/references: CleanRL's printed episodes binned into iterations (i x B, (i + 1) x B]; PureJaxRL's
+    LogWrapper flags averaged per iteration; the config read from a file's ``__main__`` block. (The runners themselves
+    run in the references' own environments; a smoke run of each reproduced the recorded files' first iterations.)"""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "references"
+    monkeypatch.syspath_prepend(str(folder))  # as a script, each runner finds its sibling runner_machine.py
+
+    def runner(name):
+        path = folder / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    cleanrl, purejaxrl = runner("run_cleanrl"), runner("run_purejaxrl")
+    printed = "global_step=512, episodic_return=[10.]\nx\nglobal_step=513, episodic_return=[20.5]\n"
+    printed += "global_step=1024, episodic_return=[30.5]\nglobal_step=1600, episodic_return=[1e2]\n"
+    assert cleanrl.binned(printed, 512, 3) == ([10.0, 25.5, None], [1, 2, 0])  # 1600 is past 3 x 512
+    done = np.array([[[[True, False], [True, True]], [[False, False], [False, False]]]])  # [S=1, U=2, T=2, E=2]
+    returns = np.array([[[[4.0, 99.0], [6.0, 8.0]], [[1.0, 1.0], [1.0, 1.0]]]])
+    mean, count = purejaxrl.completed_returns({"returned_episode": done, "returned_episode_returns": returns})
+    np.testing.assert_array_equal(count, [[3, 0]])
+    assert mean[0, 0] == 6.0 and np.isnan(mean[0, 1])
+    source = 'import x\nif __name__ == "__main__":\n    config = {"LR": 2.5e-4, "ANNEAL_LR": True}\n    run(config)\n'
+    assert purejaxrl.main_block_config(source) == {"LR": 2.5e-4, "ANNEAL_LR": True}
+    assert cleanrl.cpu_model() == purejaxrl.cpu_model() != ""  # one machine record, shared

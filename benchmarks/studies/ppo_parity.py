@@ -11,7 +11,8 @@ its preset alone, with the reference's resets and with brax's estimation of adva
 scored on evaluations),
 16 seeds (8 on Playground), and reads the reference's own runs from
 ``benchmarks/results/ppo_parity/reference/*.json``. Those were made by running the reference code itself, fetched and
-run in a virtual environment of its own outside this repository (none of its code is here); each file names the
+run in a virtual environment of its own outside this repository (none of its code is here; the runners around it are
+benchmarks/references/run_purejaxrl.py, run_cleanrl.py and run_brax_ppo.py); each file names the
 repository, commit, versions and command, and holds every seed's per-iteration return of completed episodes.
 
 Per task and implementation it reports, from per-iteration returns of completed training episodes (the project's
