@@ -23,6 +23,7 @@ a run). Checkpoints written from gathered host arrays, as earlier versions did, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -219,14 +220,14 @@ class Checkpointer:
         ):  # the programs' fingerprint (vaco_jax.training.fingerprint), lowered once per session
             self._fingerprint = self._fingerprint or self._programs()
             meta["programs"] = self._fingerprint
-        self._manager.save(  # waits for the previous save, copies this one to the host (the driver donates the
-            done,  # state buffers to the next chunk), then writes it in the background
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(_saved(states)),
-                meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
-            ),
-            force=True,
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(_saved(states)),
+            meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str))),
         )
+        # waits for the previous save, copies this one to the host (the driver donates the state buffers to the next
+        # chunk), then writes it in the background; across processes it synchronises them: a peer lost there is
+        # said in one line (LostProcess), not as orbax's traceback of gloo's failure
+        distributed.collective(functools.partial(self._manager.save, done, args=args, force=True))
         if self._writing is not None:
             self.last_saved = self._writing
         self._writing = self._last_started = done
@@ -239,7 +240,7 @@ class Checkpointer:
     def finish(self) -> None:
         """Wait until the last checkpoint is written whole (called once training has ended; a process that dies
         before leaves the previous checkpoint as the newest)."""
-        self._manager.wait_until_finished()
+        distributed.collective(self._manager.wait_until_finished)
         if self._writing is not None:
             self.last_saved, self._writing = self._writing, None
 

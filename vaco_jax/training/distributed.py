@@ -215,8 +215,9 @@ def describe() -> str:
     )
 
 
-def _collective(function, *args):
-    """Run a cross-process collective, turning a lost peer's failure into :class:`LostProcess`."""
+def collective(function, *args):
+    """Run a cross-process collective (``function(*args)``: a gather, or a multi-process checkpoint save, which
+    synchronises the processes), turning a lost peer's failure into :class:`LostProcess`."""
     try:
         return function(*args)
     except Exception as error:  # jaxlib raises XlaRuntimeError / ValueError with gloo's message
@@ -258,7 +259,7 @@ def to_host(tree: Any) -> Any:
 
     def one(leaf: Any) -> np.ndarray:
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            return np.asarray(_collective(multihost_utils.process_allgather, leaf, True))
+            return np.asarray(collective(multihost_utils.process_allgather, leaf, True))
         return np.asarray(jax.device_get(leaf))
 
     return jax.tree.map(one, tree)
@@ -268,7 +269,7 @@ def _every_process(flag: bool) -> np.ndarray:
     """Every process's ``flag``, by process index (a collective)."""
     from jax.experimental import multihost_utils
 
-    flags = _collective(multihost_utils.process_allgather, np.array([int(bool(flag))], np.int32))
+    flags = collective(multihost_utils.process_allgather, np.array([int(bool(flag))], np.int32))
     return np.asarray(flags).reshape(-1).astype(bool)
 
 
@@ -352,10 +353,10 @@ def check_same_command(record: Mapping[str, Any]) -> None:
     text = np.frombuffer(json.dumps(record, sort_keys=True, default=str).encode(), np.uint8)
     from jax.experimental import multihost_utils
 
-    lengths = np.asarray(_collective(multihost_utils.process_allgather, np.array([text.size], np.int64)))
+    lengths = np.asarray(collective(multihost_utils.process_allgather, np.array([text.size], np.int64)))
     padded = np.zeros(int(lengths.max()), np.uint8)
     padded[: text.size] = text
-    rows = np.asarray(_collective(multihost_utils.process_allgather, padded)).reshape(lengths.size, -1)
+    rows = np.asarray(collective(multihost_utils.process_allgather, padded)).reshape(lengths.size, -1)
     records = [json.loads(bytes(row[:n]).decode()) for row, n in zip(rows, lengths.reshape(-1), strict=True)]
     difference = first_difference(records)
     if difference is not None:
