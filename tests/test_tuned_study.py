@@ -454,6 +454,7 @@ def test_status_estimates_the_time_left_from_the_made_cells_of_the_same_block_an
     # a block none of whose cells can be estimated reads "-", not 0.0 h (a newcomer read it as no work left)
     unknown = time_left.time_left_lines({"Pendulum-v1/aggressive": time_left.BlockLeft(cells=3, unknown=3)})
     assert unknown[1].splitlines()[-1].split() == ["Pendulum-v1/aggressive", "3", "-", "-", "3", "-"]
+    assert unknown[2].startswith("none estimated yet: 3 cells")
 
 
 def test_until_starts_no_cell_estimated_to_end_after_it_nor_one_whose_search_was_left(

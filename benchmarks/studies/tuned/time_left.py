@@ -155,7 +155,9 @@ def time_left_lines(blocks: dict[str, BlockLeft]) -> list[str]:
         "\ntime left, estimated from the seconds per run-iteration of the most alike made cells (the least alike "
         "named; 'any cell' and another CPU's are guesses); one runner's time, cells in sequence:",
         format_table(header, rows),
-        f"in all about {hours(total)}{waiting if unknown else ''}.",
+        f"in all about {hours(total)}{waiting if unknown else ''}."
+        if unknown < sum(left.cells for left in blocks.values())
+        else f"none estimated yet: {unknown} cells, no cell like them made on this machine (or waiting on a search).",
     ]
     if longest[1]:
         lines.append(
