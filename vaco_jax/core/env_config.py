@@ -15,6 +15,16 @@ NORMALIZER_FORMS = ("clipped", "brax")
 START_STATES = ("fresh", "cached")
 
 
+def check_no_pool_beside_cached_starts(start_states: str, start_pool: int | None) -> None:
+    """Refuse a start pool given beside ``env.start_states=cached``, which restarts from cached states and draws none
+    (the config's check and the brax adapter's, for a ``BraxEnv`` built directly)."""
+    check(
+        start_states == "fresh" or not start_pool,
+        f"env.start_states=cached restarts every episode from its environment's cached start state and draws no "
+        f"start pool: leave env.start_pool unset (it is {start_pool})",
+    )
+
+
 @struct.dataclass
 class EnvConfig:
     """Environment and batch shape."""
@@ -97,11 +107,7 @@ class EnvConfig:
             "None",
         )
         check_choice("env.start_states", self.start_states, START_STATES)
-        check(
-            self.start_states == "fresh" or not self.start_pool,
-            f"env.start_states=cached restarts every episode from its environment's cached start state and draws no "
-            f"start pool: leave env.start_pool unset (it is {self.start_pool})",
-        )
+        check_no_pool_beside_cached_starts(self.start_states, self.start_pool)
         check(
             type(self.reset_every) is int and self.reset_every >= 0,
             f"env.reset_every={self.reset_every!r} must be an integer >= 0 (iterations between resets; 0: never)",

@@ -69,9 +69,7 @@ class Backend:
 
     prefix: str
     env_names: Callable[[], list[str]]
-    build: Callable[
-        ..., Env
-    ]  # (name without prefix, *, episode_length, action_repeat, backend, start_pool, start_states)
+    build: Callable[[str, EnvOptions], Env]  # (name without prefix, options) -> Env
     install: str
     normalize_observations: bool  # the default of env.normalize_observations, chosen by measurement
     note: str = ""  # said after its ids where they are listed (what of the library is not taken)

@@ -41,6 +41,7 @@ import numpy as np
 from flax import struct
 
 from vaco_jax.core.config import START_STATES, ConfigError
+from vaco_jax.core.env_config import check_no_pool_beside_cached_starts
 from vaco_jax.envs.base import ActionSpec, TimeStep
 
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -200,11 +201,7 @@ class BraxEnv:
             raise ConfigError(f"env.start_pool={start_pool!r} must be a non-negative integer (0: no pool) or None")
         if start_states not in START_STATES:
             raise ConfigError(f"env.start_states={start_states!r} is unknown; choose {' or '.join(START_STATES)}")
-        if start_states == "cached" and start_pool:
-            raise ConfigError(
-                f"env.start_states=cached restarts every episode from its environment's cached start state and draws "
-                f"no start pool: leave env.start_pool unset (it is {start_pool})"
-            )
+        check_no_pool_beside_cached_starts(start_states, start_pool)
         self.backend = backend
         self.start_pool = start_pool
         self.start_states = start_states

@@ -93,11 +93,12 @@ def resolved_output(output: Output, config: Config) -> Output:
     if output.resume_or_start:
         output = resume_or_start(output)
     if output.resume is not None:
+        recorded = _newest_meta(output.resume)
         output = dataclasses.replace(output, out_dir=output.resume)
         if output.runs_per_program == "auto":
-            output = dataclasses.replace(output, runs_per_program=split_started_with(output.resume))
+            output = dataclasses.replace(output, runs_per_program=split_started_with(recorded))
         if output.metric is None:  # --resume-or-start (--resume DIR took the record's options already)
-            output = dataclasses.replace(output, metric=_newest_meta(output.resume).get("output", {}).get("metric"))
+            output = dataclasses.replace(output, metric=recorded.get("output", {}).get("metric"))
     return with_reported_metric(output, config)
 
 
@@ -110,10 +111,10 @@ def _newest_meta(directory: Path) -> dict[str, Any]:
         return {}
 
 
-def split_started_with(directory: Path) -> int | Literal["auto"]:
-    """The runs per program of the run in ``directory`` as its newest checkpoint records them ("auto" where none
-    does: a checkpoint from before it was recorded, or none at all, which the resume's own checks report)."""
-    recorded = _newest_meta(directory).get("runs_per_program")
+def split_started_with(meta: dict[str, Any]) -> int | Literal["auto"]:
+    """The runs per program a run's newest checkpoint record ``meta`` holds ("auto" where it holds none: a checkpoint
+    from before it was recorded, or none at all, which the resume's own checks report)."""
+    recorded = meta.get("runs_per_program")
     return int(recorded) if isinstance(recorded, int) else "auto"
 
 

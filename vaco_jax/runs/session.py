@@ -134,9 +134,8 @@ def execute(
     The steps: the plan (every check, on every process at once), the run opened (directory, checkpoints, writers),
     the training loop, the results finished.
     """
-    output, initial = resolved_start(
-        resolved_output(output, config), config
-    )  # --init-from read once, before anything runs
+    output = resolved_output(output, config)
+    output, initial = resolved_start(output, config)  # --init-from read once, before anything runs
     request = RunRequest(config, grid, num_seeds, seed, output, presets, asynchronous, variant, initial)
     meta = _run_record(request)
     plan, driver, wandb_options = distributed.on_every_process(lambda: _checked(request, plan))
